@@ -1,0 +1,57 @@
+"""One exception hierarchy; the CLI maps each class to an exit code."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional
+
+
+class SlurmgpuError(Exception):
+    """Base class: a problem the user can fix; printed without a traceback."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One located problem in an input file."""
+
+    file: str
+    line: Optional[int]
+    col: Optional[int]
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file
+        if self.line is not None:
+            where += ":%d" % self.line
+            if self.col is not None:
+                where += ":%d" % self.col
+        field = (self.path + ": ") if self.path else ""
+        return "%s: %s%s" % (where, field, self.message)
+
+
+class ConfigError(SlurmgpuError):
+    """Invalid YAML input (site config, job spec, model file): all problems at once."""
+
+    def __init__(self, issues: List[Issue]):
+        self.issues = list(issues)
+        super().__init__("\n".join(str(i) for i in self.issues))
+
+
+class PlanError(SlurmgpuError):
+    """The request cannot be planned (does not fit, breaks a hard rule)."""
+
+
+class PolicyRejection(SlurmgpuError):
+    """A job that the submit policy rejects; `check` exits 1 for it."""
+
+    exit_code = 1
+
+
+class TemplateError(SlurmgpuError):
+    """A template could not be found or rendered."""
+
+
+class SlurmError(SlurmgpuError):
+    """A Slurm command failed or is missing."""
