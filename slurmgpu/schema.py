@@ -77,12 +77,16 @@ class Checker:
              container: Any = None, key: Any = None) -> Dict[str, Any]:
         """Check `data` against `fields`; unknown keys get a did-you-mean."""
         out: Dict[str, Any] = {}
+        # An empty entry (`name:` with nothing after it) has no position of its own, so
+        # missing fields are reported where its key is; after a wrong type, only that error.
+        anchor: Tuple[Any, Any] = (data, None)
         if data is None:
+            anchor = (container, key) if container is not None else (None, None)
             data = {}
-        if not isinstance(data, dict):
+        elif not isinstance(data, dict):
             self.error(container if container is not None else data, key, path,
                        "expected a mapping, got %s" % describe(data))
-            data = {}
+            return {name: (f.default() if callable(f.default) else f.default) for name, f in fields.items()}
         for k in data:
             if k not in fields:
                 hint = difflib.get_close_matches(str(k), list(fields), n=1)
@@ -96,7 +100,7 @@ class Checker:
             p = join(path, name)
             if name not in data or (data[name] is None and f.nullable and not f.required):
                 if f.required:
-                    self.error(data, None, p, "missing required field (%s)" % _TYPE_WORDS.get(f.kind, f.kind))
+                    self.error(anchor[0], anchor[1], p, "missing required field (%s)" % _TYPE_WORDS.get(f.kind, f.kind))
                 out[name] = f.default() if callable(f.default) else f.default
                 continue
             out[name] = self.value(data[name], f, data, name, p)
@@ -118,17 +122,11 @@ class Checker:
         elif f.kind == "bool":
             if not isinstance(v, bool):
                 bad = True
-        elif f.kind == "strlist":
-            if isinstance(v, list) and all(isinstance(x, (str, int, float)) and not isinstance(x, bool) for x in v):
-                v = tuple(str(x) for x in v)
-            else:
+        elif f.kind in ("strlist", "strmap"):
+            if not isinstance(v, list if f.kind == "strlist" else dict):
                 bad = True
-        elif f.kind == "strmap":
-            if isinstance(v, dict) and all(isinstance(k, str) for k in v) and all(
-                    isinstance(x, (str, int, float)) and not isinstance(x, bool) for x in v.values()):
-                v = {k: str(x) for k, x in v.items()}
             else:
-                bad = True
+                return self._scalars(v, f, path)
         elif f.kind == "map":
             if not isinstance(v, dict):
                 bad = True
@@ -150,6 +148,24 @@ class Checker:
         elif f.minimum is not None and isinstance(v, (int, float)) and v < f.minimum:
             self.error(container, key, path, "must be at least %s, got %r" % (f.minimum, v))
         return v
+
+    def _scalars(self, v: Any, f: Field, path: str) -> Any:
+        """Entries of a strlist/strmap must be plain scalars (numbers become strings); each bad one is named."""
+        pairs = list(enumerate(v)) if isinstance(v, list) else list(v.items())
+        ok = True
+        for k, x in pairs:
+            where = join(path, k if isinstance(v, list) else str(k))
+            if isinstance(v, dict) and not isinstance(k, str):
+                self.error(v, k, where, "names must be strings, got %s" % describe(k))
+                ok = False
+            elif isinstance(x, bool) or not isinstance(x, (str, int, float)):
+                self.error(v, k, where, "expected a string, got %s" % describe(x))
+                ok = False
+        if not ok:
+            return f.default() if callable(f.default) else f.default
+        if isinstance(v, list):
+            return tuple(str(x) for x in v)
+        return {k: str(x) for k, x in v.items()}
 
 
 def join(path: str, key: Any) -> str:

@@ -314,23 +314,27 @@ def site_from_data(data: Any, path: str) -> Site:
     ck = Checker(path)
     top = ck.take(data, _SITE_FIELDS, "")
     node_types: Dict[str, NodeType] = {}
-    nt_data = top["node_types"] or {}
-    for name, raw in nt_data.items():
+    # None when missing, null or not a mapping: already reported, so no follow-on errors.
+    nt_data = top["node_types"] if isinstance(top["node_types"], dict) else None
+    for name, raw in (nt_data or {}).items():
         nt = _node_type(ck, str(name), raw, nt_data)
         if nt is not None:
             node_types[str(name)] = nt
-    if isinstance(nt_data, dict) and not nt_data and "node_types" in data:
+    if nt_data is not None and not nt_data:
         ck.error(data, "node_types", "node_types", "at least one node type is needed")
 
     partitions: Dict[str, Partition] = {}
-    p_data = top["partitions"] or {}
-    for name, raw in p_data.items():
+    p_data = top["partitions"] if isinstance(top["partitions"], dict) else None
+    for name, raw in (p_data or {}).items():
         p = _partition(ck, str(name), raw, p_data, node_types, nt_data)
         if p is not None:
             partitions[str(name)] = p
-    if isinstance(p_data, dict) and not p_data and "partitions" in data:
+    if p_data is not None and not p_data:
         ck.error(data, "partitions", "partitions", "at least one partition is needed")
 
+    if isinstance(data.get("slurm_version"), float):  # 23.10 would silently become "23.1"
+        ck.error(data, "slurm_version", "slurm_version", 'write the version in quotes, e.g. "23.11"; '
+                 "unquoted, YAML reads it as the number %r" % data["slurm_version"])
     default = top["default_partition"]
     if default is None and partitions:
         default = next(iter(partitions))
@@ -440,12 +444,13 @@ def _partition(ck: Checker, name: str, raw: Any, parent: Any, node_types: Dict[s
     n_before = len(ck.issues)
     v = ck.take(raw, _PARTITION_FIELDS, path, parent, name)
     nt = v["node_type"]
-    if nt is not None and nt not in node_types and not (isinstance(nt_data, dict) and nt in nt_data):
+    known = [str(k) for k in nt_data] if isinstance(nt_data, dict) else None
+    if nt is not None and known is not None and nt not in known:
         import difflib
 
-        hint = difflib.get_close_matches(nt, list(nt_data or {}), n=1)
+        hint = difflib.get_close_matches(nt, known, n=1)
         ck.error(raw, "node_type", path + ".node_type", "unknown node type '%s'%s (defined: %s)" % (
-            nt, " (did you mean '%s'?)" % hint[0] if hint else "", ", ".join(nt_data or {}) or "none"))
+            nt, " (did you mean '%s'?)" % hint[0] if hint else "", ", ".join(known) or "none"))
     maxn = v["max_nodes_per_job"]
     if maxn is None:
         maxn = v["nodes"]

@@ -44,14 +44,22 @@ def _loader_class():
             data = LocDict()
             data.loc = self._loc(node)
             yield data
+            # Entries pulled in by a `<<: *anchor` merge may be overridden by the mapping's own
+            # keys (and by later merges); only two explicit entries with one key are an error.
+            explicit = {id(k) for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge"}
             self.flatten_mapping(node)
+            merged = set()
             for key_node, value_node in node.value:
                 key = self.construct_object(key_node, deep=True)
                 try:
                     hash(key)
                 except TypeError:
                     raise ConfigError([Issue(*self._loc(key_node), "", "a mapping key must be a plain value")])
-                if key in data:
+                if id(key_node) not in explicit:
+                    merged.add(key)
+                elif key in merged:
+                    merged.discard(key)
+                elif key in data:
                     first = data.locs[key]
                     raise ConfigError([Issue(*self._loc(key_node), str(key),
                                              "duplicate key (first defined on line %d)" % first[1])])
