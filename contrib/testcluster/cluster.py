@@ -1,0 +1,1110 @@
+#!/usr/bin/env python3
+"""A throw-away local Slurm 22.05 cluster with fake GPUs, for tests.
+
+Everything runs on this one host, as root, out of a fresh temporary
+directory: one ``slurmctld`` and one ``slurmd -N <name>`` per node, each on
+its own randomly chosen TCP port, so two clusters (or a stale one) never
+collide.  Nothing under /etc/slurm is read or written.
+
+Default layout (see ``DEFAULT_PARTITIONS``; change it with the
+``partitions=`` argument)::
+
+    partition  nodes        per node                       features
+    ---------  -----------  -----------------------------  ------------
+    gpu *      gpu[01-04]   16 CPUs, 64000 MB, gpu:h100:8  h100,nvlink
+    gpu4       g4n[01-02]   16 CPUs, 64000 MB, gpu:a100:4  a100,nvlink
+    pcie       pc[01-02]    16 CPUs, 64000 MB, gpu:l40s:8  l40s,pcie
+    (* = default partition; 8 slurmd processes in all)
+
+The nodes claim their CPUs, memory and GPUs through
+``SlurmdParameters=config_overrides``; each GPU is a character device
+``<dir>/dev/nvidiaN`` (a copy of /dev/null: slurmd ignores plain files) named
+in gres.conf, so jobs get a real ``CUDA_VISIBLE_DEVICES``.  No cgroups (``proctrack/linuxproc``,
+``task/none``), no accounting, ``select/cons_tres`` with ``CR_Core``.
+Node names are added to /etc/hosts as 127.0.0.1 (needed for MASTER_ADDR).
+
+``job_submit.lua`` and ``cli_filter.lua`` live next to slurm.conf.  They are
+enabled only when their text is given to the constructor, because an
+enabled but missing script is fatal to slurmctld (job_submit) or makes
+sbatch/srun/salloc fail (cli_filter).
+``install_job_submit`` replaces the script atomically and gives it an mtime
+strictly newer than the previous one: slurmctld 22.05 reloads it on the next
+submission only when ``st_mtime`` is greater than the mtime it loaded.
+
+The daemons are children of a small supervisor process (a Linux child
+subreaper) that reaps the slurmstepd processes slurmd double-forks; stop()
+signals only the pids it started and the job processes that carry this
+cluster's SLURM_CONF.  munge is started (system-wide) if it is not running
+and left running.
+
+Usage::
+
+    with TestCluster(job_submit_lua=ACCEPT_ALL_JOB_SUBMIT_LUA) as c:
+        job_id = c.submit("#!/bin/bash\\nsrun hostname\\n", "-N2")
+        result = c.wait_job(job_id)          # JobResult: state, exit_code, ...
+        rc, out, err = c.sbatch(None, "--test-only", "--wrap", "true")
+
+Debugging from a shell (prints the SLURM_CONF export line)::
+
+    python contrib/testcluster/cluster.py up
+    python contrib/testcluster/cluster.py down
+
+Standard library only; Python 3.9+.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shlex
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+__all__ = [
+    "ACCEPT_ALL_JOB_SUBMIT_LUA",
+    "PASSTHROUGH_CLI_FILTER_LUA",
+    "DEFAULT_PARTITIONS",
+    "ClusterError",
+    "JobResult",
+    "Partition",
+    "TestCluster",
+    "missing_prerequisites",
+]
+
+ACCEPT_ALL_JOB_SUBMIT_LUA = """\
+-- slurmgpu test cluster: accept every job.
+function slurm_job_submit(job_desc, part_list, submit_uid)
+    return slurm.SUCCESS
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+    return slurm.SUCCESS
+end
+
+return slurm.SUCCESS
+"""
+
+PASSTHROUGH_CLI_FILTER_LUA = """\
+-- slurmgpu test cluster: change nothing.
+function slurm_cli_setup_defaults(options, early_pass)
+    return slurm.SUCCESS
+end
+
+function slurm_cli_pre_submit(options, offset)
+    return slurm.SUCCESS
+end
+
+function slurm_cli_post_submit(offset, jobid, stepid)
+    return slurm.SUCCESS
+end
+
+return slurm.SUCCESS
+"""
+
+# ctld.log lines that mean a job_submit script did not load or failed open.
+JOB_SUBMIT_ERROR_MARKERS = (
+    "error: job_submit/lua",
+    "non-numeric return code",
+    "using previous script",
+    "using old script",
+)
+
+# ... and the subset that means a new script was refused (the old one stays).
+_LOAD_FAILURE_MARKERS = (
+    "using previous script",
+    " on load",                          # "<path>: returned N on load"
+    "required function(s) not present",
+)
+
+TERMINAL_JOB_STATES = frozenset({
+    "BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED",
+    "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT",
+})
+
+_HOSTS_FILE = "/etc/hosts"
+_HOSTS_TAG = "# slurmgpu-testcluster"
+_DEFAULT_STATE_FILE = "/tmp/slurmgpu-testcluster.json"
+_REQUIRED_BINARIES = ("slurmctld", "slurmd", "sbatch", "srun", "squeue",
+                      "sinfo", "scontrol", "scancel", "munge", "unmunge",
+                      "munged")
+
+
+class ClusterError(RuntimeError):
+    """The test cluster could not be started, or a Slurm command failed."""
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One partition and the shape of every node in it.
+
+    Two partitions may list the same node names; they must then agree on
+    the node shape.
+    """
+
+    name: str
+    nodes: Tuple[str, ...]
+    gpu_type: str
+    gpus_per_node: int
+    cpus_per_node: int = 16
+    memory_mb: int = 64000
+    features: Tuple[str, ...] = ()
+    default: bool = False
+
+    @staticmethod
+    def node_names(prefix: str, count: int, width: int = 2) -> Tuple[str, ...]:
+        """``node_names("gpu", 4)`` -> ``("gpu01", ..., "gpu04")``."""
+        return tuple(f"{prefix}{i:0{width}d}" for i in range(1, count + 1))
+
+
+DEFAULT_PARTITIONS: Tuple[Partition, ...] = (
+    Partition("gpu", Partition.node_names("gpu", 4), "h100", 8,
+              features=("h100", "nvlink"), default=True),
+    Partition("gpu4", Partition.node_names("g4n", 2), "a100", 4,
+              features=("a100", "nvlink")),
+    Partition("pcie", Partition.node_names("pc", 2), "l40s", 8,
+              features=("l40s", "pcie")),
+)
+
+
+@dataclass
+class JobResult:
+    """Final state of a job, as ``scontrol show job`` reported it."""
+
+    job_id: int
+    state: str                      # e.g. "COMPLETED", "FAILED"
+    exit_code: int                  # from ExitCode=<code>:<signal>
+    signal: int
+    info: Dict[str, str] = field(default_factory=dict)  # all key=value pairs
+    stdout: Optional[str] = None    # contents of StdOut, if readable
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "COMPLETED" and self.exit_code == 0
+
+
+@dataclass(frozen=True)
+class _Node:
+    name: str
+    cpus: int
+    memory_mb: int
+    gpu_type: str
+    gpus: int
+    features: Tuple[str, ...]
+
+
+def missing_prerequisites() -> List[str]:
+    """Reasons this process cannot run a TestCluster (empty when it can)."""
+    reasons = []
+    if os.geteuid() != 0:
+        reasons.append("the test cluster needs root (slurmd runs jobs as root "
+                       "and /etc/hosts may need node names)")
+    missing = [b for b in _REQUIRED_BINARIES if not _which(b)]
+    if missing:
+        reasons.append("not installed: " + ", ".join(missing) +
+                       " (run contrib/testcluster/install-deps.sh)")
+    return reasons
+
+
+def _which(name: str) -> Optional[str]:
+    return shutil.which(name, path=os.environ.get("PATH", "") +
+                        ":/usr/sbin:/sbin:/usr/bin:/bin")
+
+
+def _nodes_from_partitions(partitions: Sequence[Partition]) -> List[_Node]:
+    nodes: Dict[str, _Node] = {}
+    for part in partitions:
+        for name in part.nodes:
+            node = _Node(name, part.cpus_per_node, part.memory_mb,
+                         part.gpu_type, part.gpus_per_node, part.features)
+            if nodes.setdefault(name, node) != node:
+                raise ValueError(f"node {name} is listed in several partitions "
+                                 f"with different shapes")
+    if not nodes:
+        raise ValueError("no nodes")
+    if sum(p.default for p in partitions) > 1:
+        raise ValueError("more than one default partition")
+    return list(nodes.values())
+
+
+def _free_ports(count: int) -> List[int]:
+    """``count`` distinct TCP ports, random, below the ephemeral range."""
+    ports: List[int] = []
+    rng = random.SystemRandom()
+    for _ in range(count * 50):
+        if len(ports) == count:
+            break
+        port = rng.randrange(20000, 32000)
+        if port in ports:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+        ports.append(port)
+    if len(ports) != count:
+        raise ClusterError(f"could not find {count} free TCP ports")
+    return ports
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 200 * lines))
+            data = f.read().decode("utf-8", "replace")
+    except OSError as e:
+        return f"<cannot read {path}: {e}>"
+    return "\n".join(data.splitlines()[-lines:])
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read()
+    except OSError:
+        return False
+    # "pid (comm) S ..."; comm may contain spaces and parentheses.
+    return fields[fields.rfind(b")") + 2:][:1] not in (b"Z", b"X", b"")
+
+
+def _pid_cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _proc_table() -> Dict[int, Tuple[int, str, str]]:
+    """pid -> (ppid, state, comm) for every process we can see."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                raw = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        comm = raw[raw.find("(") + 1:raw.rfind(")")]
+        rest = raw[raw.rfind(")") + 2:].split()
+        if len(rest) >= 2:
+            table[int(entry)] = (int(rest[1]), rest[0], comm)
+    return table
+
+
+def _has_env(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return needle in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _job_processes(conf: str) -> List[int]:
+    """slurmstepd processes of the cluster whose slurm.conf is ``conf`` (they
+    inherit SLURM_CONF from slurmd and outlive it), plus their descendants
+    (job tasks, srun).  Children first."""
+    table = _proc_table()
+    needle = f"SLURM_CONF={conf}".encode()
+    roots = {pid for pid, (_, state, comm) in table.items()
+             if comm == "slurmstepd" and state != "Z" and _has_env(pid, needle)}
+    children: Dict[int, List[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    order: List[int] = []
+    todo = list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid in order or pid == os.getpid():
+            continue
+        order.append(pid)
+        todo.extend(children.get(pid, ()))
+    return order[::-1]
+
+
+# The daemons are started by a tiny supervisor process that is a Linux "child
+# subreaper": slurmd double-forks slurmstepd, so without it finished steps
+# become zombies of pid 1, which containers and micro-VMs often never reap.
+# Protocol: one JSON request per stdin line {"argv", "env", "cwd", "log"},
+# answered by one line {"pid": N} or {"error": "..."}.  After stdin closes the
+# supervisor only reaps, and exits when it has no children left.
+_SUPERVISOR = r"""
+import ctypes, json, os, select, subprocess, sys
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+except Exception:
+    pass
+def reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
+stdin_open = True
+while stdin_open:
+    ready, _, _ = select.select([sys.stdin], [], [], 0.5)
+    if ready:
+        line = sys.stdin.readline()
+        if not line:
+            stdin_open = False
+            break
+        req = json.loads(line)
+        try:
+            with open(req["log"], "ab") as log:
+                proc = subprocess.Popen(req["argv"], env=req["env"],
+                                        cwd=req["cwd"], stdin=subprocess.DEVNULL,
+                                        stdout=log, stderr=subprocess.STDOUT)
+            reply = {"pid": proc.pid}
+        except OSError as e:
+            reply = {"error": str(e)}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+    reap()
+sys.stdout.close()
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+    except InterruptedError:
+        pass
+"""
+
+
+def _write_atomic(path: Path, text: str, mtime: Optional[int] = None) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.chmod(tmp, 0o644)
+    if mtime is not None:
+        os.utime(tmp, (mtime, mtime))
+    os.replace(tmp, path)
+
+
+def _make_fake_gpu(path: Path) -> None:
+    """A character device that behaves like /dev/null: slurmd refuses plain
+    files in gres.conf ("not a valid character or block device") and then
+    sets no CUDA_VISIBLE_DEVICES."""
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except OSError:
+        os.symlink("/dev/null", path)  # stat() follows it: still a char dev
+
+
+_SCONTROL_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_:/]*")
+
+
+def _parse_scontrol_oneliner(text: str) -> Dict[str, str]:
+    """Parse one line of ``scontrol show ... -o`` output into a dict.  A
+    space-separated word that is not ``Key=...`` belongs to the previous
+    value (Command= or Comment= with spaces)."""
+    info: Dict[str, str] = {}
+    key = None
+    for token in text.strip().split(" "):
+        name, sep, value = token.partition("=")
+        if sep and _SCONTROL_KEY.fullmatch(name):
+            key = name
+            info[key] = value
+        elif key is not None:
+            info[key] += " " + token
+    return info
+
+
+class TestCluster:
+    """A local fake-GPU Slurm cluster; use as a context manager.
+
+    ``TestCluster(...)`` only records settings; ``start()`` (or ``with``)
+    creates the directory and the daemons, ``stop()`` removes them.
+    """
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    def __init__(
+        self,
+        partitions: Optional[Sequence[Partition]] = None,
+        *,
+        job_submit_lua: Optional[str] = None,
+        cli_filter_lua: Optional[str] = None,
+        base_dir: Optional[Union[str, os.PathLike]] = None,
+        keep_dir: bool = False,
+        start_timeout: float = 60.0,
+        extra_config: str = "",
+        debug_level: str = "info",
+    ) -> None:
+        self.partitions: Tuple[Partition, ...] = tuple(
+            DEFAULT_PARTITIONS if partitions is None else partitions)
+        self._shapes = _nodes_from_partitions(self.partitions)
+        self.nodes: List[str] = [n.name for n in self._shapes]
+        self.job_submit_enabled = job_submit_lua is not None
+        self.cli_filter_enabled = cli_filter_lua is not None
+        self._initial_job_submit = job_submit_lua
+        self._initial_cli_filter = cli_filter_lua
+        self._base_dir = Path(base_dir) if base_dir else Path("/tmp")
+        self.keep_dir = keep_dir
+        self.start_timeout = start_timeout
+        self.extra_config = extra_config
+        self.debug_level = debug_level
+        self.dir: Optional[Path] = None
+        self.ctld_port = 0
+        self.node_ports: Dict[str, int] = {}
+        self.pids: Dict[str, int] = {}       # "slurmctld" / node name -> pid
+        self._supervisor: Optional[subprocess.Popen] = None
+        self.supervisor_pid = 0
+        self.startup_seconds: Optional[float] = None
+        self.hosts_warning: Optional[str] = None
+
+    # ----------------------------------------------------------------- paths
+    def _require_dir(self) -> Path:
+        if self.dir is None:
+            raise ClusterError("the test cluster is not started")
+        return self.dir
+
+    @property
+    def conf_path(self) -> Path:
+        """Absolute path of slurm.conf (what SLURM_CONF must name)."""
+        return self._require_dir() / "etc" / "slurm.conf"
+
+    @property
+    def conf_dir(self) -> Path:
+        return self.conf_path.parent
+
+    @property
+    def job_submit_path(self) -> Path:
+        return self.conf_dir / "job_submit.lua"
+
+    @property
+    def cli_filter_path(self) -> Path:
+        return self.conf_dir / "cli_filter.lua"
+
+    @property
+    def jobs_dir(self) -> Path:
+        """Working directory of ``sbatch()``; default job output lands here."""
+        return self._require_dir() / "jobs"
+
+    @property
+    def log_dir(self) -> Path:
+        return self._require_dir() / "log"
+
+    @property
+    def ctld_log_path(self) -> Path:
+        return self.log_dir / "slurmctld.log"
+
+    def slurmd_log_path(self, node: str) -> Path:
+        return self.log_dir / f"slurmd-{node}.log"
+
+    @property
+    def env(self) -> Dict[str, str]:
+        """Environment for Slurm clients: ``os.environ`` plus SLURM_CONF."""
+        env = dict(os.environ)
+        for key in list(env):  # don't leak an outer job's settings
+            if key.startswith(("SLURM_", "SBATCH_", "SALLOC_", "SRUN_",
+                               "SQUEUE_", "SINFO_")):
+                del env[key]
+        env["SLURM_CONF"] = str(self.conf_path)
+        return env
+
+    @property
+    def default_partition(self) -> Optional[str]:
+        for p in self.partitions:
+            if p.default:
+                return p.name
+        return None
+
+    # ------------------------------------------------------------- lifecycle
+    def __enter__(self) -> "TestCluster":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self) -> "TestCluster":
+        """Create the config, start munge (if needed), slurmctld and every
+        slurmd; return once ``sinfo`` shows every node idle."""
+        if self.dir is not None:
+            raise ClusterError("the test cluster is already started")
+        reasons = missing_prerequisites()
+        if reasons:
+            raise ClusterError("; ".join(reasons))
+        t0 = time.monotonic()
+        self._base_dir.mkdir(parents=True, exist_ok=True)
+        # Short paths: slurmd puts unix sockets (108-byte limit) in its spool.
+        self.dir = Path(tempfile.mkdtemp(prefix="sgtc-", dir=self._base_dir))
+        try:
+            os.chmod(self.dir, 0o755)
+            ports = _free_ports(1 + len(self.nodes))
+            self.ctld_port = ports[0]
+            self.node_ports = dict(zip(self.nodes, ports[1:]))
+            self._write_config()
+            self._ensure_hosts()
+            _ensure_munge()
+            self._start_daemons()
+            self._wait_idle(t0 + self.start_timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def stop(self) -> None:
+        """Cancel jobs, stop the daemons this object started (by pid), kill
+        leftover job processes of this cluster, remove the directory unless
+        ``keep_dir``.  Safe to call twice."""
+        if self.dir is None:
+            return
+        if self.pids.get("slurmctld") and _pid_alive(self.pids["slurmctld"]):
+            self._cancel_all_jobs(wait=5.0)
+        self._kill_job_processes()
+        for pid in self.pids.values():
+            self._signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for pid in self.pids.values():
+            if not self._wait_exit(pid, deadline):
+                self._signal(pid, signal.SIGKILL)
+                self._wait_exit(pid, time.monotonic() + 5)
+        self._kill_job_processes()
+        self._stop_supervisor()
+        self.pids.clear()
+        if not self.keep_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir = None
+
+    # --------------------------------------------------------------- clients
+    def run(
+        self,
+        cmd: Union[str, Sequence[str]],
+        *,
+        input: Optional[str] = None,
+        timeout: float = 60.0,
+        check: bool = False,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[Union[str, os.PathLike]] = None,
+    ) -> "subprocess.CompletedProcess[str]":
+        """Run a client command (``"sinfo -N"`` or a list) with ``self.env``
+        (updated by ``env``); text output captured.  ``check=True`` raises
+        ClusterError with stdout/stderr on a non-zero exit."""
+        argv = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
+        full_env = self.env
+        if env:
+            full_env.update(env)
+        proc = subprocess.run(argv, input=input, capture_output=True,
+                              text=True, timeout=timeout, env=full_env,
+                              cwd=str(cwd) if cwd else str(self.jobs_dir))
+        if check and proc.returncode != 0:
+            raise ClusterError(
+                f"{shlex.join(argv)} exited {proc.returncode}\n"
+                f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+        return proc
+
+    def sbatch(self, script_text: Optional[str], *args: str,
+               timeout: float = 60.0,
+               env: Optional[Mapping[str, str]] = None) -> Tuple[int, str, str]:
+        """``sbatch *args`` with ``script_text`` on stdin (None: no script,
+        e.g. with ``--wrap``), run in ``jobs_dir``.  Returns
+        ``(returncode, stdout, stderr)``."""
+        proc = self.run(["sbatch", *args], input=script_text,
+                        timeout=timeout, env=env)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    def submit(self, script_text: Optional[str], *args: str,
+               timeout: float = 60.0,
+               env: Optional[Mapping[str, str]] = None) -> int:
+        """Like ``sbatch`` but returns the job id; raises ClusterError if the
+        submission fails."""
+        rc, out, err = self.sbatch(script_text, "--parsable", *args,
+                                   timeout=timeout, env=env)
+        if rc != 0:
+            raise ClusterError(f"sbatch failed (rc {rc}): {err.strip()}")
+        return int(out.strip().split(";")[0])
+
+    def job_info(self, job_id: int) -> Optional[Dict[str, str]]:
+        """``scontrol show job -o`` as a dict; None if the job is unknown."""
+        proc = self.run(["scontrol", "show", "job", "-o", str(job_id)])
+        if proc.returncode != 0 or not proc.stdout.strip():
+            return None
+        return _parse_scontrol_oneliner(proc.stdout.splitlines()[0])
+
+    def wait_job(self, job_id: int, timeout: float = 60.0) -> JobResult:
+        """Poll until the job reaches a terminal state; return it.  Raises
+        ClusterError (with the job record and log tails) on timeout."""
+        deadline = time.monotonic() + timeout
+        info: Optional[Dict[str, str]] = None
+        while time.monotonic() < deadline:
+            info = self.job_info(job_id)
+            if info is not None:
+                state = info.get("JobState", "")
+                if state in TERMINAL_JOB_STATES:
+                    code, _, sig = info.get("ExitCode", "0:0").partition(":")
+                    return JobResult(job_id, state, int(code or 0),
+                                     int(sig or 0), info,
+                                     self._read_stdout(info))
+            time.sleep(0.25)
+        raise ClusterError(f"job {job_id} did not finish within {timeout} s; "
+                           f"last record: {info}\n{self.logs()}")
+
+    def _read_stdout(self, info: Mapping[str, str]) -> Optional[str]:
+        path = info.get("StdOut")
+        if not path:
+            return None
+        try:
+            return Path(path).read_text(errors="replace")
+        except OSError:
+            return None
+
+    def cancel_all_jobs(self) -> None:
+        """scancel every job of this cluster and wait until they are gone."""
+        self._cancel_all_jobs(wait=15.0)
+
+    def _cancel_all_jobs(self, wait: float) -> None:
+        try:
+            ids = self.run(["squeue", "-h", "-o", "%A"], timeout=10).stdout.split()
+            if ids:
+                self.run(["scancel", *ids], timeout=10)
+            deadline = time.monotonic() + wait
+            while ids and time.monotonic() < deadline:
+                time.sleep(0.25)
+                ids = self.run(["squeue", "-h", "-o", "%A"],
+                               timeout=10).stdout.split()
+        except (subprocess.SubprocessError, OSError):
+            pass
+
+    def sinfo_json(self) -> dict:
+        """Parsed ``sinfo --json``."""
+        return json.loads(self.run(["sinfo", "--json"], check=True).stdout)
+
+    # ------------------------------------------------------------ lua scripts
+    def install_job_submit(self, lua_text: str, *, verify: bool = True) -> None:
+        """Replace job_submit.lua atomically with an mtime newer than the
+        previous file's, so slurmctld reloads it on the next submission.
+
+        ``verify=True`` then submits ``sbatch --test-only --wrap true`` (which
+        runs the filter and creates no job) to force the reload, and raises
+        ClusterError if ctld.log reports that the script did not load.  That
+        probe consumes messages queued by a top-level ``slurm.log_user``; pass
+        ``verify=False`` to install a deliberately broken script."""
+        if not self.job_submit_enabled:
+            raise ClusterError("start the cluster with job_submit_lua=... to "
+                               "enable JobSubmitPlugins=lua")
+        self._install_script(self.job_submit_path, lua_text)
+        if verify:
+            mark = self.log_mark()
+            self.sbatch(None, "--test-only", "--wrap", "true")
+            bad = [line for line in self.ctld_log(mark).splitlines()
+                   if any(m in line for m in _LOAD_FAILURE_MARKERS)]
+            if bad:
+                raise ClusterError("job_submit.lua did not load:\n" +
+                                   "\n".join(bad))
+
+    def install_cli_filter(self, lua_text: str) -> None:
+        """Replace cli_filter.lua atomically (clients read it on every
+        command, so it takes effect at once)."""
+        if not self.cli_filter_enabled:
+            raise ClusterError("start the cluster with cli_filter_lua=... to "
+                               "enable CliFilterPlugins=lua")
+        self._install_script(self.cli_filter_path, lua_text)
+
+    def _install_script(self, path: Path, text: str) -> None:
+        try:
+            previous = int(path.stat().st_mtime)
+        except FileNotFoundError:
+            previous = 0
+        # 22.05 reloads only if st_mtime (whole seconds) > the loaded mtime.
+        _write_atomic(path, text, max(int(time.time()), previous + 1))
+
+    # ------------------------------------------------------------------ logs
+    def log_mark(self) -> int:
+        """Current size of ctld.log; pass it to ``ctld_log(since=...)``."""
+        try:
+            return self.ctld_log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def ctld_log(self, since: int = 0) -> str:
+        """slurmctld.log from byte offset ``since``."""
+        try:
+            with open(self.ctld_log_path, "rb") as f:
+                f.seek(since)
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def job_submit_errors(self, since: int = 0) -> List[str]:
+        """ctld.log lines (from ``since``) showing job_submit/lua errors, a
+        non-numeric return (both fail open on 22.05) or a failed reload."""
+        return [line for line in self.ctld_log(since).splitlines()
+                if any(m in line for m in JOB_SUBMIT_ERROR_MARKERS)]
+
+    def logs(self, lines: int = 40, node_lines: int = 10) -> str:
+        """Tails of slurmctld.log and of every slurmd log, for test-failure
+        output.  A daemon's captured stderr is shown instead of its log when
+        it died or never opened the log (early ``fatal:`` lines)."""
+        if self.dir is None:
+            return "<test cluster not running>"
+        parts = [f"== test cluster {self.dir} (SLURM_CONF={self.conf_path})"]
+        daemons = [("slurmctld", self.ctld_log_path, lines)] + [
+            (node, self.slurmd_log_path(node), node_lines)
+            for node in self.nodes]
+        supervisor = self.log_dir / "supervisor.stderr"
+        if supervisor.exists() and supervisor.stat().st_size:
+            parts.append("== supervisor.stderr:\n" + _tail(supervisor, lines))
+        for name, log, count in daemons:
+            label = "slurmctld" if name == "slurmctld" else f"slurmd-{name}"
+            pid = self.pids.get(name)
+            dead = pid is not None and not _pid_alive(pid)
+            paths = [log]
+            if dead or not log.exists() or not log.stat().st_size:
+                paths.append(self.log_dir / f"{label}.stderr")
+            for path in paths:
+                if path.exists() and path.stat().st_size:
+                    parts.append(f"== {path.name}{' (DEAD)' if dead else ''} "
+                                 f"last {count} lines:\n" + _tail(path, count))
+        return "\n".join(parts)
+
+    # -------------------------------------------------------------- internals
+    def _write_config(self) -> None:
+        d = self._require_dir()
+        for sub in ("etc", "log", "run", "state", "spool", "jobs", "dev"):
+            (d / sub).mkdir(mode=0o755)
+        nodes = self._shapes
+        for i in range(max(n.gpus for n in nodes)):  # shared by all nodes
+            _make_fake_gpu(d / "dev" / f"nvidia{i}")
+        for node in nodes:
+            (d / "spool" / node.name).mkdir(mode=0o755)
+        host = socket.gethostname().split(".")[0]
+        lines = [
+            "# Generated by contrib/testcluster/cluster.py",
+            "ClusterName=slurmgpu-test",
+            "MailProg=/bin/true",
+            f"SlurmctldHost={host}(127.0.0.1)",
+            f"SlurmctldPort={self.ctld_port}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "AuthType=auth/munge",
+            "CryptoType=crypto/munge",
+            f"StateSaveLocation={d}/state",
+            f"SlurmdSpoolDir={d}/spool/%n",
+            f"SlurmctldPidFile={d}/run/slurmctld.pid",
+            f"SlurmdPidFile={d}/run/slurmd-%n.pid",
+            f"SlurmctldLogFile={self.ctld_log_path}",
+            f"SlurmdLogFile={d}/log/slurmd-%n.log",
+            f"SlurmctldDebug={self.debug_level}",
+            f"SlurmdDebug={self.debug_level}",
+            "SlurmdParameters=config_overrides",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "SwitchType=switch/none",
+            "MpiDefault=none",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core",
+            "SchedulerType=sched/backfill",
+            # Start batch jobs at once (default: up to 3 s delay).
+            "SchedulerParameters=batch_sched_delay=0",
+            "GresTypes=gpu",
+            "AccountingStorageType=accounting_storage/none",
+            "JobAcctGatherType=jobacct_gather/none",
+            "JobCompType=jobcomp/none",
+            "PropagateResourceLimits=NONE",
+            "ReturnToService=2",
+            "HealthCheckInterval=0",
+            "InactiveLimit=0",
+            "KillWait=2",
+            "MinJobAge=600",
+            "MessageTimeout=10",
+            "SlurmctldTimeout=30",
+            "SlurmdTimeout=30",
+            "TCPTimeout=5",
+            "Waittime=0",
+            "BatchStartTimeout=20",
+            "CompleteWait=0",
+        ]
+        if self.job_submit_enabled:
+            lines.append("JobSubmitPlugins=lua")
+            _write_atomic(self.job_submit_path, self._initial_job_submit or "")
+        if self.cli_filter_enabled:
+            lines.append("CliFilterPlugins=lua")
+            _write_atomic(self.cli_filter_path, self._initial_cli_filter or "")
+        gres = []
+        for node in nodes:
+            sockets = 2 if node.cpus % 2 == 0 else 1
+            feat = f" Feature={','.join(node.features)}" if node.features else ""
+            gpus = f" Gres=gpu:{node.gpu_type}:{node.gpus}" if node.gpus else ""
+            lines.append(
+                f"NodeName={node.name} NodeHostname=localhost "
+                f"NodeAddr=127.0.0.1 Port={self.node_ports[node.name]} "
+                f"CPUs={node.cpus} Boards=1 SocketsPerBoard={sockets} "
+                f"CoresPerSocket={node.cpus // sockets} ThreadsPerCore=1 "
+                f"RealMemory={node.memory_mb}{gpus}{feat} State=UNKNOWN")
+            if node.gpus:
+                files = (f"{d}/dev/nvidia0" if node.gpus == 1 else
+                         f"{d}/dev/nvidia[0-{node.gpus - 1}]")
+                gres.append(f"NodeName={node.name} Name=gpu "
+                            f"Type={node.gpu_type} File={files}")
+        for part in self.partitions:
+            lines.append(
+                f"PartitionName={part.name} Nodes={','.join(part.nodes)} "
+                f"Default={'YES' if part.default else 'NO'} "
+                f"MaxTime=INFINITE State=UP")
+        if self.extra_config:
+            lines.append(self.extra_config)
+        (d / "etc" / "slurm.conf").write_text("\n".join(lines) + "\n")
+        (d / "etc" / "gres.conf").write_text("\n".join(gres) + "\n")
+        (d / "etc" / "cgroup.conf").write_text("CgroupPlugin=autodetect\n")
+
+    def _ensure_hosts(self) -> None:
+        try:
+            text = Path(_HOSTS_FILE).read_text()
+            known = {tok for line in text.splitlines()
+                     for tok in line.split("#", 1)[0].split()[1:]}
+            missing = [n for n in self.nodes if n not in known]
+            if missing:
+                sep = "" if not text or text.endswith("\n") else "\n"
+                with open(_HOSTS_FILE, "a") as f:
+                    f.write(f"{sep}127.0.0.1 {' '.join(missing)} {_HOSTS_TAG}\n")
+        except OSError as e:
+            self.hosts_warning = (f"could not add node names to {_HOSTS_FILE}: "
+                                  f"{e}; MASTER_ADDR=<node> will not resolve")
+
+    def _start_daemons(self) -> None:
+        conf = str(self.conf_path)
+        with open(self.log_dir / "supervisor.stderr", "wb") as err:
+            self._supervisor = subprocess.Popen(
+                [sys.executable, "-c", _SUPERVISOR], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=err, text=True,
+                cwd=str(self.dir),
+                start_new_session=True)  # no SIGINT from the terminal
+        self.supervisor_pid = self._supervisor.pid
+        self._spawn("slurmctld", [_which("slurmctld") or "slurmctld",
+                                  "-D", "-f", conf])
+        # Let slurmctld bind its port before the nodes register.
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            self._check_alive()
+            if self.run(["scontrol", "ping"], timeout=10).returncode == 0:
+                break
+            time.sleep(0.2)
+        for node in self.nodes:
+            self._spawn(node, [_which("slurmd") or "slurmd", "-D", "-N", node,
+                               "-f", conf])
+        assert self._supervisor.stdin is not None
+        self._supervisor.stdin.close()  # from now on it only reaps
+
+    def _spawn(self, name: str, argv: List[str]) -> None:
+        sup = self._supervisor
+        assert sup is not None and sup.stdin and sup.stdout
+        label = "slurmctld" if name == "slurmctld" else f"slurmd-{name}"
+        request = {"argv": argv, "env": self.env, "cwd": str(self.dir),
+                   "log": str(self.log_dir / f"{label}.stderr")}
+        sup.stdin.write(json.dumps(request) + "\n")
+        sup.stdin.flush()
+        reply = json.loads(sup.stdout.readline() or '{"error": "no reply"}')
+        if "pid" not in reply:
+            raise ClusterError(f"cannot start {label}: {reply.get('error')}")
+        self.pids[name] = int(reply["pid"])
+
+    def _check_alive(self) -> None:
+        dead = [n for n, pid in self.pids.items() if not _pid_alive(pid)]
+        if dead:
+            raise ClusterError(f"exited during start-up: {', '.join(dead)}\n"
+                               f"{self.logs()}")
+
+    def _wait_idle(self, deadline: float) -> None:
+        states: Dict[str, str] = {}
+        while time.monotonic() < deadline:
+            self._check_alive()
+            proc = self.run(["sinfo", "-h", "-N", "-o", "%N %T"], timeout=10)
+            states = dict(line.split(None, 1)
+                          for line in proc.stdout.splitlines() if line.strip())
+            if (proc.returncode == 0 and set(states) >= set(self.nodes)
+                    and all(states[n] == "idle" for n in self.nodes)):
+                return
+            time.sleep(0.25)
+        raise ClusterError(f"nodes not idle after {self.start_timeout:.0f} s: "
+                           f"{states}\n{self.logs()}")
+
+    def _signal(self, pid: int, sig: int) -> None:
+        # Only processes of this cluster: guards against pid reuse.
+        if str(self.conf_path) not in _pid_cmdline(pid):
+            return
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+    @staticmethod
+    def _wait_exit(pid: int, deadline: float) -> bool:
+        while time.monotonic() < deadline:
+            if not _pid_alive(pid):
+                return True
+            time.sleep(0.1)
+        return False
+
+    def _kill_job_processes(self) -> None:
+        """Kill slurmstepd and job tasks of this cluster that survived
+        scancel (they outlive slurmd)."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            pids = _job_processes(str(self.conf_path))
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + 3
+            for pid in pids:
+                self._wait_exit(pid, deadline)
+
+    def _stop_supervisor(self) -> None:
+        """It exits by itself once every child is gone and reaped."""
+        pid = self.supervisor_pid
+        if not pid:
+            return
+        if self._supervisor is not None:
+            if self._supervisor.stdin and not self._supervisor.stdin.closed:
+                self._supervisor.stdin.close()
+            try:
+                self._supervisor.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._supervisor.kill()
+                self._supervisor.wait()
+            if self._supervisor.stdout:
+                self._supervisor.stdout.close()
+        elif not self._wait_exit(pid, time.monotonic() + 5):
+            if "prctl(36" in _pid_cmdline(pid):
+                os.kill(pid, signal.SIGKILL)
+        self._supervisor = None
+        self.supervisor_pid = 0
+
+    # ---------------------------------------------------------- CLI support
+    def _state(self) -> dict:
+        return {"dir": str(self.dir), "pids": self.pids,
+                "supervisor": self.supervisor_pid,
+                "partitions": [p.__dict__ for p in self.partitions],
+                "job_submit": self.job_submit_enabled,
+                "cli_filter": self.cli_filter_enabled}
+
+    @classmethod
+    def _from_state(cls, state: Mapping) -> "TestCluster":
+        parts = [Partition(**{k: tuple(v) if isinstance(v, list) else v
+                              for k, v in p.items()})
+                 for p in state["partitions"]]
+        c = cls(parts, job_submit_lua="" if state["job_submit"] else None,
+                cli_filter_lua="" if state["cli_filter"] else None)
+        c.dir = Path(state["dir"])
+        c.pids = {k: int(v) for k, v in state["pids"].items()}
+        c.supervisor_pid = int(state.get("supervisor", 0))
+        return c
+
+
+def _munge_works() -> bool:
+    try:
+        cred = subprocess.run(["munge", "-n"], capture_output=True, timeout=10)
+        if cred.returncode != 0:
+            return False
+        return subprocess.run(["unmunge"], input=cred.stdout,
+                              capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def _ensure_munge() -> None:
+    """Start munged (and create its key) unless it already works."""
+    if _munge_works():
+        return
+    key = Path("/etc/munge/munge.key")
+    if not key.exists():
+        key.parent.mkdir(parents=True, exist_ok=True)
+        if subprocess.run(["mungekey", "--create", "--keyfile", str(key)],
+                          capture_output=True).returncode != 0:
+            key.write_bytes(os.urandom(1024))
+        shutil.chown(key, "munge", "munge")
+        os.chmod(key, 0o400)
+    for d, mode in (("/run/munge", 0o755), ("/var/lib/munge", 0o700),
+                    ("/var/log/munge", 0o700)):
+        Path(d).mkdir(parents=True, exist_ok=True)
+        shutil.chown(d, "munge", "munge")
+        os.chmod(d, mode)
+    attempts = [["service", "munge", "start"],
+                ["runuser", "-u", "munge", "--", _which("munged") or "munged"]]
+    errors = []
+    for argv in attempts:
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True,
+                                  timeout=30)
+            errors.append(f"{shlex.join(argv)}: rc {proc.returncode} "
+                          f"{proc.stderr.strip()}")
+        except (OSError, subprocess.SubprocessError) as e:
+            errors.append(f"{shlex.join(argv)}: {e}")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if _munge_works():
+                return
+            time.sleep(0.2)
+    raise ClusterError("munge is not working: " + "; ".join(errors))
+
+
+# -------------------------------------------------------------------- CLI
+def _main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(
+        description="Start or stop a local fake-GPU Slurm test cluster "
+                    "(for debugging; the test suite starts its own).")
+    ap.add_argument("action", choices=("up", "down"))
+    ap.add_argument("--state", default=_DEFAULT_STATE_FILE,
+                    help=f"where 'up' records pids (default {_DEFAULT_STATE_FILE})")
+    ap.add_argument("--job-submit", metavar="LUA_FILE",
+                    help="job_submit.lua to start with (default: accept all)")
+    ap.add_argument("--cli-filter", metavar="LUA_FILE",
+                    help="cli_filter.lua to start with (default: pass-through)")
+    ap.add_argument("--keep-dir", action="store_true",
+                    help="down: keep the cluster directory (logs)")
+    args = ap.parse_args(argv)
+    state_file = Path(args.state)
+    if args.action == "up":
+        if state_file.exists():
+            print(f"{state_file} exists: run 'down' first", file=sys.stderr)
+            return 1
+        js = (Path(args.job_submit).read_text() if args.job_submit
+              else ACCEPT_ALL_JOB_SUBMIT_LUA)
+        cf = (Path(args.cli_filter).read_text() if args.cli_filter
+              else PASSTHROUGH_CLI_FILTER_LUA)
+        try:
+            c = TestCluster(job_submit_lua=js, cli_filter_lua=cf, keep_dir=True)
+            c.start()
+        except ClusterError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        state_file.write_text(json.dumps(c._state(), indent=1))
+        print(f"# cluster up in {c.startup_seconds:.1f} s, dir {c.dir}")
+        if c.hosts_warning:
+            print(f"# warning: {c.hosts_warning}")
+        print(f"export SLURM_CONF={c.conf_path}")
+        return 0
+    try:
+        state = json.loads(state_file.read_text())
+    except OSError as e:
+        print(f"no cluster state: {e}", file=sys.stderr)
+        return 1
+    c = TestCluster._from_state(state)
+    c.keep_dir = args.keep_dir
+    c.stop()
+    state_file.unlink()
+    print(f"# cluster in {state['dir']} stopped"
+          + (" (directory kept)" if args.keep_dir else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
