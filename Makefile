@@ -11,7 +11,7 @@ test: deps
 deps:
 	@if [ "$$(id -u)" = 0 ]; then bash contrib/testcluster/install-deps.sh; \
 	 else echo "not root: skipping Debian packages (cluster tests will be skipped unless already installed)"; fi
-	$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[test]'
+	$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[test,e2e]'
 
 test-unit:
 	$(PYTHON) -m pytest -q -m "not cluster"
@@ -21,6 +21,7 @@ bench:
 	$(PYTHON) bench/gen_bench.py
 	$(PYTHON) bench/filter_bench.py
 	$(PYTHON) bench/submit_bench.py
+	$(PYTHON) bench/spank_bench.py
 
 lint:
 	vermin --no-tips --violations --eval-annotations -t=3.9- slurmgpu

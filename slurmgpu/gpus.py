@@ -1,0 +1,166 @@
+"""Known facts about GPU models, keyed by the names Slurm GRES types use.
+
+Slurm tells `discover` a GPU *type name* (``gpu:h100:8``, or with
+``AutoDetect=nvml`` something like ``nvidia_h100_80gb_hbm3``) and nothing else:
+not the memory, the NVLink bandwidth or the size of the NVLink domain.  This
+table fills those in.  It is the one place for such figures; the planner and
+preflight may use it too.
+
+Every entry says where its figures come from.  Fields listed in `unverified`
+are best public figures that no fact sheet of this project confirms; the site
+config draft marks them for the admin to check.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Dict, List, Optional, Tuple
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    key: str  # canonical GRES type name, e.g. "h100"
+    model: str  # what the site config calls it (gpu_model)
+    vendor: str  # nvidia | amd
+    memory_gb: float
+    bf16_tflops: float  # dense (no sparsity), per GPU as Slurm counts GPUs
+    link: str  # nvlink | xgmi | pcie
+    link_gbs: float  # per-GPU intra-domain bandwidth, GB/s, both directions
+    nvlink_domain: Optional[int]  # GPUs in the fast-link domain; None = the whole node
+    source: str
+    aliases: Tuple[str, ...] = ()
+    memory_choices: Tuple[float, ...] = ()  # several sizes are sold under this name
+    unverified: Tuple[str, ...] = ()  # fields whose figure is not confirmed by a fact sheet
+    note: str = ""
+
+    @property
+    def memory_ambiguous(self) -> bool:
+        return len(self.memory_choices) > 1
+
+    @property
+    def model_name(self) -> str:
+        """The model with its memory size once that is settled: 'A100-SXM4-80GB'."""
+        if self.memory_ambiguous or re.search(r"\d+GB$", self.model):
+            return self.model
+        return "%s-%gGB" % (self.model, self.memory_gb)
+
+
+def _f(key: str, model: str, vendor: str, memory_gb: float, bf16: float, link: str, link_gbs: float,
+       domain: Optional[int], source: str, **kw) -> GpuFacts:
+    return GpuFacts(key, model, vendor, memory_gb, bf16, link, link_gbs, domain, source, **kw)
+
+
+# Sources: "<name> preset" is site-configs/<name>.yaml, whose header cites the
+# vendor documents; "fabric_facts" is the project's fabric fact sheet (section
+# given).  Entries without a preset cite the vendor datasheet and are marked
+# unverified where no fact sheet confirms them.
+GPU_TABLE: Dict[str, GpuFacts] = {f.key: f for f in (
+    _f("h100", "H100-SXM5-80GB", "nvidia", 80, 989, "nvlink", 900, None,
+       "dgx-h100 preset (H100 SXM datasheet: 80 GB, 989 TFLOP/s dense BF16; NVLink4 900 GB/s)",
+       aliases=("h100_sxm", "h100_sxm5", "h100_80gb", "h100_80gb_hbm3")),
+    _f("h100_pcie", "H100-PCIe-80GB", "nvidia", 80, 756, "pcie", 128, 1,
+       "NVIDIA H100 PCIe product brief (756 TFLOP/s dense BF16, PCIe Gen5 x16)",
+       unverified=("bf16_tflops", "link_gbs"),
+       note="NVLink bridges may pair two cards; nvidia-smi topo -m shows NV# between them if so"),
+    _f("h200", "H200-SXM5-141GB", "nvidia", 141, 989, "nvlink", 900, None,
+       "dgx-h200 preset (BasePOD RA: 141 GB; NVLink4 900 GB/s; H200 datasheet: same tensor rate as H100 SXM)",
+       aliases=("h200_sxm", "h200_sxm5", "h200_141gb")),
+    _f("gh200", "GH200-H100-96GB", "nvidia", 96, 989, "nvlink", 900, None,
+       "alps-gh200 preset (CSCS/JSC: ~96 GB HBM3, 300 GB/s per GPU pair x 3 peers; GH200 datasheet BF16)",
+       memory_choices=(96, 144),
+       note="4 GH200 per node (Alps, JUPITER, Isambard-AI); 144 GB HBM3e variants exist"),
+    _f("a100", "A100-SXM4", "nvidia", 40, 312, "nvlink", 600, None,
+       "dgx-a100 preset (A100 datasheet: 312 TFLOP/s dense BF16, NVLink3 600 GB/s); sizes: perlmutter, "
+       "juwels-booster, leonardo presets (40/64/80 GB)",
+       aliases=("a100_sxm4", "a100_sxm"), memory_choices=(40, 64, 80),
+       note="sold as 40 GB and 80 GB (Leonardo: 64 GB); the smaller size is assumed until checked"),
+    _f("a100_pcie", "A100-PCIe", "nvidia", 40, 312, "pcie", 64, 1,
+       "NVIDIA A100 datasheet (PCIe Gen4 x16)", memory_choices=(40, 80), unverified=("link_gbs",)),
+    _f("b200", "B200-180GB", "nvidia", 180, 2250, "nvlink", 1800, None,
+       "dgx-b200 preset (DGX B200 user guide: 180 GB; NVLink5 1.8 TB/s; BF16 = half the sparse figure, UNVERIFIED)",
+       unverified=("bf16_tflops",)),
+    _f("gb200", "GB200-NVL72", "nvidia", 186, 2500, "nvlink", 1800, 72,
+       "gb200-nvl72 preset (NVIDIA blog: 72 GPUs over 18 trays of 4, NVLink5 1.8 TB/s; ~186 GB UNVERIFIED)",
+       unverified=("gpu_memory_gb", "bf16_tflops"),
+       note="one NVLink domain spans a rack: the site needs topology: block"),
+    _f("mi250x", "MI250X-GCD-64GB", "amd", 64, 191.5, "xgmi", 200, None,
+       "frontier / lumi-g presets (one GCD = one Slurm GPU, 64 GB; BF16 half of 383 TFLOP/s per package; "
+       "link_gbs 200 a planning figure)",
+       aliases=("mi250",)),
+    _f("mi300x", "MI300X-192GB", "amd", 192, 1307, "xgmi", 448, None,
+       "fabric_facts 2.9 (192 GB, fully connected xGMI; per-link bandwidth UNVERIFIED there); BF16 AMD datasheet",
+       unverified=("bf16_tflops", "link_gbs")),
+    _f("l40s", "L40S-48GB", "nvidia", 48, 362, "pcie", 64, 1,
+       "NVIDIA L40S datasheet (362 TFLOP/s dense BF16, PCIe Gen4 x16, no NVLink)",
+       unverified=("bf16_tflops",)),
+    _f("rtx4090", "RTX-4090-24GB", "nvidia", 24, 165, "pcie", 64, 1,
+       "rtx-4090 preset (24 GB, no NVLink, PCIe 4.0 x16; BF16 with FP32 accumulate, UNVERIFIED)",
+       aliases=("geforce_rtx_4090", "rtx_4090", "4090"), unverified=("bf16_tflops", "link_gbs"),
+       note="stock drivers lack GeForce P2P: NCCL_P2P_DISABLE=1 is the usual fix for hangs"),
+    _f("rtx5090", "RTX-5090-32GB", "nvidia", 32, 209, "pcie", 128, 1,
+       "fabric_facts 3.1 (32 GB, PCIe only; PCIe generation UNVERIFIED there)",
+       aliases=("geforce_rtx_5090", "rtx_5090", "5090"), unverified=("bf16_tflops", "link_gbs")),
+    _f("v100", "V100-SXM2", "nvidia", 16, 125, "nvlink", 300, None,
+       "NVIDIA V100 datasheet (125 TFLOP/s FP16 tensor: V100 has no BF16; NVLink2 300 GB/s)",
+       aliases=("tesla_v100", "v100_sxm2"), memory_choices=(16, 32), unverified=("bf16_tflops", "link_gbs"),
+       note="no BF16 units: the figure is FP16; DGX-1 NVLink is a hybrid cube mesh, not all-to-all"),
+)}
+
+_VENDOR_PREFIXES = ("nvidia_", "tesla_", "amd_", "instinct_", "geforce_")
+_MEM_TOKEN = re.compile(r"(?:^|_)(\d{2,3})g(?:b)?(?=$|_)")
+
+
+def normalize(name: str) -> str:
+    """'NVIDIA_H100-80GB HBM3' -> 'h100_80gb_hbm3' (lowercase, '_' separators, no vendor prefix)."""
+    n = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+    changed = True
+    while changed:
+        changed = False
+        for p in _VENDOR_PREFIXES:
+            if n.startswith(p):
+                n = n[len(p):]
+                changed = True
+    return n
+
+
+def _candidates() -> List[Tuple[str, GpuFacts]]:
+    out = []
+    for f in GPU_TABLE.values():
+        for alias in (f.key,) + f.aliases:
+            out.append((normalize(alias), f))
+    out.sort(key=lambda t: -len(t[0]))  # longest first: "h100_pcie" before "h100"
+    return out
+
+
+def lookup(name: Optional[str]) -> Optional[GpuFacts]:
+    """Facts for a GRES type or product name, or None if the model is not known.
+
+    Works for nvidia-smi product names too ("NVIDIA A100-SXM4-80GB").  A memory
+    size in the name (``a100_80gb``) picks that size and settles an ambiguous one.
+    """
+    if not name:
+        return None
+    n = normalize(name)
+    if not n:
+        return None
+    hit = None
+    for alias, facts in _candidates():
+        if re.search(r"(?:^|_)%s(?=$|_)" % re.escape(alias), n):
+            hit = facts
+            break
+    if hit is None:
+        return None
+    if "pcie" in n.split("_") and hit.link != "pcie" and (hit.key + "_pcie") in GPU_TABLE:
+        hit = GPU_TABLE[hit.key + "_pcie"]
+    for m in _MEM_TOKEN.finditer(n):
+        size = float(m.group(1))
+        # "GH200 480GB" names CPU+GPU memory: only sizes this model is sold with count
+        if size in hit.memory_choices or size == hit.memory_gb:
+            hit = replace(hit, memory_gb=size, memory_choices=(size,),
+                          unverified=tuple(u for u in hit.unverified if u != "gpu_memory_gb"))
+            break
+    return hit
+
+
+def known_types() -> List[str]:
+    return sorted(GPU_TABLE)
