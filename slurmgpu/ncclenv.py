@@ -209,6 +209,24 @@ class DevList:
         return [n for n in names if self.matches(n)]
 
 
+def _selects_site_ifname(dl: "DevList", site_value: str) -> bool:
+    """Does the user's list select at least one interface the site names?
+
+    The site writes socket_ifname as NCCL would take it: one name, a comma list
+    (hsn0,hsn1,...) or a bare prefix (hsn), possibly already with '=' or '^'.
+    """
+    if site_value.startswith("^"):
+        return True  # an exclusion list names nothing to select; nothing to compare
+    names = [n for n in site_value.lstrip("=").split(",") if n]
+    for name in names:
+        if name[-1].isdigit():
+            if dl.matches(name):
+                return True
+        elif dl.exclude or any(e.startswith(name) or name.startswith(e) for e, _ in dl.entries):
+            return True
+    return False
+
+
 def _entry_matches(entry: str, eport: Optional[int], name: str, port: Optional[int], exact: bool) -> bool:
     if exact:
         ok = name == entry
@@ -461,7 +479,7 @@ def _fabric_contradictions(env: Mapping[str, str], nt: Any, known_hcas: Sequence
     ifname = env.get("NCCL_SOCKET_IFNAME")
     if ifname and nt.socket_ifname and len(ifname) > 1:
         dl = parse_devlist(ifname)
-        if not dl.problems and not dl.matches(nt.socket_ifname):
+        if not dl.problems and not _selects_site_ifname(dl, nt.socket_ifname):
             out.append(Finding("warning", "NCCL_SOCKET_IFNAME", ifname,
                                "does not select the site's socket interface %s" % nt.socket_ifname,
                                "NCCL_SOCKET_IFNAME=%s" % nt.socket_ifname))

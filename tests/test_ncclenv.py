@@ -224,3 +224,20 @@ def test_env_probe_implies_is_clean(fixture):
     assert r.nccl_env
     assert errors(lint_env(r.nccl_env, hcas=[p.device for p in r.rdma],
                            ifaces=[i.name for i in r.interfaces])) == []
+
+
+@pytest.mark.parametrize("preset,value,ok", [
+    ("frontier", "=hsn0,hsn1,hsn2,hsn3", True),   # the site's own comma list, written exactly
+    ("frontier", "=eth0", False),
+    ("lumi-g", "=hsn0,hsn1", True),               # the site gives a prefix (hsn)
+    ("lumi-g", "eth", False),
+    ("dgx-h100", "=bond0", True),
+    ("dgx-h100", "=bond1", False),
+])
+def test_socket_ifname_compared_with_lists_and_prefixes_from_the_site(preset, value, ok):
+    from slurmgpu.ncclenv import lint_env
+    from slurmgpu.site import load_site, preset_dir
+
+    nt = load_site(str(preset_dir() / (preset + ".yaml"))).node_type_of()
+    found = [f for f in lint_env({"NCCL_SOCKET_IFNAME": value}, nt) if f.var == "NCCL_SOCKET_IFNAME"]
+    assert (not found) == ok, found

@@ -1,0 +1,107 @@
+"""Every preset x partition x launcher x container renders a script that bash and shellcheck accept.
+
+The scripts are rendered in-process (fast), then checked with `bash -n` and with
+shellcheck in two batches run side by side (shellcheck is the slow part; many files
+per call amortise its start-up). The only directive in the scripts is the file-wide
+`disable=SC2016`, explained in its own line: single quotes there are deliberate.
+"""
+from __future__ import annotations
+
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+import pytest
+
+from slurmgpu import render as R
+from slurmgpu.launchers import NAMES
+from slurmgpu.models import get_model
+from slurmgpu.site import load_site, preset_dir, preset_names
+from slurmgpu.spec import ContainerSpec, JobSpec
+
+CONTAINERS = {
+    "none": ContainerSpec(runtime="none"),
+    "pyxis": ContainerSpec(runtime="pyxis", image="nvcr.io#nvidia/pytorch:24.04-py3", mounts=("/data:/data",)),
+    "apptainer": ContainerSpec(runtime="apptainer", image="/images/train image.sif", mounts=("/scratch:/scratch",)),
+}
+COMMAND = {"torchrun": ("train.py", "--config", "cfg.yaml"), "srun": ("python", "train.py"),
+           "deepspeed": ("train.py", "--deepspeed", "ds.json"), "accelerate": ("train.py",)}
+
+
+def _spec(launcher, container, nodes, variant):
+    return JobSpec(
+        name="matrix %s" % launcher, launcher=launcher, nodes=nodes, command=COMMAND.get(launcher, ()),
+        args=("--note", "it's $HOME") if variant else (), weights="org/model", container=CONTAINERS[container],
+        requeue=bool(variant), checkpoint_dir="/scratch/ck pt" if variant else None,
+        env={"WANDB_PROJECT": "a b"} if variant else {}, preflight=not variant, time="01:00:00",
+        sbatch=("--comment=#1",) if variant else ())
+
+
+def _cases():
+    for name in preset_names():
+        site = load_site(str(preset_dir() / (name + ".yaml")))
+        for part in site.partitions:
+            for i, launcher in enumerate(NAMES):
+                for j, container in enumerate(CONTAINERS):
+                    yield name, site, part, launcher, container, 2, (i + j) % 2
+                yield name, site, part, launcher, "none", 1, 0
+
+
+def _render(case, tmp_path):
+    name, site, part, launcher, container, nodes, variant = case
+    spec = replace(_spec(launcher, container, nodes, variant), partition=part)
+    sizing = R.plan_layout(site, spec)
+    if launcher == "megatron":  # with a model, so the model-shape arguments are rendered too
+        sizing = R.Sizing(layout=sizing.layout, model=get_model("llama3.1-8b"))
+    req, _ = R.build_request(site, spec, sizing, "slurmgpu gen matrix")
+    text = R.render(req, R.search_path(None, None, site))
+    path = tmp_path / ("%s-%s-%s-%s-%dn-%d.sh" % (name, part, launcher, container, nodes, variant))
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.slow
+def test_every_combination_passes_bash_n_and_shellcheck(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURMGPU_CACHE_DIR", str(tmp_path / "cache"))
+    files = [_render(c, tmp_path) for c in _cases()]
+    sites = {c[0] for c in _cases()}
+    assert sites == set(preset_names()) and len(files) >= len(sites) * len(NAMES) * 4
+
+    def bash_n(path):
+        r = subprocess.run(["bash", "-n", path], capture_output=True, text=True)
+        return path, r.returncode, r.stderr
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        bad = [(p, err) for p, rc, err in pool.map(bash_n, files) if rc != 0]
+    assert bad == []
+
+    def shellcheck(batch):
+        return subprocess.run(["shellcheck", "--severity=style", "--format=gcc"] + batch,
+                              capture_output=True, text=True)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(shellcheck, [files[0::2], files[1::2]]))
+    report = "".join(r.stdout for r in results)
+    assert all(r.returncode == 0 for r in results), report[:4000]
+
+
+def test_each_fabric_kind_and_vendor_is_in_the_matrix():
+    kinds = set()
+    for name in preset_names():
+        site = load_site(str(preset_dir() / (name + ".yaml")))
+        for p in site.partitions.values():
+            nt = site.node_types[p.node_type]
+            kinds.add((nt.fabric, nt.vendor))
+    assert {k for k, _ in kinds} >= {"infiniband", "roce", "efa", "slingshot", "ethernet"}
+    assert ("slingshot", "amd") in kinds
+
+
+def test_directives_are_explained():
+    site = load_site(str(preset_dir() / "dgx-h100.yaml"))
+    spec = _spec("vllm", "apptainer", 2, 1)
+    req, _ = R.build_request(site, spec, R.plan_layout(site, spec), "x")
+    text = R.render(req, R.search_path(None, None, site))
+    directives = [l for l in text.splitlines() if l.lstrip().startswith("# shellcheck")]
+    assert directives == ["# shellcheck disable=SC2016 # single quotes in this script are deliberate: "
+                          "the text inside stays literal"]
+    assert text.splitlines()[1].startswith("# slurmgpu: site=dgx-h100 ")
