@@ -525,7 +525,8 @@ def launch_argv(launcher: Launcher, spec: Any, sizing: Sizing, fsdp: bool) -> Tu
 
     plan = sizing.plan
     user_argv = tuple(spec.command) + tuple(spec.args)
-    argv = list(L.program(launcher, spec.command, spec.args))
+    where = "%s (or the arguments after --)" % spec.source if spec.source else "arguments after --"
+    argv = list(L.program(launcher, spec.command, spec.args, where))
     if not spec.command or spec.command[0].startswith("-"):  # the launcher's own entry point
         n_entry = len(launcher.default_entry)
         argv[n_entry:n_entry] = L.weights_args(launcher, spec.weights)
@@ -537,7 +538,7 @@ def launch_argv(launcher: Launcher, spec: Any, sizing: Sizing, fsdp: bool) -> Tu
                    checkpoint_signal=spec.checkpoint_signal)
     argv += list(megatron_model_args(launcher, sizing.model, user_argv, seq))
     planned = L.layout_args(launcher, sizing.layout, opts, user_argv)
-    L.check_conflicts(launcher, user_argv, planned)
+    L.check_conflicts(launcher, user_argv, planned, where)
     return tuple(argv) + tuple(planned)
 
 

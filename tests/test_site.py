@@ -449,7 +449,9 @@ def test_yaml_syntax_error_has_a_line(tmp_path):
     path = write(tmp_path, text)
     line = text.splitlines().index("    nodes: 2: 3")
     col = text.splitlines()[line].index(": 3")
-    assert issues_of(path) == ["%s:%d:%d: invalid YAML: mapping values are not allowed here" % (path, line + 1, col + 1)]
+    (issue,) = issues_of(path)
+    # libyaml says "... in this context", the pure-Python parser "... here": same place either way
+    assert issue.startswith("%s:%d:%d: invalid YAML: mapping values are not allowed " % (path, line + 1, col + 1))
 
 
 @pytest.mark.parametrize("text", ["", "# only a comment\n", "---\n"])

@@ -1,0 +1,246 @@
+-- slurmgpu job_submit adapter: slurmctld's job_desc -> the policy's plain job table -> a number.
+-- Not loadable alone: `slurmgpu admin render-filter --kind job_submit` puts the site table
+-- (TOPO) and the policy module (P) above it. Lua 5.1 only.
+--
+-- Why it is written this way (Slurm 22.05 facts, see docs/admin-filter.md):
+--  * a Lua error, a non-numeric return or a nil passed to slurm.log_user ACCEPTS the job, so
+--    everything runs under pcall and the decision is made explicitly;
+--  * only eight slurm.ESLURM_* names exist on 22.05: codes are literal numbers;
+--  * job_desc.script is copied on every access: it is read once;
+--  * pairs() over job_desc or its environment yields nothing: fields are read by name.
+
+local SUCCESS = 0
+local TAG = P.TAG
+
+local function index(obj, key) return obj[key] end
+
+-- A field of a Slurm proxy, or nil if reading it raises.
+local function get(obj, key)
+  if obj == nil then return nil end
+  local ok, v = pcall(index, obj, key)
+  if ok then return v end
+  return nil
+end
+
+local function str(v)
+  if type(v) == "string" and v ~= "" then return v end
+  return nil
+end
+
+-- Numbers only below NO_VAL16 (65534): NO_VAL, NO_VAL16 and INFINITE mean "not given".
+local function num(v)
+  if type(v) == "number" and v >= 0 and v < 65534 then return v end
+  return nil
+end
+
+local function log(line)
+  pcall(slurm.log_info, "%s", line)
+end
+
+local function user(msg)
+  pcall(slurm.log_user, "%s", msg)
+end
+
+-- Slurm's default partition (flag_default) from part_list, smallest name if several.
+local function default_partition(part_list)
+  if type(part_list) ~= "table" then return nil end
+  local best = nil
+  for name, part in pairs(part_list) do
+    local fd = get(part, "flag_default")
+    if (fd == 1 or fd == true) and type(name) == "string" and (best == nil or name < best) then
+      best = name
+    end
+  end
+  return best
+end
+
+-- The job environment, looked up lazily by name (batch jobs and het components only: for
+-- salloc/srun slurmctld logs an error on every lookup).
+local function env_of(desc)
+  local envp = get(desc, "environment")
+  if envp == nil then return nil end
+  local cache = {}
+  return setmetatable({}, {__index = function(_, name)
+    local v = cache[name]
+    if v == nil then
+      v = get(envp, name)
+      if type(v) ~= "string" then v = false end
+      cache[name] = v
+    end
+    if v == false then return nil end
+    return v
+  end})
+end
+
+local function argv_of(desc)
+  local argv = get(desc, "argv")
+  local out = {}
+  if argv == nil then return out end
+  local argc = num(get(desc, "argc")) or 0
+  if argc > 257 then argc = 257 end
+  for i = 1, argc - 1 do -- argv[0] is the script path
+    local a = get(argv, i)
+    if type(a) == "string" then out[#out + 1] = a end
+  end
+  return out
+end
+
+-- A uid: any number below NO_VAL (nobody is 65534, which num() would drop).
+local function uid_of(v)
+  if type(v) == "number" and v >= 0 and v < 4294967294 then return v end
+  return nil
+end
+
+local function exclusive_of(shared)
+  -- --exclusive sends shared=0 (JOB_SHARED_NONE); =topo is 4 (whole segment)
+  return shared == 0 or shared == 4
+end
+
+-- A heterogeneous job's components reach slurm_job_submit one after the other in one RPC
+-- (offset 0, 1, ...), and only component 0 carries the batch script, although its srun
+-- lines may run on any component. The script of component 0 is kept here for the later
+-- components of the same submission (same uid) and dropped by any other call.
+local het_script = nil
+
+local function het_share(job, script, het)
+  if het == nil then
+    het_script = nil
+  elseif het == 0 then
+    het_script = script and {uid = job.uid, script = script} or nil
+  elseif script == nil and het_script ~= nil and het_script.uid == job.uid then
+    job.script = het_script.script
+  end
+end
+
+-- The plain job table from a job_desc (the contract in policy.lua).
+local function job_from_desc(desc, part_list, uid)
+  local script = get(desc, "script") -- copied by Slurm on every access: read once
+  if type(script) ~= "string" then script = nil end
+  local het = num(get(desc, "het_job_offset"))
+  local job = {
+    origin = "job_submit",
+    script = script,
+    argv = argv_of(desc),
+    partition = str(get(desc, "partition")),
+    default_partition = default_partition(part_list),
+    nodes_min = num(get(desc, "min_nodes")),
+    nodes_max = num(get(desc, "max_nodes")),
+    num_tasks = num(get(desc, "num_tasks")),
+    ntasks_per_node = num(get(desc, "ntasks_per_node")),
+    tres_per_node = str(get(desc, "tres_per_node")) or str(get(desc, "gres")),
+    tres_per_job = str(get(desc, "tres_per_job")),
+    tres_per_task = str(get(desc, "tres_per_task")),
+    tres_per_socket = str(get(desc, "tres_per_socket")),
+    sockets_per_node = num(get(desc, "sockets_per_node")),
+    exclusive = exclusive_of(get(desc, "shared")),
+    segment = num(get(desc, "segment_size")),
+    user = str(get(desc, "user_name")),
+    uid = uid_of(uid) or uid_of(get(desc, "user_id")),
+    account = str(get(desc, "account")),
+    qos = str(get(desc, "qos")),
+    het_offset = het,
+  }
+  if job.user == nil and job.uid ~= nil then job.user = tostring(job.uid) end
+  if script ~= nil or het ~= nil then job.env = env_of(desc) end
+  het_share(job, script, het)
+  return job
+end
+
+-- The policy's verdict for a job_desc (also called by `slurmgpu check` through a stub).
+local function evaluate_desc(desc, part_list, uid)
+  local job = job_from_desc(desc, part_list, uid)
+  return P.decide(job, TOPO), job
+end
+
+local INTERNAL_REJECT = "slurmgpu: the GPU submit filter hit an internal error and this cluster rejects jobs when that happens; please tell the cluster admins (log tag " .. TAG .. ")."
+
+local function fallback(stage, err)
+  local line = TAG .. " decision=%s internal-error stage=" .. stage .. " " .. P.clean(err, 300)
+  if TOPO.on_internal_error == "reject" then
+    log(string.format(line, "reject"))
+    user(INTERNAL_REJECT)
+    return P.ERROR_CODE
+  end
+  log(string.format(line, "accept"))
+  return SUCCESS
+end
+
+local function submit(desc, part_list, uid)
+  local v, job = evaluate_desc(desc, part_list, uid)
+  log(P.log_line(v, job))
+  for i = 1, #v.messages do user(v.messages[i]) end
+  for i = 1, #v.warnings do user(v.warnings[i]) end
+  return v.code
+end
+
+function slurm_job_submit(job_desc, part_list, submit_uid)
+  local ok, code = pcall(submit, job_desc, part_list, submit_uid)
+  if ok and type(code) == "number" then return code end
+  if ok then code = "non-numeric verdict code" end
+  return fallback("submit", code)
+end
+
+-- Fields whose change can move TP groups across nodes (scontrol update of a pending job).
+local MODIFY_STR = {"tres_per_node", "gres", "tres_per_job", "tres_per_task", "tres_per_socket", "partition"}
+local MODIFY_NUM = {"min_nodes", "max_nodes", "num_tasks", "ntasks_per_node", "sockets_per_node"}
+
+local function modify(desc, rec, part_list, uid)
+  local changed = {}
+  for i = 1, #MODIFY_STR do
+    if str(get(desc, MODIFY_STR[i])) then changed[#changed + 1] = MODIFY_STR[i] end
+  end
+  for i = 1, #MODIFY_NUM do
+    if num(get(desc, MODIFY_NUM[i])) then changed[#changed + 1] = MODIFY_NUM[i] end
+  end
+  if #changed == 0 then return SUCCESS end
+  if uid == 0 then
+    log(TAG .. " decision=accept origin=job_modify uid=0 (admin update of " .. table.concat(changed, ",") .. ")")
+    return SUCCESS
+  end
+  local function pick_str(k) return str(get(desc, k)) or str(get(rec, k)) end
+  local function pick_num(k) return num(get(desc, k)) or num(get(rec, k)) end
+  -- The stored script is read from StateSaveLocation: only on this rare path, and once.
+  local script = get(rec, "script")
+  if type(script) ~= "string" then script = nil end
+  local job = {
+    origin = "job_modify",
+    script = script,
+    argv = {},
+    partition = pick_str("partition"),
+    default_partition = default_partition(part_list),
+    nodes_min = pick_num("min_nodes"),
+    nodes_max = pick_num("max_nodes"),
+    num_tasks = num(get(desc, "num_tasks")),
+    ntasks_per_node = num(get(desc, "ntasks_per_node")),
+    tres_per_node = str(get(desc, "tres_per_node")) or str(get(desc, "gres")) or str(get(rec, "tres_per_node")),
+    tres_per_job = pick_str("tres_per_job"),
+    tres_per_task = pick_str("tres_per_task"),
+    tres_per_socket = pick_str("tres_per_socket"),
+    sockets_per_node = num(get(desc, "sockets_per_node")),
+    user = str(get(rec, "user_name")),
+    uid = uid_of(get(rec, "user_id")),
+    account = pick_str("account"),
+    qos = pick_str("qos"),
+  }
+  if job.user == nil and job.uid ~= nil then job.user = tostring(job.uid) end
+  local v = P.decide(job, TOPO)
+  log(P.log_line(v, job) .. " changed=" .. table.concat(changed, ","))
+  -- Before 23.02 log_user in job_modify only logs an error; 23.02 is also the release that
+  -- exports every ESLURM_* name, which is how the version is told apart here.
+  if slurm.ESLURM_INVALID_GRES ~= nil then
+    for i = 1, #v.messages do user(v.messages[i]) end
+  end
+  return v.code
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  local ok, code = pcall(modify, job_desc, job_rec, part_list, modify_uid)
+  if ok and type(code) == "number" then return code end
+  if ok then code = "non-numeric verdict code" end
+  return fallback("modify", code)
+end
+
+-- For `slurmgpu check` and tests (a global so a harness can reach it; slurmctld ignores it).
+slurmgpu_filter = {evaluate_desc = evaluate_desc, job_from_desc = job_from_desc, policy = P, topo = TOPO}
+
+return SUCCESS

@@ -1,0 +1,12 @@
+#!/bin/bash
+# case: TP=16 set in the script and used as $TP
+# site: dgx-h100
+# expect: reject
+# message: TP=16
+# layout: tp=16
+#SBATCH -N2 --gpus-per-node=8
+export NCCL_IB_HCA==mlx5_0,mlx5_3
+export NCCL_SOCKET_IFNAME=bond0
+TP=16
+PP=1
+srun python pretrain_gpt.py --tensor-model-parallel-size $TP --pipeline-model-parallel-size $PP

@@ -1,0 +1,9 @@
+#!/bin/bash
+# case: --segment=3 (12 GPUs) cannot hold TP=16 groups; the fix names a segment that can
+# site: lab
+# expect: reject
+# message: --segment=3 does not keep
+# message: add --segment=8
+#SBATCH -p nvl72 -N6 --gpus-per-node=4 --segment=3
+export NCCL_IB_HCA==mlx5_0,mlx5_1
+srun python train.py --tensor-model-parallel-size 16

@@ -1,0 +1,139 @@
+"""The rendered filter inside Debian's real slurmctld/sbatch 22.05 (the local test cluster).
+
+Proves that job_submit.lua loads and decides in slurmctld, that `slurmgpu check` gives the
+controller's verdict and messages for the case files, that `slurmgpu admin install` makes the
+controller reload the script, that scontrol updates cannot open a hole, and that cli_filter.lua
+stops a bad request in the client.
+"""
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+from typing import List
+
+import pytest
+
+from slurmgpu.policy import PolicyRunner, install_filter, render_filter
+from slurmgpu.site import load_site
+from tests.policy_cases.cases import load_cases
+
+pytestmark = pytest.mark.cluster
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTCLUSTER = ROOT / "tests" / "data" / "sites" / "testcluster.yaml"
+# the dgx-h100 cases use the default partition with 8 GPUs per node and at most 4 nodes:
+# the test cluster's "gpu" partition has that shape
+# (sbatch itself refuses scripts with DOS line breaks, so those never reach the controller)
+CASES = [c for c in load_cases() if c.site == "dgx-h100" and b"\r\n" not in c.script]
+REJECTED = "Invalid generic resource (gres) specification"  # what 2072 reads as
+
+
+@pytest.fixture(scope="module")
+def site():
+    return load_site(str(TESTCLUSTER))
+
+
+def _user_lines(stderr: str) -> List[str]:
+    """The job_submit log_user lines as sbatch prints them ("sbatch: error: ..." / "sbatch: ...")."""
+    out = []
+    for line in stderr.splitlines():
+        m = re.match(r"^sbatch: (?:error: )?(slurmgpu: .*)$", line)
+        if m:
+            out.append(m.group(1))
+    return out
+
+
+def test_cases_match_the_controller(slurm_cluster, job_submit, site, tmp_path):
+    """For every dgx-h100 case: sbatch --test-only against slurmctld running the rendered
+    job_submit.lua gives the case's decision and exactly the lines `slurmgpu check` predicts."""
+    job_submit(render_filter(site, "job_submit"))
+    runner = PolicyRunner(site)
+    mark = slurm_cluster.log_mark()
+    for case in CASES:
+        path = tmp_path / case.path.name
+        path.write_bytes(case.script)
+        env = dict(slurm_cluster.env)
+        env.update(case.env)
+        rc, out, err = slurm_cluster.sbatch(None, "--test-only", *case.args, str(path), env=env)
+        predicted = runner.check(case.script, case.args, env=env, user="root", uid=0, script_path=str(path))
+        if case.expect == "reject":
+            assert rc != 0 and REJECTED in err, (case.name, err)
+        else:
+            assert REJECTED not in err, (case.name, err)
+        assert predicted.decision == case.expect, case.name
+        if predicted.decision == "reject":  # accepted jobs' messages are printed only by real submissions
+            assert _user_lines(err) == list(predicted.lines), (case.name, err)
+    log = slurm_cluster.ctld_log(mark)
+    assert log.count("slurmgpu-filter: decision=") >= len(CASES)
+    assert slurm_cluster.job_submit_errors(mark) == []
+
+
+def test_accepted_job_gets_its_warnings(slurm_cluster, job_submit, site):
+    job_submit(render_filter(site, "job_submit"))
+    rc, out, err = slurm_cluster.sbatch("#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8 -H\n"
+                                        "srun true --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2\n")
+    assert rc == 0, err
+    assert "sbatch: slurmgpu: multi-node job on partition 'gpu' (ethernet) does not set NCCL_SOCKET_IFNAME" in err
+
+
+def test_admin_install_reloads(slurm_cluster, job_submit, site):
+    """`install_filter` into the live conf dir is picked up on the next submission."""
+    job_submit(render_filter(site, "job_submit"))  # so the fixture restores the default afterwards
+    other = tempfile.mkdtemp()
+    warn_site = Path(other) / "warn.yaml"
+    warn_site.write_text("extends: %s\nname: testcluster\npolicy:\n  mode: warn\n" % TESTCLUSTER)
+    mark = slurm_cluster.log_mark()
+    install_filter(load_site(str(warn_site)), slurm_cluster.conf_dir, "job_submit")
+    rc, out, err = slurm_cluster.sbatch("#!/bin/bash\nsrun true --tp 16\n", "--test-only", "-N2", "--gpus-per-node=8")
+    assert rc == 0 and "not enforced: warn-only" in err, err
+    assert "mode=warn" in slurm_cluster.ctld_log(mark)
+    install_filter(site, slurm_cluster.conf_dir, "job_submit")  # same second: still a newer mtime
+    rc, out, err = slurm_cluster.sbatch("#!/bin/bash\nsrun true --tp 16\n", "--test-only", "-N2", "--gpus-per-node=8")
+    assert rc != 0 and REJECTED in err, err
+    assert slurm_cluster.job_submit_errors(mark) == []
+
+
+def test_scontrol_update_cannot_open_a_hole(slurm_cluster, job_submit, site):
+    """A user (not root) cannot move a held TP=8 job to 4 GPUs per node or to the 4-GPU partition."""
+    job_submit(render_filter(site, "job_submit"))
+    script = ("#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8\nexport NCCL_SOCKET_IFNAME=lo\n"
+              "srun true --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2\n")
+    as_nobody = ["runuser", "-u", "nobody", "--"]
+    p = slurm_cluster.run(as_nobody + ["sbatch", "--parsable", "-H", "-o", "/dev/null", "-D", "/tmp"], input=script)
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip().split(";")[0]
+    results = {}
+    for update in ("TresPerNode=gres:gpu:4", "Gres=gpu:4", "Partition=gpu4", "NumNodes=1", "Comment=fine"):
+        results[update] = slurm_cluster.run(as_nobody + ["scontrol", "update", "jobid=" + job, update]).returncode
+    assert results == {"TresPerNode=gres:gpu:4": 1, "Gres=gpu:4": 1, "Partition=gpu4": 1, "NumNodes=1": 0,
+                       "Comment=fine": 0}
+    info = slurm_cluster.job_info(int(job))
+    assert info["Partition"] == "gpu" and info.get("TresPerNode") == "gres:gpu:8"
+
+
+def test_cli_filter_stops_requests_in_the_client(slurm_cluster, cli_filter, site):
+    cli_filter(render_filter(site, "cli_filter"))
+    p = slurm_cluster.run(["sbatch", "--test-only", "-N2", "--gpus-per-node=8", "--wrap", "srun x --tp 16"])
+    assert p.returncode != 0
+    assert "slurmgpu: TP=16" in p.stderr and "cli_filter plugin terminated with error" in p.stderr
+    p = slurm_cluster.run(["srun", "-N2", "--gpus-per-node=4", "true", "--tensor-model-parallel-size", "8"], timeout=60)
+    assert p.returncode != 0 and "with 4 ranks per node" in p.stderr, p.stderr
+    p = slurm_cluster.run(["sbatch", "--test-only", "-N2", "--gpus-per-node=8", "--wrap", "srun x --tp 8"])
+    assert p.returncode == 0, p.stderr
+
+
+def test_het_job_script_applies_to_later_components(slurm_cluster, job_submit, site):
+    """Slurm gives only het component 0 the script; its TP=16 still counts on 2-node component 1."""
+    job_submit(render_filter(site, "job_submit"))
+    het = ("#!/bin/bash\n#SBATCH -N1 --gpus-per-node=8 -p gpu\n#SBATCH hetjob\n"
+           "#SBATCH -N2 --gpus-per-node=8 -p gpu\nexport NCCL_SOCKET_IFNAME=lo\n"
+           "srun --het-group=1 python pretrain_gpt.py --tensor-model-parallel-size %d\n")
+    mark = slurm_cluster.log_mark()
+    rc, out, err = slurm_cluster.sbatch(het % 16, "-H")
+    assert rc != 0 and "sbatch: error: 1: slurmgpu: TP=16 (script line 6" in err, err
+    rc, out, err = slurm_cluster.sbatch(het % 8, "-H")
+    assert rc == 0, err
+    lines = [line for line in slurm_cluster.ctld_log(mark).splitlines() if "slurmgpu-filter:" in line]
+    assert [("het_offset=1" in line, "decision=reject" in line) for line in lines] == [
+        (False, False), (True, True), (False, False), (True, False)], lines

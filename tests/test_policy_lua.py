@@ -1,0 +1,365 @@
+"""The filter under Debian's real `lua5.1` binary: the rendered job_submit.lua / cli_filter.lua
+driven the way Slurm 22.05 drives them (contrib/lua/slurm_stub.lua), and policy.lua on its own
+with plain job tables (the contract the SPANK plugin uses).
+
+Covers: every case file through slurm_job_submit (return code and log_user lines), pcall
+safety (fields that raise or have the wrong type, a log_user that raises, a broken site table),
+slurm_job_modify re-checking changed GPU/node fields, cli_filter for sbatch/salloc/srun steps,
+and hostile scripts.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import pytest
+
+from slurmgpu.jobdesc import job_desc
+from slurmgpu.policy import lua_dir, lua_literal, part_list, render_filter, topology_lua
+from slurmgpu.site import load_site, preset_dir, resolve_site_ref
+from tests.policy_cases.cases import load_cases, problems
+
+LUA = shutil.which("lua5.1")
+pytestmark = pytest.mark.skipif(LUA is None, reason="needs Debian's lua5.1 (apt-get install lua5.1)")
+ROOT = Path(__file__).resolve().parent.parent
+LAB = str(ROOT / "tests" / "policy_cases" / "sites" / "lab.yaml")
+CASES = load_cases()
+
+
+def dgx():
+    return load_site(str(preset_dir() / "dgx-h100.yaml"))
+
+
+def run_lua(tmp: Path, body: str, rendered: Optional[str] = None, env: Optional[Dict[str, str]] = None,
+            timeout: float = 120) -> List[Any]:
+    """Run `body` under lua5.1 after the stub (and a rendered filter); it prints one JSON value per line."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    shutil.copy(lua_dir() / "slurm_stub.lua", tmp / "slurm_stub.lua")
+    shutil.copy(lua_dir() / "policy.lua", tmp / "policy.lua")
+    head = "dofile('slurm_stub.lua')\nlocal S = slurmgpu_stub\nlocal function out(v) io.write(S.json(v), '\\n') end\n"
+    if rendered is not None:
+        (tmp / "filter.lua").write_text(rendered)
+        head += "assert(dofile('filter.lua') == 0)\n"
+    (tmp / "driver.lua").write_bytes((head + body).encode("utf-8", "surrogateescape"))
+    run_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    run_env.update(env or {})
+    proc = subprocess.run([LUA, "driver.lua"], cwd=str(tmp), capture_output=True, timeout=timeout, env=run_env)
+    assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
+    return [json.loads(line) for line in proc.stdout.decode("utf-8").splitlines() if line]
+
+
+# ---------------------------------------------------------------------------
+# the case files through slurm_job_submit
+
+def test_cases_through_slurm_job_submit(tmp_path):
+    by_site: Dict[str, list] = {}
+    for c in CASES:
+        by_site.setdefault(c.site_ref, []).append(c)
+    checked = 0
+    for ref, cases in by_site.items():
+        site = load_site(resolve_site_ref(ref))
+        descs = [job_desc(c.script, c.args, env=c.env, user=c.user or "bob", account=c.account, qos=c.qos,
+                          script_path=c.path.name) for c in cases]
+        body = "local parts = %s\nlocal descs = %s\nfor i = 1, #descs do\n" \
+               "  local rc, msgs, log = S.submit(descs[i], parts, 1000)\n" \
+               "  out({rc = rc, msgs = msgs, log = log})\nend\n" % (lua_literal(part_list(site)), lua_literal(descs))
+        results = run_lua(tmp_path / site.name, body, render_filter(site, "job_submit"))
+        assert len(results) == len(cases)
+        for c, res in zip(cases, results):
+            decision = {0: "accept", 2072: "reject"}.get(res["rc"], "rc=%s" % res["rc"])
+            found = problems(c, decision, res["msgs"], res["msgs"])
+            assert not found, (c.name, found, res["msgs"])
+            assert all(m.startswith("slurmgpu: ") for m in res["msgs"])
+            tagged = [line for line in res["log"] if "slurmgpu-filter:" in line]
+            assert len(tagged) == 1 and ("decision=%s" % decision) in tagged[0], res["log"]
+            assert not any(line.startswith("error") for line in res["log"]), res["log"]
+            checked += 1
+    assert checked == len(CASES)
+
+
+# ---------------------------------------------------------------------------
+# pcall safety: slurm_job_submit always returns a number
+
+SAFETY = r"""
+local parts = %(parts)s
+local good = %(good)s
+local function raising() return setmetatable({}, {__index = function(_, k) error("field " .. tostring(k) .. " exploded") end}) end
+local function desc_with(over)
+  local d = {}
+  for k, v in pairs(good) do d[k] = v end
+  for k, v in pairs(over) do d[k] = v end
+  return S.job_desc(d)
+end
+local variants = {
+  raising(),
+  desc_with({script = {}}),
+  desc_with({script = 42, min_nodes = "two", tres_per_node = 8}),
+  desc_with({tres_per_node = "gres:gpu:" .. string.rep("9", 400)}),
+  desc_with({tres_per_node = string.rep("gres:gpu:1,", 5000)}),
+  desc_with({partition = string.rep(",", 1000)}),
+  desc_with({user_name = "100%%s%%d", name = "%%n"}),
+  desc_with({environment = false}),
+  desc_with({argv = {"a", {}, 5}}),
+  desc_with({min_nodes = -1, max_nodes = 1e300, num_tasks = 0/0}),
+  nil,
+  desc_with({het_job_offset = 1, script = nil}),
+}
+for i = 1, 12 do
+  S.reset()
+  local ok, rc = pcall(slurm_job_submit, variants[i], (i %% 2 == 0) and parts or "nonsense", (i %% 3 == 0) and "uid" or 1000)
+  out({ok = ok, rc = rc, t = type(rc), msgs = S.user_msgs})
+end
+-- a log_user that raises (as 22.05 does on a nil argument)
+slurm.log_user = function() error("bad argument #2 to 'format'") end
+out({rc = slurm_job_submit(desc_with({}), parts, 1000)})
+"""
+
+
+@pytest.mark.parametrize("on_error,expect_rc", [("accept", 0), ("reject", -1)])
+def test_job_submit_never_raises(tmp_path, on_error, expect_rc):
+    site_file = tmp_path / "s.yaml"
+    site_file.write_text("extends: dgx-h100\nname: s\npolicy:\n  on_internal_error: %s\n" % on_error)
+    site = load_site(str(site_file))
+    good = job_desc("#!/bin/bash\nsrun x --tensor-model-parallel-size 16\n", ["-N2", "--gpus-per-node=8"])
+    body = SAFETY % {"parts": lua_literal(part_list(site)), "good": lua_literal(good)}
+    res = run_lua(tmp_path / "run", body, render_filter(site, "job_submit"))
+    assert len(res) == 13
+    for r in res[:12]:
+        assert r["ok"] is True and r["t"] == "number", r
+        assert r["rc"] in (0, 2072, -1)
+    # the TP=16 job is still rejected when only log_user is broken
+    assert res[12]["rc"] == 2072
+    # a broken site table is an internal error: decided by on_internal_error
+    body = "S.reset()\nslurmgpu_filter.topo.partitions.gpu.gpus = {}\n" \
+           "out({rc = slurm_job_submit(S.job_desc(%s), S.part_list(%s), 1000), msgs = S.user_msgs, log = S.log})\n" % (
+               lua_literal(good), lua_literal(part_list(site)))
+    (r,) = run_lua(tmp_path / "broken", body, render_filter(site, "job_submit"))
+    assert r["rc"] == expect_rc
+    assert any("slurmgpu-filter:" in line and "internal-error" in line for line in r["log"])
+    if expect_rc == -1:
+        assert r["msgs"] and "internal error" in r["msgs"][0]
+
+
+def test_reading_the_script_once(tmp_path):
+    """job_desc.script is copied by Slurm on every access: the adapter reads it once."""
+    site = dgx()
+    good = job_desc("#!/bin/bash\nsrun x --tensor-model-parallel-size 16\n", ["-N2", "--gpus-per-node=8"])
+    body = """
+local fields = %s
+local reads = 0
+local d = S.job_desc(fields)
+local mt = getmetatable(d)
+local inner = mt.__index
+mt.__index = function(t, k) if k == "script" then reads = reads + 1 end return inner(t, k) end
+local rc = slurm_job_submit(d, S.part_list(%s), 1000)
+out({rc = rc, reads = reads})
+""" % (lua_literal(good), lua_literal(part_list(site)))
+    (r,) = run_lua(tmp_path, body, render_filter(site, "job_submit"))
+    assert r == {"rc": 2072, "reads": 1}
+
+
+# ---------------------------------------------------------------------------
+# slurm_job_modify
+
+MODIFY = r"""
+local parts = S.part_list(%(parts)s)
+local rec_fields = %(rec)s
+local script_reads = 0
+local function rec()
+  local r = S.job_desc(rec_fields)
+  local mt = getmetatable(r)
+  local inner = mt.__index
+  mt.__index = function(t, k) if k == "script" then script_reads = script_reads + 1 end return inner(t, k) end
+  return r
+end
+local function modify(delta, uid)
+  S.reset()
+  script_reads = 0
+  local rc = slurm_job_modify(S.job_desc(delta), rec(), parts, uid)
+  out({rc = rc, reads = script_reads, log = S.log, msgs = S.user_msgs})
+end
+modify({tres_per_node = "gres:gpu:4"}, 1000)     -- 4 per node: TP=8 groups span nodes
+modify({tres_per_node = "gres:gpu:4"}, 0)        -- root may
+modify({comment = "hello"}, 1000)                -- nothing that moves ranks: the script is not read
+modify({min_nodes = 1, max_nodes = 1}, 1000)     -- one node: fine
+modify({partition = "quad"}, 1000)               -- 4-GPU nodes: rejected
+modify({tres_per_node = "gpu:8"}, 1000)          -- raw scontrol spelling, still 8: fine
+"""
+
+
+def test_job_modify_rechecks_changed_shape(tmp_path):
+    site = load_site(LAB)
+    rec = job_desc("#!/bin/bash\nexport NCCL_IB_HCA==mlx5_0\n"
+                   "srun x --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2\n",
+                   ["-N2", "--gpus-per-node=8", "-p", "h100"], user="bob", uid=1000)
+    del rec["environment"]  # job_rec has none
+    res = run_lua(tmp_path, MODIFY % {"parts": lua_literal(part_list(site)), "rec": lua_literal(rec)},
+                  render_filter(site, "job_submit"))
+    rcs = [r["rc"] for r in res]
+    assert rcs == [2072, 0, 0, 0, 2072, 0]
+    assert [r["reads"] for r in res] == [1, 0, 0, 1, 1, 1]
+    assert "origin=job_modify" in " ".join(res[0]["log"]) and "changed=tres_per_node" in " ".join(res[0]["log"])
+    # 22.05 refuses log_user in job_modify (ctld logs an error): the adapter does not call it there
+    assert res[0]["msgs"] == []
+
+
+# ---------------------------------------------------------------------------
+# cli_filter
+
+CLI = r"""
+local function pre(o, offset)
+  S.reset()
+  local rc = slurm_cli_pre_submit(o and S.cli_options(o) or nil, offset or 0)
+  out({rc = rc, log = S.log})
+end
+assert(slurm_cli_setup_defaults({}, true) == 0)
+assert(slurm_cli_post_submit(0, 1, 2) == 0)
+"""
+CLI_SHAPES = CLI + r"""
+pre({type = "sbatch", nodes = "2", ["gpus-per-node"] = "8", wrap = "srun x --tensor-model-parallel-size 16", argv = {}})
+pre({type = "sbatch", nodes = "2", ["gpus-per-node"] = "h100:4", wrap = "srun x --tp 4", argv = {}})
+pre({type = "salloc", nodes = "2", gres = "gres:gpu:8", wrap = "invalid-context", export = "invalid-context", argv = {}})
+pre({type = "srun", nodes = "1-0", argv = {"python", "x.py", "--tensor-model-parallel-size", "8"}})
+pre(nil)
+slurmgpu_filter.topo.partitions.gpu.gpus = {}
+pre({type = "sbatch", nodes = "2", ["gpus-per-node"] = "8", wrap = "srun x --tp 16", argv = {}})
+"""
+CLI_ENV = CLI + r"""
+pre({type = "sbatch", nodes = "2", exclusive = "exclusive", argv = {"job.sh"}, export = "NONE",
+     wrap = "srun x --tensor-model-parallel-size ${TP:-8}"})
+pre({type = "sbatch", nodes = "2", exclusive = "exclusive", argv = {"job.sh"},
+     wrap = "srun x --tensor-model-parallel-size ${TP:-8}"})
+pre({type = "sbatch", nodes = "2", exclusive = "exclusive", argv = {"job.sh"}, export = "NONE"})
+pre({type = "sbatch", nodes = "2", exclusive = "exclusive", argv = {"job.sh"}, export = "NIL"})
+pre({type = "sbatch", nodes = "2", exclusive = "exclusive", argv = {"job.sh"}, export = "FOO"})
+pre({type = "sbatch", nodes = "2", exclusive = "exclusive", argv = {"job.sh"}, export = "FOO,SLURMGPU_TP"})
+"""
+
+
+def test_cli_filter(tmp_path):
+    site = dgx()
+    step = {"SLURM_JOB_ID": "77", "SLURM_GPUS_ON_NODE": "4", "SLURM_JOB_NUM_NODES": "2",
+            "SLURM_JOB_PARTITION": "gpu", "USER": "bob"}
+    res = run_lua(tmp_path / "a", CLI_SHAPES, render_filter(site, "cli_filter"), env=step)
+    # --wrap with TP=16 rejected; TP=4 on 4 GPUs per node fine; salloc: shape only; an srun
+    # step inside a 4-GPU-per-node, 2-node allocation with TP=8 rejected; no options at all is
+    # an empty request; a broken site table is an internal error (accept by default)
+    assert [r["rc"] for r in res] == [-1, 0, 0, -1, 0, 0], res
+    assert any(line.startswith("error: slurmgpu: TP=16") for line in res[0]["log"])
+    assert any("with 4 ranks per node" in line for line in res[3]["log"]), res[3]
+    assert any("slurmgpu-filter:" in line and "origin=cli_filter-step" in line for line in res[3]["log"])
+    assert any("decision=accept" in line for line in res[4]["log"])
+    assert any("internal-error" in line for line in res[5]["log"])
+    # the user's environment is what sbatch exports: --export=NONE hides TP but passes every
+    # SLURM* name such as SLURMGPU_TP; NIL and name lists pass only SLURM_* and the names listed
+    res = run_lua(tmp_path / "b", CLI_ENV, render_filter(site, "cli_filter"), env={"TP": "16"})
+    assert [r["rc"] for r in res[:2]] == [0, -1], res
+    res = run_lua(tmp_path / "c", CLI_ENV, render_filter(site, "cli_filter"), env={"SLURMGPU_TP": "16"})
+    assert [r["rc"] for r in res] == [-1, -1, -1, 0, 0, -1], res
+
+
+# ---------------------------------------------------------------------------
+# policy.lua on its own: the job-table contract (SPANK plugin)
+
+CONTRACT = r"""
+local P = dofile('policy.lua')
+local topo = dofile('topo.lua')
+local function show(job) local v = P.decide(job, topo); out(S.export(v)) end
+-- a task's view: argv, the complete task environment, GPUs on the node, node count
+show({origin = "spank", argv = {"python", "train.py", "--tensor-model-parallel-size", "16"}, env = {},
+      env_complete = true, nodes_min = 2, gpus_per_node = 8, ntasks_per_node = 8, partition = "gpu"})
+show({origin = "spank", argv = {"python", "train.py", "--tensor-model-parallel-size", "8"},
+      env = {NCCL_IB_HCA = "=mlx5_0", NCCL_SOCKET_IFNAME = "bond0"}, env_complete = true,
+      nodes_min = 2, gpus_per_node = 8, ntasks_per_node = 8})
+show({origin = "spank", argv = {"python", "train.py"}, env = {SLURMGPU_TP = "8"}, env_complete = true,
+      nodes_min = 2, gpus_per_node = 4, ntasks_per_node = 4})
+show({origin = "spank", argv = {"vllm", "serve", "m", "-tp", "16"}, env = {}, nodes_min = 2, gpus_per_node = 8,
+      launcher = "vllm"})
+show({})
+out({tag = P.TAG, reject = P.REJECT_CODE, err = P.ERROR_CODE, version = P.VERSION})
+out({P.parse_gpus("gres:gpu:8"), P.parse_gpus("gres/gpu=8"), P.parse_gpus("gpu:h100:8"),
+     P.parse_gpus("gres:gpu:a:3,gres:gpu:b:1"), P.parse_gpus("gres:gpu:4,gres:gpu:2"),
+     P.parse_gpus("gres:gpu:1k"), P.parse_gpus("gres:gpu:h100"), P.parse_gpus("cpu=10,gres/gpu:gtx=1,license/iop1=1")})
+out({P.parse_gpus("gres:nic:1") == nil, select(2, P.parse_gpus("gres:gpu:8:9:x")) ~= nil, P.parse_gpus(nil) == nil})
+"""
+
+
+def test_policy_contract_plain_tables(tmp_path):
+    (tmp_path).mkdir(exist_ok=True)
+    (tmp_path / "topo.lua").write_text(topology_lua(dgx()))
+    res = run_lua(tmp_path, CONTRACT)
+    spans, fits, env_four, vllm, empty, consts, counts, odd = res
+    assert spans["decision"] == "reject" and spans["code"] == 2072
+    assert "TP=16 (--tensor-model-parallel-size 16)" in spans["messages"][0]
+    assert any("NCCL_IB_HCA" in w for w in spans["warnings"])  # the task env is complete: it is checked
+    assert fits["decision"] == "accept" and fits["warnings"] == []
+    assert env_four["decision"] == "reject" and env_four["source"] == "env"
+    assert vllm["decision"] == "reject" and vllm["launcher"] == "vllm"
+    assert empty["decision"] == "accept" and empty["partitions"] == ["gpu"]
+    assert consts == {"tag": "slurmgpu-filter:", "reject": 2072, "err": -1, "version": "1"}
+    assert counts == [8, 8, 8, 4, 2, 1024, 1, 1]
+    assert odd == [True, True, True]
+
+
+# ---------------------------------------------------------------------------
+# hostile scripts under the real binary
+
+def test_hostile_scripts_under_lua51(tmp_path):
+    site = dgx()
+    hdr = b"#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8\n"
+    scripts = [
+        hdr + bytes((i * 2654435761 >> 11) & 0xFF for i in range(4 << 20)) + b"\nsrun x --tp 16\n",
+        hdr + b"srun x " + b"b" * (1 << 20) + b" --tp 16\n",
+        hdr + b"srun x " + b"--tp 1 " * 100000 + b"--tp 16\n",
+        hdr + b"--tensor-model-parallel-siz" * 150000 + b"\nsrun x --tp 16\n",
+        hdr + b"".join(b"srun x --tp ${V%d:-1}\n" % i for i in range(60000)) + b"srun x --tp 16\n",
+    ]
+    for i, s in enumerate(scripts):
+        (tmp_path / ("s%d.bin" % i)).write_bytes(s)
+    body = """
+local parts = %s
+for i = 0, %d do
+  local f = io.open('../s' .. i .. '.bin', 'rb'); local s = f:read('*a'); f:close()
+  local t = os.clock()
+  local rc = S.submit({script = s, min_nodes = 2, max_nodes = 2, tres_per_node = 'gres:gpu:8', argv = {'s.sh'},
+                       environment = {}}, parts, 1000)
+  out({rc = rc, secs = os.clock() - t})
+end
+""" % (lua_literal(part_list(site)), len(scripts) - 1)
+    t0 = time.perf_counter()
+    res = run_lua(tmp_path / "run", body, render_filter(site, "job_submit"))
+    assert time.perf_counter() - t0 < 30
+    for r in res:
+        assert r["rc"] == 2072, res  # found, or refused as unscannable: never an error
+        assert r["secs"] < 5.0, res
+
+
+HET = r"""
+local parts = %(parts)s
+local function submit(d) local rc = S.submit(d, parts, d.user_id) ; out(rc) end
+local script = "#!/bin/bash\nsrun --het-group=1 python train.py --tensor-model-parallel-size 16\n"
+-- component 0 (one node) has the script; component 1 (two nodes) does not, as in slurmctld
+submit({script = script, het_job_offset = 0, min_nodes = 1, max_nodes = 1, tres_per_node = "gres:gpu:8",
+        environment = {}, user_id = 1000})
+submit({het_job_offset = 1, min_nodes = 2, max_nodes = 2, tres_per_node = "gres:gpu:8", environment = {},
+        user_id = 1000})
+-- a component 1 not preceded by its component 0 (another call in between) does not inherit it
+submit({script = script, het_job_offset = 0, min_nodes = 1, tres_per_node = "gres:gpu:8", environment = {}, user_id = 1000})
+submit({script = "#!/bin/bash\ntrue\n", min_nodes = 1, tres_per_node = "gres:gpu:8", environment = {}, user_id = 1000})
+submit({het_job_offset = 1, min_nodes = 2, tres_per_node = "gres:gpu:8", environment = {}, user_id = 1000})
+-- nor does another user's component
+submit({script = script, het_job_offset = 0, min_nodes = 1, tres_per_node = "gres:gpu:8", environment = {}, user_id = 1000})
+submit({het_job_offset = 1, min_nodes = 2, tres_per_node = "gres:gpu:8", environment = {}, user_id = 1001})
+"""
+
+
+def test_het_components_share_the_batch_script(tmp_path):
+    """Only het component 0 carries the script; its srun lines may run on the others."""
+    site = dgx()
+    res = run_lua(tmp_path, HET % {"parts": lua_literal(part_list(site))}, render_filter(site, "job_submit"))
+    assert res == [0, 2072, 0, 0, 0, 0, 0]
