@@ -1065,7 +1065,12 @@ def check_cmd(site_name: Optional[str], partition: Optional[str], as_json: bool,
 @main.group("admin", cls=_Group)
 def admin() -> None:
     """Cluster admin tasks: the submit filter (job_submit.lua, cli_filter.lua) and the policy
-    of the SPANK launch guard (slurmgpu_spank.lua, docs/admin-spank.md)."""
+    of the SPANK launch guard (slurmgpu_spank.lua, docs/admin-spank.md).
+
+    \b
+    Example:
+      slurmgpu admin install --site /etc/slurmgpu/site.yaml --conf-dir /etc/slurm --kind all
+    """
 
 
 @admin.command("render-filter")

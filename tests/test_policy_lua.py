@@ -363,3 +363,32 @@ def test_het_components_share_the_batch_script(tmp_path):
     site = dgx()
     res = run_lua(tmp_path, HET % {"parts": lua_literal(part_list(site))}, render_filter(site, "job_submit"))
     assert res == [0, 2072, 0, 0, 0, 0, 0]
+
+
+ARGV_NOT_SHELL = r"""
+local P = dofile('policy.lua')
+local topo = dofile('topo.lua')
+local function show(argv)
+  local v = P.decide({origin = "cli_filter", argv = argv, env = {}, nodes_min = 2, gpus_per_node = 8,
+                      ntasks_per_node = 8, partition = "gpu"}, topo)
+  out({v.decision, v.source})
+end
+-- a lone "#" argument is data, not a comment: the flag after it still counts
+show({"python", "x.py", "#", "--tensor-model-parallel-size", "16"})
+-- a newline inside an argument cannot forge a stamp line that claims tp=8
+show({"python", "x.py", "a\n# slurmgpu: site=dgx-h100 tp=8 pp=2 dp=1 cp=1 ep=1 nodes=2 gpus_per_node=8",
+      "--tensor-model-parallel-size", "16"})
+-- more than the old 256-argument window: the flag at the end is still read
+local long = {"python", "x.py"}
+for i = 1, 400 do long[#long + 1] = "--opt" .. i end
+long[#long + 1] = "--tensor-model-parallel-size"; long[#long + 1] = "16"
+show(long)
+"""
+
+
+def test_argv_is_not_read_as_shell_text(tmp_path):
+    (tmp_path / "topo.lua").write_text(topology_lua(dgx()))
+    hash_arg, forged, long = run_lua(tmp_path, ARGV_NOT_SHELL)
+    assert hash_arg == ["reject", "flags"]
+    assert forged == ["reject", "flags"]
+    assert long == ["reject", "flags"]

@@ -513,6 +513,9 @@ local function launcher_of(det, job)
   return nil
 end
 
+-- Largest command line read (Linux ARG_MAX is 2 MB by default); beyond it, truncated.
+local ARGV_MAX_BYTES = 2 * 1024 * 1024
+
 -- Everything the script, argv and environment say about the parallel layout.
 function P.detect(job)
   local env = job.env
@@ -521,9 +524,16 @@ function P.detect(job)
     det.docs[#det.docs + 1] = new_doc(job.script)
   end
   if type(job.argv) == "table" then
-    local parts = {}
-    for i = 1, math.min(#job.argv, 256) do
-      if type(job.argv[i]) == "string" then parts[#parts + 1] = job.argv[i] end
+    -- argv is not shell text: a "#" argument must not comment out the flags after it, and
+    -- a newline inside an argument must not start a line (a forged stamp). Bounded in size.
+    local parts, size = {}, 0
+    for i = 1, #job.argv do
+      local a = job.argv[i]
+      if type(a) == "string" then
+        size = size + #a + 1
+        if size > ARGV_MAX_BYTES then det.truncated = true; break end
+        parts[#parts + 1] = (string.gsub(a, "[#\r\n]", "?"))
+      end
     end
     if #parts > 0 then det.docs[#det.docs + 1] = new_doc(concat(parts, " ")) end
   end

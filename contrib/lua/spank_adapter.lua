@@ -51,22 +51,12 @@ local function gpus_on_node(env)
     or count_list(env.CUDA_VISIBLE_DEVICES) or count_list(env.ROCR_VISIBLE_DEVICES)
 end
 
--- The command line as one text for the policy's scanner. argv is not shell text: a '#' in an
--- argument starts no comment (`python x.py "#" --tensor-model-parallel-size 16` must not hide
--- the flag) and an argument cannot carry a slurmgpu stamp line, so '#' becomes '?' (no option
--- name or number contains either). One entry: the policy reads only the first 256 entries.
-local function command_text(argv)
-  local parts = {}
-  for i = 1, #argv do
-    if type(argv[i]) == "string" then parts[#parts + 1] = (string.gsub(argv[i], "#", "?")) end
-  end
-  return {concat(parts, " ")}
-end
 
 -- The plain job table (the contract in policy.lua) for one task of a step.
 local function job_from_step(step)
   local env = type(step.env) == "table" and step.env or {}
-  local argv = command_text(type(step.argv) == "table" and step.argv or {})
+  -- the policy reads argv as data, not shell text ('#' and newlines inside arguments are inert)
+  local argv = type(step.argv) == "table" and step.argv or {}
   local nodes = num(step.nnodes)
   local job = {
     origin = "spank",
