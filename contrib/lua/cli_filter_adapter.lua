@@ -12,14 +12,7 @@
 local SUCCESS = 0
 local TAG = P.TAG
 
-local function index(obj, key) return obj[key] end
-
-local function get(obj, key)
-  if obj == nil then return nil end
-  local ok, v = pcall(index, obj, key)
-  if ok then return v end
-  return nil
-end
+local get = P.get -- a field of a Slurm proxy, or nil if reading it raises
 
 -- cli_filter option values are strings; unset reads as nil, "", "-2" or "unset", and options
 -- that do not apply to the command (e.g. --wrap for salloc) read "invalid-context".

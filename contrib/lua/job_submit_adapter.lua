@@ -12,26 +12,9 @@
 local SUCCESS = 0
 local TAG = P.TAG
 
-local function index(obj, key) return obj[key] end
-
--- A field of a Slurm proxy, or nil if reading it raises.
-local function get(obj, key)
-  if obj == nil then return nil end
-  local ok, v = pcall(index, obj, key)
-  if ok then return v end
-  return nil
-end
-
-local function str(v)
-  if type(v) == "string" and v ~= "" then return v end
-  return nil
-end
-
--- Numbers only below NO_VAL16 (65534): NO_VAL, NO_VAL16 and INFINITE mean "not given".
-local function num(v)
-  if type(v) == "number" and v >= 0 and v < 65534 then return v end
-  return nil
-end
+-- A field of a Slurm proxy (nil if reading it raises); non-empty strings; numbers below
+-- NO_VAL16 (65534), since NO_VAL, NO_VAL16 and INFINITE mean "not given".
+local get, str, num = P.get, P.str, P.num
 
 local function log(line)
   pcall(slurm.log_info, "%s", line)

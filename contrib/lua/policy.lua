@@ -89,6 +89,27 @@ local function clean(s, n)
 end
 P.clean = clean
 
+-- Small readers the Slurm adapters share (job_desc and cli_filter options are proxies
+-- whose fields may raise; Slurm marks "unset" numbers with NO_VAL16 and above).
+local function index(obj, key) return obj[key] end
+
+function P.get(obj, key)
+  if obj == nil then return nil end
+  local ok, v = pcall(index, obj, key)
+  if ok then return v end
+  return nil
+end
+
+function P.str(v)
+  if type(v) == "string" and v ~= "" then return v end
+  return nil
+end
+
+function P.num(v)
+  if type(v) == "number" and v >= 0 and v < 65534 then return v end
+  return nil
+end
+
 local function int(digits)
   if digits == nil or #digits > 7 then return nil end
   return tonumber(digits)

@@ -17,20 +17,13 @@
 
 local concat = table.concat
 
-local function str(v)
-  if type(v) == "string" and v ~= "" then return v end
-  return nil
-end
+local str, num = P.str, P.num
 
 local function digits(v)
   if type(v) == "string" and #v <= 7 and string.match(v, "^%d+$") then return tonumber(v) end
   return nil
 end
 
-local function num(v)
-  if type(v) == "number" and v >= 0 and v < 65534 then return v end
-  return nil
-end
 
 -- Entries of a device list such as "0,1,2,3" (nil when unset, empty or a placeholder).
 local function count_list(v)
