@@ -282,8 +282,9 @@ def probe_cmd(as_json: bool, sysfs: str) -> None:
                                                  "PyTorch); fails below --min-bandwidth-fraction of the links' speed.")
 @click.option("--bandwidth-size-mb", type=click.IntRange(1, 16384), default=256, show_default=True,
               help="All-reduce buffer for --bandwidth.")
-@click.option("--min-bandwidth-fraction", type=click.FloatRange(0.0, 1.0), default=0.7, show_default=True,
-              help="--bandwidth fails below this share of the expected bus bandwidth.")
+@click.option("--min-bandwidth-fraction", type=click.FloatRange(0.0, 1.0),
+              help="--bandwidth fails below this share of the expected bus bandwidth "
+                   "(default: the site's preflight.min_bandwidth_fraction, 0.7 unless set).")
 @click.option("--bandwidth-backend", type=click.Choice(("auto", "nccl", "gloo")), default="auto", show_default=True,
               help="auto = NCCL on GPUs; gloo times a CPU all-reduce (to test the fan-out without GPUs).")
 @click.option("--port", "rdzv_port", type=click.IntRange(1, 65535), help="Rendezvous port that must be free on "
@@ -294,14 +295,14 @@ def probe_cmd(as_json: bool, sysfs: str) -> None:
               help="Runtime the job uses (default: the site's).")
 @click.option("--checkpoint-dir", metavar="DIR", help="Where the job writes checkpoints (default: "
                                                        "$SLURMGPU_CHECKPOINT_DIR, else the site's paths.checkpoint).")
-@click.option("--min-free-gb", type=click.FloatRange(0.0), default=10.0, show_default=True,
-              help="Free space the checkpoint directory needs.")
+@click.option("--min-free-gb", type=click.FloatRange(0.0),
+              help="Free space the checkpoint directory needs (default: the site's preflight.min_free_gb, 10).")
 @click.option("--strict", is_flag=True, help="Treat warnings as failures.")
 def preflight_cmd(site_name: Optional[str], partition: Optional[str], as_json: bool, record: bool,
                   aggregate: Optional[str], expect_nodes: Optional[str], bandwidth: bool, bandwidth_size_mb: int,
-                  min_bandwidth_fraction: float, bandwidth_backend: str, rdzv_port: Optional[int],
+                  min_bandwidth_fraction: Optional[float], bandwidth_backend: str, rdzv_port: Optional[int],
                   first_node: Optional[bool],
-                  container_runtime: Optional[str], checkpoint_dir: Optional[str], min_free_gb: float,
+                  container_runtime: Optional[str], checkpoint_dir: Optional[str], min_free_gb: Optional[float],
                   strict: bool) -> None:
     """Check this node before a multi-node job starts; exit 1 with node, check, found, expected, fix.
 
@@ -326,11 +327,14 @@ def preflight_cmd(site_name: Optional[str], partition: Optional[str], as_json: b
     if aggregate:
         _preflight_aggregate(pf, aggregate, expect_nodes, as_json, site_name, strict)
         return
-    opts = pf.Options(partition=partition, rdzv_port=rdzv_port, first_node=first_node,
-                      container_runtime=container_runtime, checkpoint_dir=checkpoint_dir, min_free_gb=min_free_gb)
     node = pf.node_name(os.environ)
     try:
         s = _load_site(site_name, quiet=record or as_json)
+        opts = pf.Options(partition=partition, rdzv_port=rdzv_port, first_node=first_node,
+                          container_runtime=container_runtime, checkpoint_dir=checkpoint_dir,
+                          min_free_gb=s.preflight.min_free_gb if min_free_gb is None else min_free_gb)
+        if min_bandwidth_fraction is None:
+            min_bandwidth_fraction = s.preflight.min_bandwidth_fraction
         if bandwidth:
             rep = pf.bandwidth_report(s, os.environ, opts, size_mb=bandwidth_size_mb,
                                       fraction=min_bandwidth_fraction, backend=bandwidth_backend)

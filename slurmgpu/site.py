@@ -127,6 +127,17 @@ class SitePolicy:
 
 
 @dataclass(frozen=True)
+class SitePreflight:
+    """Thresholds `slurmgpu preflight` applies on this site's nodes."""
+
+    min_bandwidth_fraction: float = 0.7  # --bandwidth fails below this share of the links' bus bandwidth
+    min_free_gb: float = 10.0  # free space the checkpoint directory needs
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"min_bandwidth_fraction": self.min_bandwidth_fraction, "min_free_gb": self.min_free_gb}
+
+
+@dataclass(frozen=True)
 class Site:
     name: str
     description: str
@@ -144,6 +155,7 @@ class Site:
     checkpoint_dir: Optional[str] = None
     template_dir: Optional[str] = None
     policy: SitePolicy = SitePolicy()
+    preflight: SitePreflight = SitePreflight()
 
     def partition(self, name: Optional[str] = None) -> Partition:
         name = name or self.default_partition
@@ -167,7 +179,7 @@ class Site:
             "node_types": {k: v.to_dict() for k, v in self.node_types.items()},
             "container": self.container.to_dict(), "scratch": self.scratch,
             "checkpoint_dir": self.checkpoint_dir, "template_dir": self.template_dir,
-            "policy": self.policy.to_dict(),
+            "policy": self.policy.to_dict(), "preflight": self.preflight.to_dict(),
         }
 
 
@@ -209,6 +221,7 @@ _SITE_FIELDS = {
     "container": Field("map"),
     "paths": Field("map"),
     "policy": Field("map"),
+    "preflight": Field("map"),
 }
 _PARTITION_FIELDS = {
     "node_type": Field("str", required=True),
@@ -253,6 +266,10 @@ _PATH_FIELDS = {
     "scratch": Field("str"),
     "checkpoint": Field("str"),
     "templates": Field("str"),
+}
+_PREFLIGHT_FIELDS = {
+    "min_bandwidth_fraction": Field("num", default=0.7, positive=True),
+    "min_free_gb": Field("num", default=10.0, minimum=0),
 }
 _POLICY_FIELDS = {
     "mode": Field("str", default="enforce", choices=POLICY_MODES),
@@ -353,6 +370,10 @@ def site_from_data(data: Any, path: str) -> Site:
     container = ck.take(top["container"], _CONTAINER_FIELDS, "container", data, "container")
     paths = ck.take(top["paths"], _PATH_FIELDS, "paths", data, "paths")
     pol = ck.take(top["policy"], _POLICY_FIELDS, "policy", data, "policy")
+    pre = ck.take(top["preflight"], _PREFLIGHT_FIELDS, "preflight", data, "preflight")
+    if isinstance(pre["min_bandwidth_fraction"], (int, float)) and pre["min_bandwidth_fraction"] > 1:
+        ck.error(data.get("preflight"), "min_bandwidth_fraction", "preflight.min_bandwidth_fraction",
+                 "a share of the expected bandwidth: between 0 and 1, got %r" % pre["min_bandwidth_fraction"])
     pol_raw = data.get("policy") if isinstance(data, dict) else None
     for launcher, mode in (pol["launchers"] or {}).items():
         lp = join("policy.launchers", launcher)
@@ -380,6 +401,8 @@ def site_from_data(data: Any, path: str) -> Site:
                           exempt_accounts=tuple(pol["exempt_accounts"] or ()),
                           exempt_qos=tuple(pol["exempt_qos"] or ()),
                           on_internal_error=pol["on_internal_error"]),
+        preflight=SitePreflight(min_bandwidth_fraction=float(pre["min_bandwidth_fraction"]),
+                                min_free_gb=float(pre["min_free_gb"])),
     )
 
 

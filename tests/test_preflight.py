@@ -436,3 +436,19 @@ def test_expected_bus_bandwidth_from_the_site():
 def test_cli_help_has_examples():
     p = cli("preflight", "--help")
     assert p.returncode == 0 and "Examples:" in p.stdout and "--aggregate - --nodes" in p.stdout
+
+
+def test_site_preflight_thresholds_are_the_cli_defaults(tmp_path):
+    """preflight.min_free_gb in the site config applies unless --min-free-gb is given."""
+    site = tmp_path / "site.yaml"
+    site.write_text("extends: dgx-h100\npreflight:\n  min_free_gb: 1000000000\n")
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    env = {pf.FIXTURE_ENV: DGX, "SLURMD_NODENAME": "gpu01", "MASTER_PORT": str(free_port())}
+    args = ("preflight", "--site", str(site), "--container-runtime", "none", "--checkpoint-dir", str(ckpt), "--json")
+    p = cli(*args, env=env)
+    rows_ = {(r["check"], r["status"]) for r in json.loads(p.stdout)["results"]}
+    assert ("checkpoint", "fail") in rows_, p.stdout
+    p = cli(*args, "--min-free-gb", "0", env=env)
+    rows_ = {(r["check"], r["status"]) for r in json.loads(p.stdout)["results"]}
+    assert ("checkpoint", "ok") in rows_, p.stdout

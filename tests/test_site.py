@@ -794,3 +794,13 @@ def test_cli_uses_the_environment_and_prints_the_notice_on_stderr(tmp_path):
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["name"] == "xdg"
     assert r.stderr == "slurmgpu: site xdg (user config: %s)\n" % p["xdg"]
+
+
+def test_preflight_thresholds(tmp_path):
+    path = write(tmp_path, "extends: dgx-h100\npreflight:\n  min_bandwidth_fraction: 0.5\n  min_free_gb: 200\n")
+    s = load_site(path)
+    assert (s.preflight.min_bandwidth_fraction, s.preflight.min_free_gb) == (0.5, 200.0)
+    assert preset("dgx-h100").preflight.min_bandwidth_fraction == 0.7
+    bad = write(tmp_path, "extends: dgx-h100\npreflight:\n  min_bandwidth_fraction: 70\n", "bad.yaml")
+    assert issues_of(bad) == ["%s:3:3: preflight.min_bandwidth_fraction: a share of the expected bandwidth: "
+                              "between 0 and 1, got 70" % bad]
