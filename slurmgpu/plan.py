@@ -255,20 +255,20 @@ def _nodes_word(n: int) -> str:
     return {2: "two", 3: "three", 4: "four"}.get(n, str(n))
 
 
-def _segment(nt: NodeType, tp: int, nodes: int, gpn: int) -> Tuple[Optional[int], Optional[str]]:
+def segment_for(nt: NodeType, tp: int, nodes: int, gpn: int) -> Tuple[Optional[int], Optional[str]]:
     """On a multi-node NVLink domain: the --segment size (nodes) and an error if none works."""
     if nt.nvlink_domain <= nt.gpus or nodes <= 1:
         return None, None
     dn = nt.domain_nodes
-    tn = max(1, -(-tp // gpn))
+    tn = tp // math.gcd(tp, gpn)  # fewest nodes that hold whole TP groups (TP=6 on 4-GPU trays: 3)
     if nodes <= dn and nodes % tn == 0:
         return nodes, None
     for seg in range(dn - dn % tn, 0, -tn):
         if nodes % seg == 0:
             return (seg if seg > 1 else None), None
-    return None, ("TP=%d spans %d nodes of the %d-GPU NVLink domain, but %d nodes cannot be cut into "
-                  "segments of whole TP groups that fit in one %d-node domain (use a multiple of %d nodes)"
-                  % (tp, tn, nt.nvlink_domain, nodes, dn, tn))
+    return None, ("TP=%d needs segments of %d nodes (whole TP groups) inside the %d-GPU NVLink domain, but "
+                  "%d nodes cannot be cut into such segments that fit in one %d-node domain (use a multiple "
+                  "of %d nodes)" % (tp, tn, nt.nvlink_domain, nodes, dn, tn))
 
 
 def _tp_rules(hw: Hardware, model: ModelSpec, tp: int, nodes: int, gpn: int) -> List[str]:
@@ -281,17 +281,8 @@ def _tp_rules(hw: Hardware, model: ModelSpec, tp: int, nodes: int, gpn: int) -> 
                 out.append("TP=%d is larger than the %d-GPU NVLink domain (%d nodes): its all-reduces would "
                            "run over %s instead of %s" % (tp, dom, nt.domain_nodes, hw.nic_words(),
                                                          hw.link_words))
-            elif dom % tp:
-                out.append("TP=%d does not divide the %d-GPU NVLink domain: some TP groups would straddle two "
-                           "domains" % (tp, dom))
-            elif tp > gpn and tp % gpn:
-                out.append("TP=%d is not a whole number of %d-GPU nodes: TP groups would straddle node "
-                           "boundaries" % (tp, gpn))
-            elif tp <= gpn and gpn % tp:
-                out.append("TP=%d does not divide the %d GPUs used per node: some TP groups would straddle "
-                           "two nodes" % (tp, gpn))
-            else:
-                _, err = _segment(nt, tp, nodes, gpn)
+            else:  # groups may cross trays: inside one domain (one --segment) that is still NVLink
+                _, err = segment_for(nt, tp, nodes, gpn)
                 if err:
                     out.append(err)
         elif dom == 1:
@@ -760,7 +751,7 @@ def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True,
             if want_rejects:
                 rejected.extend(Rejection("TP=%d" % tp, e, "rule") for e in errs)
             continue
-        seg, _ = _segment(hw.nt, tp, nodes, gpn)
+        seg, _ = segment_for(hw.nt, tp, nodes, gpn)
         rest = n // tp
         if "cp" in pins:
             cps = [pins["cp"]]

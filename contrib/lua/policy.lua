@@ -827,19 +827,21 @@ local function check_partition(ctx, pname, part)
   local dn = part.domain_nodes or 1
   if tp > 1 and multi and not g.unknown and not (g.bad) then
     if dn <= 1 then
+      -- the site's NVLink domain, as the planner uses it: 1 on PCIe-only nodes
       local d = part.domain
-      if part.link == "pcie" or d == nil or d < 1 then d = hw end
+      if d == nil or d < 1 then d = hw end
       local unit = gcd(d, rpn)
       local ok = function(t) return unit % t == 0 end
-      if tp > d or d % tp ~= 0 then
+      if part.link == "pcie" then
+        add("reject", "tp-exceeds-domain", format(
+          "TP=%d%s on %s: every tensor-parallel all-reduce of this %s-node job would run over PCIe, no faster than the network between nodes. Fix: %s.",
+          tp, where(), label, tostring(nmin), tp_fix(tp, L.pp, ok)))
+      elseif tp > d or d % tp ~= 0 then
         local what
         if tp > d then
           what = format("TP=%d%s is larger than the NVLink domain", tp, where())
         else
           what = format("TP=%d%s does not divide the NVLink domain", tp, where())
-        end
-        if part.link == "pcie" then
-          what = format("TP=%d%s does not fit in one node", tp, where())
         end
         local first = 0
         if tp <= d then first = floor(d / tp) * tp end
