@@ -41,6 +41,7 @@ __all__ = [
     "pytest_runtest_makereport",
     "pytest_terminal_summary",
     "_slurm_cluster_cleanup",
+    "dgx_site_for",
 ]
 
 REQUIRE_ENV = "SLURMGPU_REQUIRE_CLUSTER"
@@ -178,3 +179,19 @@ def cli_filter(slurm_cluster):
     yield swap
     swap.restore()
 
+
+def dgx_site_for(cluster) -> str:
+    """A site config (YAML text) naming the cluster's default partition as DGX H100 nodes small
+    enough for this machine: for tests that want the preset's fabric on real Slurm."""
+    part = next(p for p in cluster.partitions if p.default)
+    return (
+        "extends: dgx-h100\n"
+        "name: testcluster\n"
+        "slurm_version: \"22.05\"\n"
+        "default_partition: %s\n"
+        "partitions:\n"
+        "  %s: {node_type: dgx-h100, nodes: %d}\n"
+        "node_types:\n"
+        "  dgx-h100: {cpus: 2, memory_gb: 8}\n"
+        "container: {runtime: none}\n" % (part.name, part.name, len(part.nodes))
+    )

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from slurmgpu.cli import main
+from tests.cluster_fixtures import dgx_site_for
 from slurmgpu.models import get_model
 from slurmgpu.plan import PlanRequest, make_plan
 from slurmgpu.render import shquote
@@ -316,18 +317,7 @@ def test_submit_without_sbatch(repo, monkeypatch):
 
 @pytest.mark.cluster
 def test_submit_test_only_on_real_slurm(repo, slurm_cluster, monkeypatch):
-    part = next(p for p in slurm_cluster.partitions if p.default)
-    (repo / "site.yaml").write_text(textwrap.dedent("""\
-        extends: dgx-h100
-        name: testcluster
-        slurm_version: "22.05"
-        default_partition: {part}
-        partitions:
-          {part}: {{node_type: dgx-h100, nodes: {n}}}
-        node_types:
-          dgx-h100: {{cpus: 2, memory_gb: 8}}
-        container: {{runtime: none}}
-        """).format(part=part.name, n=len(part.nodes)))
+    (repo / "site.yaml").write_text(dgx_site_for(slurm_cluster))
     for k, v in slurm_cluster.env.items():
         monkeypatch.setenv(k, v)
     r = run("submit", "--site", str(repo / "site.yaml"), "--nodes", "2", "--mem", "1000M", "--test-only", "--",

@@ -13,12 +13,12 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import pytest
 
 from slurmgpu import render as R
+from tests.cluster_fixtures import dgx_site_for
 from slurmgpu.site import load_site, preset_dir
 from slurmgpu.spec import ContainerSpec, JobSpec
 
@@ -248,19 +248,8 @@ def test_requeue_trap_asks_for_a_checkpoint_then_requeues(tmp_path, stubs):
 @pytest.mark.cluster
 def test_hostile_job_through_real_slurm(tmp_path, slurm_cluster):
     stubs = make_stubs(tmp_path / "bin", ("torchrun",))  # the real srun and scontrol run
-    part = next(p for p in slurm_cluster.partitions if p.default)
     site_file = tmp_path / "site.yaml"
-    site_file.write_text(textwrap.dedent("""\
-        extends: dgx-h100
-        name: testcluster
-        slurm_version: "22.05"
-        default_partition: {part}
-        partitions:
-          {part}: {{node_type: dgx-h100, nodes: {n}}}
-        node_types:
-          dgx-h100: {{cpus: 2, memory_gb: 8}}
-        container: {{runtime: none}}
-        """).format(part=part.name, n=len(part.nodes)))
+    site_file.write_text(dgx_site_for(slurm_cluster))
     os.chmod(str(tmp_path), 0o755)
     site = load_site(str(site_file))
     work = tmp_path / "work"
