@@ -255,12 +255,25 @@ def _nodes_word(n: int) -> str:
     return {2: "two", 3: "three", 4: "four"}.get(n, str(n))
 
 
+def tp_group_nodes(tp: int, gpn: int) -> int:
+    """Fewest nodes that hold whole TP groups: tp / gcd(tp, GPUs per node) (TP=6 on 4-GPU trays: 3).
+
+    The one rule for where --segment may cut a job; contrib/lua/policy.lua applies the same
+    (`kbase = tp / gcd(tp, rpn)`), and tests/test_agreement.py keeps the two together.
+    """
+    return tp // math.gcd(tp, gpn)
+
+
 def segment_for(nt: NodeType, tp: int, nodes: int, gpn: int) -> Tuple[Optional[int], Optional[str]]:
-    """On a multi-node NVLink domain: the --segment size (nodes) and an error if none works."""
+    """On a multi-node NVLink domain: the --segment size (nodes) and an error if none works.
+
+    The largest segment of whole TP groups (a multiple of `tp_group_nodes`) that fits in one
+    domain and divides the node count: the whole job when it fits in one domain.
+    """
     if nt.nvlink_domain <= nt.gpus or nodes <= 1:
         return None, None
     dn = nt.domain_nodes
-    tn = tp // math.gcd(tp, gpn)  # fewest nodes that hold whole TP groups (TP=6 on 4-GPU trays: 3)
+    tn = tp_group_nodes(tp, gpn)
     if nodes <= dn and nodes % tn == 0:
         return nodes, None
     for seg in range(dn - dn % tn, 0, -tn):
@@ -269,6 +282,22 @@ def segment_for(nt: NodeType, tp: int, nodes: int, gpn: int) -> Tuple[Optional[i
     return None, ("TP=%d needs segments of %d nodes (whole TP groups) inside the %d-GPU NVLink domain, but "
                   "%d nodes cannot be cut into such segments that fit in one %d-node domain (use a multiple "
                   "of %d nodes)" % (tp, tn, nt.nvlink_domain, nodes, dn, tn))
+
+
+def segment_error(nt: NodeType, tp: int, nodes: int, gpn: int, segment: int) -> Optional[str]:
+    """Why an explicit --segment does not keep each TP group inside one NVLink domain (None: it does).
+
+    A segment must hold whole TP groups (a multiple of tp / gcd(tp, gpn) nodes), fit in one
+    domain, and cut the job into whole segments (divide the node count, or hold the whole job).
+    """
+    dn = nt.domain_nodes
+    tn = tp_group_nodes(tp, gpn)
+    if segment >= 1 and segment % tn == 0 and segment <= dn and (segment >= nodes or nodes % segment == 0):
+        return None
+    return ("--segment=%d does not keep TP groups inside one %d-node NVLink domain for a %d-node job: TP=%d on "
+            "%d GPUs per node needs %d node%s per group (tp / gcd(tp, %d)), so the segment must be a multiple of "
+            "%d, divide %d and be at most %d" % (segment, dn, nodes, tp, gpn, tn, "s" if tn > 1 else "", gpn,
+                                                 tn, nodes, dn))
 
 
 def _tp_rules(hw: Hardware, model: ModelSpec, tp: int, nodes: int, gpn: int) -> List[str]:

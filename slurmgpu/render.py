@@ -438,37 +438,28 @@ def segment_for(site: Site, node: NodeType, layout: Layout, wanted: Optional[int
                 planned: Optional[int] = None) -> Optional[int]:
     """--segment on sites whose NVLink domain spans nodes (topology/block, NVL72).
 
-    Segments are built from whole TP groups and fit in one domain: the whole job when it
-    fits in a domain, else the largest such segment that divides the node count (the
-    planner's rule, which it also reports as Plan.segment).
+    Both the choice and the check of a user's --segment are the planner's rule
+    (`plan.segment_for`, `plan.segment_error`: whole TP groups of tp / gcd(tp, GPUs per node)
+    nodes inside one domain), which is also the submit policy's.
     """
+    from .plan import segment_error
+    from .plan import segment_for as planned_segment
+
     if wanted is not None:
-        span = max(1, -(-layout.tp // layout.gpus_per_node))
-        domain = node.domain_nodes
         if site.topology != "block":
-            raise ConfigError([Issue("segment", None, None, "segment",
+            raise ConfigError([Issue("segment", None, None, "",
                                      "--segment needs a topology/block site (NVLink domains across nodes); "
                                      "site %s has topology %s" % (site.name, site.topology))])
-        if wanted % span or wanted > domain or (wanted < layout.nodes and layout.nodes % wanted):
-            raise ConfigError([Issue("segment", None, None, "segment", (
-                "--segment %d does not keep TP groups (%d node%s each) inside one %d-node NVLink domain for a "
-                "%d-node job: it must be a multiple of %d, divide %d and be at most %d" % (
-                    wanted, span, "s" if span > 1 else "", domain, layout.nodes, span, layout.nodes, domain)))])
+        err = segment_error(node, layout.tp, layout.nodes, layout.gpus_per_node, wanted)
+        if err:
+            raise ConfigError([Issue("segment", None, None, "", err)])
         return wanted
     if planned is not None:
         return planned
-    if node.nvlink_domain <= node.gpus or layout.nodes <= 1:
-        return None
-    span = max(1, -(-layout.tp // layout.gpus_per_node))
-    domain = node.domain_nodes
-    if layout.nodes <= domain and layout.nodes % span == 0:
-        return layout.nodes
-    for seg in range(domain - domain % span, 0, -span):
-        if layout.nodes % seg == 0:
-            return seg if seg > 1 else None
-    raise PlanError("tp=%d spans %d nodes, but %d nodes cannot be cut into segments of whole TP groups that fit in "
-                    "one %d-node NVLink domain; use a multiple of %d nodes" % (
-                        layout.tp, span, layout.nodes, domain, span))
+    seg, err = planned_segment(node, layout.tp, layout.nodes, layout.gpus_per_node)
+    if err:
+        raise PlanError(err)
+    return seg
 
 
 def build_request(site: Site, spec: Any, sizing: Sizing, regen: str = "") -> Tuple[RenderRequest, Tuple[str, ...]]:
@@ -740,5 +731,9 @@ def suggestion(site: Site, spec: Any, sizing: Sizing) -> str:
             return ("suggestion: the planner picks tp=%d pp=%d dp=%d cp=%d on %d node%s: drop the --tp/--pp/--dp "
                     "pins, or pin --tp %d --pp %d" % (alt.tp, alt.pp, alt.dp, alt.cp, alt.nodes,
                                                         "s" if alt.nodes != 1 else "", alt.tp, alt.pp))
-    return ("suggestion: keep tp <= %d (the NVLink domain of %s on partition %s), e.g. --tp %d, and add pipeline "
-            "or data parallelism across nodes" % (domain, node.name, partition, min(domain, sizing.layout.tp)))
+    # never the TP just refused: the largest TP that stays inside one node and one domain, below it
+    tp, gpn = sizing.layout.tp, sizing.layout.gpus_per_node
+    smaller = [t for t in range(min(tp - 1, gpn, domain), 0, -1) if gpn % t == 0 and domain % t == 0]
+    example = ", e.g. --tp %d," % smaller[0] if smaller else ""
+    return ("suggestion: keep tp <= %d (the NVLink domain of %s on partition %s)%s and add pipeline "
+            "or data parallelism across nodes" % (domain, node.name, partition, example))

@@ -4,20 +4,30 @@ verdict on where TP may go, for every preset partition: one rule, two places, no
 The planner judges a layout before it exists (`check_layout_rules`); the policy judges the
 script that carries it (stamp line + the sbatch shape the generator writes, with --segment
 where the planner asks for one). Multi-node jobs only: that is where the policy applies.
+
+The generator's own path is held to the same verdict: `gen` without a model (the layout is
+the pins, the --segment render's choice) writes a script exactly when the planner allows the
+layout, and an explicit --segment is accepted by `gen` only where the policy accepts it, and
+always when the policy itself names it in a fix.
 """
 from __future__ import annotations
 
-from typing import List, Tuple
+import math
+import re
+from typing import List, Optional, Tuple
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from slurmgpu import render as R
+from slurmgpu.errors import ConfigError, PlanError, PolicyRejection
 from slurmgpu.layout import Layout
 from slurmgpu.models import ModelSpec
 from slurmgpu.plan import check_layout_rules, segment_for
-from slurmgpu.policy import PolicyRunner
+from slurmgpu.policy import PolicyRunner, check_script
 from slurmgpu.site import load_site, preset_dir, preset_names
+from slurmgpu.spec import JobSpec
 
 # A model whose heads divide by every TP tried, so only placement rules can object.
 WIDE = ModelSpec(name="wide", layers=144, hidden=147456, heads=1152, kv_heads=1152, ffn=4 * 147456,
@@ -54,7 +64,9 @@ def _cases():
     for name, site in sorted(_SITES.items()):
         for pname, part in site.partitions.items():
             g = site.node_types[part.node_type].gpus
-            for nodes in (2, 3, 4, 18, 36):
+            nt = site.node_types[part.node_type]
+            extra = (9, 30) if nt.domain_nodes > 1 else ()  # NVL72: a part of a domain, and not whole domains
+            for nodes in (2, 3, 4, 18, 36) + extra:
                 if nodes <= part.max_nodes_per_job:
                     for tp in TPS:
                         if (nodes * g) % tp == 0:
@@ -89,3 +101,103 @@ def test_agreement_on_random_shapes(name, nodes, tp, data):
         return
     planner, decision, _ = _verdicts(name, pname, nodes, tp)
     assert bool(planner) == (decision == "reject"), (name, pname, nodes, tp, planner, decision)
+
+
+# ---------------------------------------------------------------------------
+# The generator's path: no model (render's sizing and --segment), and explicit --segment
+
+def _generate(name: str, pname: str, nodes: int, tp: int, segment: Optional[int] = None) -> Tuple[str, str]:
+    """('written', script) or ('refused', why) for `slurmgpu gen --nodes N --tp TP [--segment S] -- train.py`."""
+    site = _SITES[name]
+    spec = JobSpec(launcher="torchrun", partition=pname, nodes=nodes, parallel={"tp": tp}, segment=segment,
+                   command=("train.py",))
+    try:
+        gen = R.generate(site, spec, R.search_path(None, None, site))
+    except (PolicyRejection, PlanError, ConfigError) as exc:
+        return "refused", str(exc)
+    return "written", gen.script
+
+
+@pytest.mark.parametrize("case", CASES, ids=["%s-%s-n%d-tp%d" % c for c in CASES])
+def test_gen_without_a_model_writes_exactly_what_the_planner_allows(case, tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURMGPU_CACHE_DIR", str(tmp_path / "cache"))
+    planner, _, _ = _verdicts(*case)
+    kind, text = _generate(*case)
+    assert (kind == "written") == (not planner), (planner, text)
+    if kind == "written":  # and what it wrote, --segment included, passes the filter as it stands
+        name = case[0]
+        v = check_script(_SITES[name], text)
+        assert v.decision == "accept", v.messages
+
+
+_FIX_SEGMENT = re.compile(r"add --segment=(\d+)")
+
+
+def _block_cases():
+    for c in CASES:
+        nt = _SITES[c[0]].node_types[_SITES[c[0]].partitions[c[1]].node_type]
+        if nt.domain_nodes > 1:
+            yield c
+
+
+BLOCK_CASES = list(_block_cases())
+
+
+def _bare_verdict(name: str, pname: str, nodes: int, tp: int, segment: Optional[int] = None):
+    site = _SITES[name]
+    g = site.node_types[site.partitions[pname].node_type].gpus
+    lay = Layout(tp=tp, pp=1, dp=nodes * g // tp, nodes=nodes, gpus_per_node=g)
+    args = ["--partition", pname, "--nodes=%d" % nodes, "--gpus-per-node=%d" % g, "--ntasks-per-node=%d" % g]
+    if segment:
+        args.append("--segment=%d" % segment)
+    return _runner(name).check("#!/bin/bash\n%s\nsrun true\n" % lay.stamp(site.name), args)
+
+
+def test_block_cases_exist_and_the_policy_names_segments():
+    assert BLOCK_CASES
+    named = [c for c in BLOCK_CASES if any(_FIX_SEGMENT.search(m) for m in _bare_verdict(*c).messages)]
+    assert named, "no case where the policy proposes a --segment"
+
+
+def test_only_block_sites_are_told_to_add_a_segment():
+    for c in CASES:
+        if c in BLOCK_CASES:
+            continue
+        assert not any(_FIX_SEGMENT.search(m) for m in _bare_verdict(*c).messages), c
+
+
+@pytest.mark.parametrize("case", BLOCK_CASES, ids=["%s-%s-n%d-tp%d" % c for c in BLOCK_CASES])
+def test_every_segment_the_policy_names_in_a_fix_is_accepted_by_gen(case, tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURMGPU_CACHE_DIR", str(tmp_path / "cache"))
+    for msg in _bare_verdict(*case).messages:
+        for m in _FIX_SEGMENT.finditer(msg):
+            seg = int(m.group(1))
+            kind, text = _generate(*case, segment=seg)
+            assert kind == "written", (seg, text)
+            assert "#SBATCH --segment=%d\n" % seg in text
+            assert check_script(_SITES[case[0]], text).decision == "accept"
+
+
+@pytest.mark.parametrize("case", BLOCK_CASES, ids=["%s-%s-n%d-tp%d" % c for c in BLOCK_CASES])
+def test_gen_accepts_an_explicit_segment_only_where_the_policy_does(case, tmp_path, monkeypatch):
+    """Every --segment from 1 to the domain's node count: what gen writes, the policy accepts;
+    and gen accepts every segment that the planner's rule allows."""
+    monkeypatch.setenv("SLURMGPU_CACHE_DIR", str(tmp_path / "cache"))
+    name, pname, nodes, tp = case
+    nt = _SITES[name].node_types[_SITES[name].partitions[pname].node_type]
+    planner, _, _ = _verdicts(*case)
+    tp_over_domain = tp > nt.nvlink_domain
+    for seg in range(1, nt.domain_nodes + 1):
+        kind, text = _generate(name, pname, nodes, tp, segment=seg)
+        if kind == "written":
+            assert check_script(_SITES[name], text).decision == "accept", (seg, text)
+        elif not tp_over_domain and _bare_verdict(name, pname, nodes, tp, seg).decision == "accept":
+            # the policy would take it (a job inside one segment passes there whatever its size):
+            # gen is stricter only for a segment of part TP groups, or one that does not cut the
+            # job into whole segments
+            tn = tp // math.gcd(tp, nt.gpus)
+            assert seg % tn or (seg < nodes and nodes % seg), (seg, text)
+    if not planner:
+        # the segment gen picks by itself is one of those it accepts
+        kind, text = _generate(name, pname, nodes, tp)
+        assert kind == "written", text

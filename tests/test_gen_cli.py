@@ -159,6 +159,19 @@ def test_tp_across_nvlink_domains_is_refused_like_the_filter(repo):
         assert msg in r.stderr
 
 
+@pytest.mark.parametrize("extra, segment", [((), 15), (("--segment", "3"), 3), (("--segment", "15"), 15)])
+def test_gb200_tp6_on_30_nodes_gets_a_segment_its_own_filter_accepts(repo, extra, segment):
+    """TP=6 on 4-GPU trays needs segments of 3 nodes; gen once chose --segment=10 (refused by the
+    policy) and refused the policy's own --segment=3."""
+    r = run("gen", "--site", "gb200-nvl72", "--nodes", "30", "--tp", "6", *extra, "-o", "job.sh", "--",
+            "python", "train.py")
+    assert r.exit_code == 0, r.stderr
+    text = (repo / "job.sh").read_text()
+    assert "#SBATCH --segment=%d" % segment in sbatch_lines(text)
+    c = run("check", "--site", "gb200-nvl72", "job.sh")
+    assert c.exit_code == 0, c.output
+
+
 def test_pinned_tp_across_nodes_with_a_model_gets_the_filters_words_and_a_plan(repo):
     r = run("gen", "--model", "llama3.1-8b", "--launcher", "megatron", "--nodes", "2", "--tp", "16")
     assert r.exit_code == 1 and r.stdout == ""

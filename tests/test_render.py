@@ -306,12 +306,39 @@ def test_segment_keeps_tp_groups_inside_an_nvl72_domain():
     big = replace(lay, nodes=2 * nt.domain_nodes, dp=(2 * nt.domain_nodes * nt.gpus) // 8)
     seg = R.segment_for(site, nt, big, None)
     assert seg % span == 0 and big.nodes % seg == 0 and seg <= nt.domain_nodes
-    with pytest.raises(ConfigError, match="--segment 3"):
+    with pytest.raises(ConfigError, match="--segment=3") as err:
         R.segment_for(site, nt, lay, 3)
+    assert "segment: segment:" not in str(err.value)
     h100 = preset("dgx-h100")
     assert R.segment_for(h100, node_of(h100), LAY2, None) is None
     with pytest.raises(ConfigError, match="topology/block"):
         R.segment_for(h100, node_of(h100), LAY2, 2)
+
+
+def test_segment_for_tp_groups_that_cross_trays_is_the_planners_and_the_policys():
+    """TP=6 on 4-GPU trays: a TP group is whole only in multiples of 3 nodes (tp / gcd(tp, 4)),
+    not ceil(6 / 4) = 2 (--segment=10 would leave a group split across two domains)."""
+    site = preset("gb200-nvl72")
+    nt = node_of(site)
+    lay = Layout(tp=6, nodes=30, gpus_per_node=4, dp=20)
+    assert R.segment_for(site, nt, lay, None) == 15
+    assert R.segment_for(site, nt, lay, 3) == 3  # what the policy proposes in its fix
+    assert R.segment_for(site, nt, replace(lay, nodes=9, dp=6), None) == 9
+    with pytest.raises(ConfigError, match=r"multiple of 3"):
+        R.segment_for(site, nt, lay, 10)
+
+
+def test_suggestion_never_proposes_the_tp_just_refused():
+    from slurmgpu.errors import PolicyRejection
+
+    site = preset("dgx-h100")
+    spec = JobSpec(launcher="torchrun", nodes=3, parallel={"tp": 6}, command=("t.py",))
+    with pytest.raises(PolicyRejection) as err:
+        R.generate(site, spec, R.search_path(None, None, site))
+    text = str(err.value)
+    assert "TP=6" in text and "NVLink domain" in text
+    line = [x for x in text.splitlines() if x.startswith("suggestion:")][0]
+    assert "--tp 6" not in line and "--tp 4" in line, line
 
 
 def test_segment_line_in_the_script():
