@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -138,19 +137,16 @@ def read_log(target: str, runner: Optional[Runner] = None) -> LogSource:
 # Stamp line
 
 def read_stamp(*texts: Optional[str]) -> Dict[str, str]:
-    """Fields of the first `# slurmgpu: k=v ...` line, plus `# slurmgpu-model: NAME`."""
+    """Fields of the first stamp line (`# slurmgpu: k=v ...`, read as the submit filter reads it:
+    slurmgpu.stamp), plus `# slurmgpu-model: NAME`."""
+    from .stamp import parse_stamp
+
     out: Dict[str, str] = {}
     for text in texts:
         if not text:
             continue
-        for m in re.finditer(r"^#\s*slurmgpu:\s*(.*\S)\s*$", text, re.M):
-            if "tp=" not in m.group(1) and "site=" not in m.group(1):
-                continue
-            for tok in shlex.split(m.group(1), comments=False):
-                k, sep, v = tok.partition("=")
-                if sep and k not in out:
-                    out[k] = v
-            break
+        for k, v in (parse_stamp(text) or {}).items():
+            out.setdefault(k, v)
         m = re.search(r"^#\s*slurmgpu-model:\s*(\S+)", text, re.M)
         if m and "model" not in out:
             out["model"] = m.group(1)

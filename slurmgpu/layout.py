@@ -27,8 +27,9 @@ class Layout:
 
     def stamp(self, site: str) -> str:
         """The machine-readable line every generated script carries; the filter reads it first."""
-        return "# slurmgpu: site=%s tp=%d pp=%d dp=%d cp=%d ep=%d nodes=%d gpus_per_node=%d" % (
-            site, self.tp, self.pp, self.dp, self.cp, self.ep, self.nodes, self.gpus_per_node)
+        from .stamp import format_stamp
+
+        return format_stamp(site, self.tp, self.pp, self.dp, self.cp, self.ep, self.nodes, self.gpus_per_node)
 
     def to_dict(self) -> Dict[str, int]:
         return asdict(self)
