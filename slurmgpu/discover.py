@@ -20,6 +20,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import __version__
 from .errors import SlurmError
+from .fabric import derived_names
 from .gpus import GpuFacts, lookup
 from .probe import ProbeResult
 from .runner import CommandResult, Runner
@@ -382,7 +383,8 @@ def _fabric_values(v: Dict[str, Value], g: NodeGroup, probe: Optional[ProbeResul
         elif probe.fabric in ("ethernet", "slingshot"):
             v["socket_ifname"] = Value("eth0", "%s found no usable interface (find it with: %s)"
                                        % (src, _todo_cmd(part, "ip -br link")), todo=True)
-        env = {k: x for k, x in probe.nccl_env.items() if k not in ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA")}
+        derived = derived_names(probe.fabric)  # gen writes these itself (NCCL_NET only for multi-node jobs)
+        env = {k: x for k, x in probe.nccl_env.items() if k not in derived}
         if env:
             v["env"] = Value(env, "%s: what this fabric needs (fabric_facts)" % src)
         if probe.fabric == "roce":

@@ -9,7 +9,7 @@ CUDA_DEVICE_MAX_CONNECTIONS.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .layout import Layout
@@ -43,6 +43,84 @@ class FabricEnv:
     def to_dict(self) -> Dict[str, object]:
         return {"kind": self.kind, "vendor": self.vendor, "library": self.library,
                 "env": [{"name": e.name, "value": e.value, "why": e.why} for e in self.env]}
+
+
+# ---------------------------------------------------------------------------
+# The one table: what NCCL (and RCCL, which reads the NCCL_* names) needs per fabric kind.
+# fabric_env (what gen writes), probe.implied_nccl_env (what a probed node calls for) and the
+# submit policy's list of variables a multi-node job should set (nccl_required) all read it.
+
+# NCCL_NET for the OFI plugin, NVIDIA and AMD alike: "AWS Libfabric". The ROCm fork
+# aws-ofi-rccl registers only that name (ROCm/aws-ofi-rccl src/nccl_ofi_net.c,
+# `.name = "AWS Libfabric"`), so HPE's RCCL guide value "OFI" would make RCCL fail to find a
+# network there; upstream aws-ofi-nccl registers "Libfabric" since 1.12 and renames itself to
+# "AWS Libfabric" or "OFI" when NCCL_NET asks for either (fabric_facts.md 2.4-2.6, from
+# aws-ofi-nccl src/nccl_ofi_interface_nvidia.cpp). NCCL compares the name case-insensitively.
+OFI_NET = "AWS Libfabric"
+
+
+@dataclass(frozen=True)
+class FabricFacts:
+    """The collective-library settings a fabric kind calls for (fabric_facts.md sections 1-2)."""
+
+    kind: str
+    provider: Optional[str] = None  # FI_PROVIDER: the libfabric provider the OFI plugin uses
+    net: Optional[str] = None  # NCCL_NET on multi-node jobs: use this plugin or fail (not TCP)
+    plugin: Dict[str, str] = field(default_factory=dict)  # vendor -> the plugin's name, for the why
+    ib_hca: bool = False  # NCCL_IB_HCA lists the site's compute HCAs
+    ib_disable: bool = False  # no RDMA fabric: NCCL_IB_DISABLE=1, TCP sockets
+    amd_env: Tuple[Tuple[str, str, str], ...] = ()  # (name, value, why) for RCCL on AMD GPUs
+    tuning: Tuple[Tuple[str, str], ...] = ()  # site-wide values a probe proposes for the site's env:
+    ask_socket_ifname: bool = True  # the policy asks multi-node jobs for the site's NCCL_SOCKET_IFNAME
+
+
+FABRIC_TABLE: Dict[str, FabricFacts] = {f.kind: f for f in (
+    FabricFacts("infiniband", ib_hca=True),
+    FabricFacts("roce", ib_hca=True),
+    FabricFacts("efa", provider="efa", net=OFI_NET, plugin={"nvidia": "aws-ofi-nccl"}, ask_socket_ifname=False),
+    FabricFacts("slingshot", provider="cxi", net=OFI_NET,
+                plugin={"nvidia": "aws-ofi-nccl OFI", "amd": "aws-ofi-rccl OFI"},
+                amd_env=(("HSA_FORCE_FINE_GRAIN_PCIE", "1", "RCCL over Slingshot needs fine-grained PCIe memory"),),
+                # HPE / CSCS / ALCF Slingshot settings (fabric_facts 2.5)
+                tuning=(("NCCL_CROSS_NIC", "1"), ("NCCL_NET_GDR_LEVEL", "PHB"),
+                        ("FI_CXI_DISABLE_HOST_REGISTER", "1"), ("FI_MR_CACHE_MONITOR", "userfaultfd"),
+                        ("FI_CXI_DEFAULT_CQ_SIZE", "131072"))),
+    FabricFacts("ethernet", ib_disable=True),
+)}
+
+
+def fabric_facts(kind: str) -> FabricFacts:
+    return FABRIC_TABLE.get(kind) or FabricFacts(kind, ask_socket_ifname=False)
+
+
+def nccl_required(kind: str, has_socket_ifname: bool) -> Tuple[str, ...]:
+    """What a multi-node job on this fabric should set (the submit policy warns when one is missing)."""
+    f = fabric_facts(kind)
+    out: List[str] = []
+    if f.ib_hca:
+        out.append("NCCL_IB_HCA")
+    if f.net:
+        out.append("NCCL_NET")
+    if has_socket_ifname and f.ask_socket_ifname:
+        out.append("NCCL_SOCKET_IFNAME")
+    return tuple(out)
+
+
+def derived_names(kind: str) -> Tuple[str, ...]:
+    """Variables fabric_env writes from the site's fabric, NICs and interface by itself: a site's
+    env: need not (and for NCCL_NET, which is only for multi-node jobs, should not) repeat them."""
+    f = fabric_facts(kind)
+    names = ["NCCL_SOCKET_IFNAME"]
+    if f.ib_hca:
+        names.append("NCCL_IB_HCA")
+    if f.provider:
+        names.append("FI_PROVIDER")
+    if f.net:
+        names.append("NCCL_NET")
+    names.extend(n for n, _, _ in f.amd_env)
+    if f.ib_disable:
+        names.append("NCCL_IB_DISABLE")
+    return tuple(names)
 
 
 def exact_list(items: Sequence[str]) -> str:
@@ -95,7 +173,8 @@ def fabric_env(node: NodeType, launcher: str, layout: Layout, fsdp: bool = False
     out: List[EnvVar] = [EnvVar("NCCL_DEBUG", "WARN", "%s prints warnings such as a missing network plugin" % lib)]
     compute = node.compute_nics
     kind = node.fabric
-    if kind in ("infiniband", "roce") and compute:
+    facts = fabric_facts(kind)
+    if facts.ib_hca and compute:
         out.append(EnvVar("NCCL_IB_HCA", exact_list(["%s:%d" % (n.name, n.port) for n in compute]),
                           "the site's compute HCAs only, exact names (no storage ports, no prefix matches)"))
     if kind == "roce":
@@ -104,20 +183,16 @@ def fabric_env(node: NodeType, launcher: str, layout: Layout, fsdp: bool = False
         if node.roce_traffic_class is not None:
             out.append(EnvVar("NCCL_IB_TC", str(node.roce_traffic_class),
                               "lossless traffic class the site's switches expect"))
-    if kind == "efa":
-        out.append(EnvVar("FI_PROVIDER", "efa", "libfabric EFA provider"))
-        if multi_node:
-            out.append(EnvVar("NCCL_NET", "AWS Libfabric",
-                              "use the aws-ofi-nccl plugin or fail, instead of falling back to TCP sockets"))
-    if kind == "slingshot":
-        out.append(EnvVar("FI_PROVIDER", "cxi", "libfabric CXI provider (Slingshot 11)"))
-        if multi_node:
-            out.append(EnvVar("NCCL_NET", "OFI" if amd else "AWS Libfabric",
-                              "use the %s OFI plugin or fail, instead of falling back to TCP sockets"
-                              % ("aws-ofi-rccl" if amd else "aws-ofi-nccl")))
-        if amd:
-            out.append(EnvVar("HSA_FORCE_FINE_GRAIN_PCIE", "1", "RCCL over Slingshot needs fine-grained PCIe memory"))
-    if kind == "ethernet":
+    if facts.provider:
+        out.append(EnvVar("FI_PROVIDER", facts.provider, _PROVIDER_WHY.get(facts.provider, "libfabric provider")))
+    if facts.net and multi_node:
+        plugin = facts.plugin.get(node.vendor) or facts.plugin.get("nvidia") or "OFI"
+        out.append(EnvVar("NCCL_NET", facts.net,
+                          "use the %s plugin or fail, instead of falling back to TCP sockets" % plugin))
+    if amd:
+        for name, value, why in facts.amd_env:
+            out.append(EnvVar(name, value, why))
+    if facts.ib_disable:
         out.append(EnvVar("NCCL_IB_DISABLE", "1", "no RDMA fabric: use TCP sockets"))
     if node.socket_ifname:
         value, why = socket_ifname(node.socket_ifname)
@@ -132,6 +207,9 @@ def fabric_env(node: NodeType, launcher: str, layout: Layout, fsdp: bool = False
     elif fsdp:
         out = [e for e in out if not (e.name == "CUDA_DEVICE_MAX_CONNECTIONS" and e.value == "1")]
     return FabricEnv(kind=kind, vendor=node.vendor, library=lib, env=tuple(out))
+
+
+_PROVIDER_WHY = {"efa": "libfabric EFA provider", "cxi": "libfabric CXI provider (Slingshot 11)"}
 
 
 def _put(env: List[EnvVar], var: EnvVar) -> None:

@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import __version__
 from .errors import SlurmgpuError
+from .fabric import nccl_required
 from .site import Site, data_dir
 
 KINDS = ("job_submit", "cli_filter", "spank")
@@ -30,14 +31,6 @@ SLURM_CONF_LINES = {"job_submit": "JobSubmitPlugins=lua", "cli_filter": "CliFilt
 SPANK_PLUGSTACK_LINE = "required %s policy=%s mode=enforce on_error=allow"
 REJECT_CODE = 2072  # what job_submit.lua returns for a rejection (ESLURM_INVALID_GRES)
 
-# NCCL variables a multi-node job should set, per fabric (fabric fact sheet sections 1-2).
-_NCCL_BY_FABRIC = {
-    "infiniband": ("NCCL_IB_HCA",),
-    "roce": ("NCCL_IB_HCA",),
-    "efa": (),
-    "slingshot": ("NCCL_NET",),
-    "ethernet": (),
-}
 
 
 def lua_dir() -> Path:
@@ -106,9 +99,7 @@ def topology_table(site: Site) -> Dict[str, Any]:
     parts: Dict[str, Any] = {}
     for name, p in site.partitions.items():
         nt = site.node_types[p.node_type]
-        nccl = list(_NCCL_BY_FABRIC.get(nt.fabric, ()))
-        if nt.socket_ifname and nt.fabric in ("infiniband", "roce", "slingshot", "ethernet"):
-            nccl.append("NCCL_SOCKET_IFNAME")
+        nccl = list(nccl_required(nt.fabric, bool(nt.socket_ifname)))  # from the one table, slurmgpu.fabric
         parts[name] = {
             "gpus": nt.gpus, "domain": nt.nvlink_domain, "domain_nodes": nt.domain_nodes,
             "link": nt.link, "fabric": nt.fabric, "gpu_model": nt.gpu_model, "nodes": p.nodes,

@@ -414,23 +414,22 @@ def _socket_ifname(fabric: str, interfaces: Sequence[NetIf], rdma: Sequence[Rdma
 
 def implied_nccl_env(fabric: str, nics: Sequence[Nic], socket_ifname: Optional[str],
                      gpus: Sequence[Gpu]) -> Dict[str, str]:
-    """The NCCL settings this node calls for (fabric_facts.md sections 1-2)."""
+    """The NCCL settings this node calls for: the per-fabric table in slurmgpu.fabric applied to
+    what was found (plus GeForce's P2P workaround)."""
+    from .fabric import fabric_facts
+
+    facts = fabric_facts(fabric)
     env: Dict[str, str] = {}
     if socket_ifname:
         env["NCCL_SOCKET_IFNAME"] = socket_ifname
     compute = [n for n in nics if n.role == "compute"]
-    if fabric in ("infiniband", "roce") and compute:
+    if facts.ib_hca and compute:
         # "=" makes the names exact: mlx5_1 would otherwise also select mlx5_10, mlx5_11
         env["NCCL_IB_HCA"] = "=" + ",".join(n.name if n.port == 1 else "%s:%d" % (n.name, n.port)
                                             for n in compute)
-    if fabric == "slingshot":
-        env.update({"NCCL_NET": "AWS Libfabric", "NCCL_CROSS_NIC": "1", "NCCL_NET_GDR_LEVEL": "PHB",
-                    "FI_CXI_DISABLE_HOST_REGISTER": "1", "FI_MR_CACHE_MONITOR": "userfaultfd",
-                    "FI_CXI_DEFAULT_CQ_SIZE": "131072"})
-    if fabric == "efa":
-        # aws-ofi-nccl: fail instead of falling back to sockets; "AWS Libfabric" is the name
-        # plugins <= 1.11 register and newer ones still answer to (fabric_facts 2.4)
-        env["NCCL_NET"] = "AWS Libfabric"
+    if facts.net:
+        env["NCCL_NET"] = facts.net
+    env.update(facts.tuning)
     if any("4090" in g.name or "5090" in g.name for g in gpus):
         env["NCCL_P2P_DISABLE"] = "1"
     return env

@@ -356,6 +356,24 @@ def test_probe_results_fill_the_fabric_like_the_preset():
     assert not [t for t in d.todos() if t.startswith("node_types.h100x8.")]
 
 
+def test_probed_slingshot_env_leaves_what_gen_writes_itself_to_gen(tmp_path):
+    """NCCL_NET is written by gen for multi-node jobs only (HPE: not for single-node runs); a site's
+    env: would set it for every job, so the draft keeps only the fabric's tuning values."""
+    sysfs = tmp_path / "sys"
+    for i in range(4):
+        d = sysfs / "class" / "net" / ("hsn%d" % i)
+        d.mkdir(parents=True)
+        (d / "operstate").write_text("up\n")
+        (d / "type").write_text("1\n")
+        (sysfs / "class" / "cxi" / ("cxi%d" % i)).mkdir(parents=True)
+    pr = probe(str(sysfs), DirRunner(DATA / "probe" / "dgx-h100"), hostname="nid001")
+    assert pr.fabric == "slingshot" and pr.nccl_env["NCCL_NET"] == "AWS Libfabric"
+    d = build_draft(read_cluster(Replay("23.11.4-reconstructed")), (), {"h100x8": pr})
+    env = dict(_site(d).node_types["h100x8"].env)
+    assert "NCCL_NET" not in env and "NCCL_SOCKET_IFNAME" not in env
+    assert env["NCCL_CROSS_NIC"] == "1" and env["NCCL_NET_GDR_LEVEL"] == "PHB"
+
+
 def test_probe_that_sees_other_gpus_is_flagged():
     facts = read_cluster(Replay("22.05.8-live"))
     node = DATA / "probe" / "roce-a100"

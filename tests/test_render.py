@@ -154,7 +154,8 @@ def test_slingshot_nvidia_and_amd():
         assert f.get(k) == v
     fr = node_of(preset("frontier"))
     g = fabric_env(fr, "torchrun", LAY2)
-    assert g.library == "RCCL" and g.get("NCCL_NET") == "OFI" and g.get("HSA_FORCE_FINE_GRAIN_PCIE") == "1"
+    # aws-ofi-rccl registers only "AWS Libfabric": "OFI" would leave RCCL without a network
+    assert g.library == "RCCL" and g.get("NCCL_NET") == "AWS Libfabric" and g.get("HSA_FORCE_FINE_GRAIN_PCIE") == "1"
     assert fabric_env(fr, "torchrun", replace(LAY2, nodes=1, pp=1)).get("NCCL_NET") is None
 
 

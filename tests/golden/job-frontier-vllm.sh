@@ -30,7 +30,7 @@ export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"
 # --- fabric: HPE Slingshot (RCCL + OFI plugin over libfabric cxi); values from site frontier ---
 export NCCL_DEBUG=WARN  # RCCL prints warnings such as a missing network plugin
 export FI_PROVIDER=cxi  # libfabric CXI provider (Slingshot 11)
-export NCCL_NET=OFI  # use the aws-ofi-rccl OFI plugin or fail, instead of falling back to TCP sockets
+export NCCL_NET='AWS Libfabric'  # use the aws-ofi-rccl OFI plugin or fail, instead of falling back to TCP sockets
 export HSA_FORCE_FINE_GRAIN_PCIE=1  # site config
 export NCCL_SOCKET_IFNAME='=hsn0,hsn1,hsn2,hsn3'  # bootstrap/socket interface: exact interface names (a bare name would also match longer ones)
 

@@ -30,7 +30,7 @@ export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"
 # --- fabric: HPE Slingshot (RCCL + OFI plugin over libfabric cxi); values from site lumi-g ---
 export NCCL_DEBUG=WARN  # RCCL prints warnings such as a missing network plugin
 export FI_PROVIDER=cxi  # libfabric CXI provider (Slingshot 11)
-export NCCL_NET=OFI  # use the aws-ofi-rccl OFI plugin or fail, instead of falling back to TCP sockets
+export NCCL_NET='AWS Libfabric'  # use the aws-ofi-rccl OFI plugin or fail, instead of falling back to TCP sockets
 export HSA_FORCE_FINE_GRAIN_PCIE=1  # RCCL over Slingshot needs fine-grained PCIe memory
 export NCCL_SOCKET_IFNAME=hsn  # bootstrap/socket interface: interface name prefix, as the site wrote it
 export NCCL_NET_GDR_LEVEL=PHB  # site config
