@@ -41,11 +41,7 @@ MAX_MEMORY_REJECTS = 40
 FABRIC_WORDS = {"infiniband": "InfiniBand", "roce": "RoCE", "efa": "EFA", "slingshot": "Slingshot",
                 "ethernet": "Ethernet"}
 LINK_WORDS = {"nvlink": "NVLink", "xgmi": "Infinity Fabric", "pcie": "PCIe"}
-# HBM bandwidth, GB/s, from vendor datasheets (decode speed only); keys are slurmgpu.gpus keys.
-HBM_GBS = {"h100": 3350, "h100_pcie": 2000, "h200": 4800, "gh200": 4000, "a100": 2039, "a100_pcie": 1935,
-           "b200": 8000, "gb200": 8000, "mi250x": 1638, "mi300x": 5300, "l40s": 864, "rtx4090": 1008,
-           "rtx5090": 1792, "v100": 900}
-NO_FP8 = ("a100", "a100_pcie", "v100", "mi250x")
+# GPU figures the site does not give (HBM bandwidth, FP8 support) come from slurmgpu.gpus.GPU_TABLE.
 
 
 # ---------------------------------------------------------------------------
@@ -218,7 +214,7 @@ def hardware(site: Site, partition: Optional[str], precision: str = "bf16") -> H
     peak_bf16 = nt.bf16_tflops * 1e12
     peak = peak_bf16
     if precision == "fp8":
-        if key in NO_FP8:
+        if facts is not None and not facts.fp8:
             notes.append("%s has no FP8 tensor cores: FP8 is planned at BF16 speed" % nt.gpu_model)
         elif key is None:
             notes.append("FP8 support of %s is unknown: planned at BF16 speed" % nt.gpu_model)
@@ -231,9 +227,7 @@ def hardware(site: Site, partition: Optional[str], precision: str = "bf16") -> H
     if gbps <= 0:
         gbps = 100.0
         notes.append("the site lists no compute NIC speed for %s: assumed 100 Gb/s per node" % nt.name)
-    hbm = HBM_GBS.get(key or "", 0.0)
-    if key == "a100" and nt.gpu_memory_gb < 80:
-        hbm = 1555
+    hbm = facts.hbm_for(nt.gpu_memory_gb) if facts is not None else 0.0
     if not hbm:
         hbm = nt.bf16_tflops * 3.39  # H100's ratio (3.35 TB/s per 989 TFLOP/s)
     return Hardware(site=site.name, partition=part, nt=nt, peak=peak, peak_bf16=peak_bf16,
@@ -245,7 +239,7 @@ def _hbm_known(hw: Hardware) -> bool:
     from .gpus import lookup
 
     facts = lookup(hw.nt.gpu_model)
-    return bool(facts and facts.key in HBM_GBS)
+    return bool(facts and facts.hbm_gbs)
 
 
 # ---------------------------------------------------------------------------
@@ -255,7 +249,7 @@ def _nodes_word(n: int) -> str:
     return {2: "two", 3: "three", 4: "four"}.get(n, str(n))
 
 
-def tp_group_nodes(tp: int, gpn: int) -> int:
+def segment_unit(tp: int, gpn: int) -> int:
     """Fewest nodes that hold whole TP groups: tp / gcd(tp, GPUs per node) (TP=6 on 4-GPU trays: 3).
 
     The one rule for where --segment may cut a job; contrib/lua/policy.lua applies the same
@@ -267,13 +261,13 @@ def tp_group_nodes(tp: int, gpn: int) -> int:
 def segment_for(nt: NodeType, tp: int, nodes: int, gpn: int) -> Tuple[Optional[int], Optional[str]]:
     """On a multi-node NVLink domain: the --segment size (nodes) and an error if none works.
 
-    The largest segment of whole TP groups (a multiple of `tp_group_nodes`) that fits in one
+    The largest segment of whole TP groups (a multiple of `segment_unit`) that fits in one
     domain and divides the node count: the whole job when it fits in one domain.
     """
     if nt.nvlink_domain <= nt.gpus or nodes <= 1:
         return None, None
     dn = nt.domain_nodes
-    tn = tp_group_nodes(tp, gpn)
+    tn = segment_unit(tp, gpn)
     if nodes <= dn and nodes % tn == 0:
         return nodes, None
     for seg in range(dn - dn % tn, 0, -tn):
@@ -291,7 +285,7 @@ def segment_error(nt: NodeType, tp: int, nodes: int, gpn: int, segment: int) -> 
     domain, and cut the job into whole segments (divide the node count, or hold the whole job).
     """
     dn = nt.domain_nodes
-    tn = tp_group_nodes(tp, gpn)
+    tn = segment_unit(tp, gpn)
     if segment >= 1 and segment % tn == 0 and segment <= dn and (segment >= nodes or nodes % segment == 0):
         return None
     return ("--segment=%d does not keep TP groups inside one %d-node NVLink domain for a %d-node job: TP=%d on "

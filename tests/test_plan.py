@@ -336,3 +336,26 @@ def test_cli_params_and_diagram():
     assert "shape estimated" in r.stdout and "node 0" in r.stdout
     r = run_cli("plan", "--model", "llama2-7b", "--params", "7B")
     assert r.returncode == 2 and "one of them" in r.stderr
+
+
+def test_hardware_figures_come_from_the_gpu_table():
+    """HBM bandwidth and FP8 support live in slurmgpu.gpus.GPU_TABLE (one table for GPU facts)."""
+    from slurmgpu.gpus import GPU_TABLE, lookup
+    from slurmgpu.plan import hardware
+
+    assert all(f.hbm_gbs > 0 for f in GPU_TABLE.values())
+    for name in preset_names():
+        site = preset(name)
+        for pname, part in site.partitions.items():
+            nt = site.node_types[part.node_type]
+            facts = lookup(nt.gpu_model)
+            hw = hardware(site, pname)
+            assert hw.hbm == facts.hbm_for(nt.gpu_memory_gb) * 1e9
+            fp8 = hardware(site, pname, "fp8")
+            assert fp8.peak == (2 if facts.fp8 else 1) * hw.peak_bf16, (name, pname)
+    # A100: 40 GB parts are HBM2 (1555 GB/s), 80 GB parts HBM2e (2039 GB/s); no FP8 tensor cores
+    a100 = GPU_TABLE["a100"]
+    assert (a100.hbm_for(40), a100.hbm_for(64), a100.hbm_for(80), a100.fp8) == (1555, 1555, 2039, False)
+    pm = preset("perlmutter")
+    assert hardware(pm, "gpu").hbm == 1555e9 and hardware(pm, "gpu-hbm80g").hbm == 2039e9
+    assert any("no FP8" in n for n in hardware(pm, "gpu", "fp8").notes)
