@@ -248,3 +248,12 @@ def test_cli_probe_json_on_recorded_sysfs():
 def test_cli_probe_help():
     r = CliRunner().invoke(main, ["probe", "--help"])
     assert r.exit_code == 0 and "srun -N1" in r.output and "Examples:" in r.output
+
+
+def test_probe_and_site_share_one_nic_type():
+    from slurmgpu import probe as P
+    from slurmgpu import site as S
+
+    assert P.Nic is S.Nic
+    r = probed("dgx-h100")
+    assert all(isinstance(n, S.Nic) for n in r.nics)
