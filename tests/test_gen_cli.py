@@ -106,7 +106,7 @@ def test_one_spec_renders_for_each_site(repo):
     assert "export FI_PROVIDER=efa " in out["aws-p5"]
     assert "#SBATCH --gres=gpu:%d" % p5.gpus in sbatch_lines(out["aws-p5"])
     assert "NCCL_IB_HCA" not in out["aws-p5"] and "--gpus-per-node" not in out["aws-p5"]
-    assert "export NCCL_NET=OFI " in out["frontier"] and "RCCL" in out["frontier"]
+    assert "export NCCL_NET='AWS Libfabric' " in out["frontier"] and "RCCL" in out["frontier"]
     assert "preflight --site frontier" in out["frontier"] and fr.node_type_of().vendor == "amd"
     assert "NCCL_IB_HCA=" in out["dgx-h100"] and "FI_PROVIDER" not in out["dgx-h100"]
     for text in out.values():
