@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import click
 
-from . import __version__
+from . import __version__, vocab
 from .errors import SlurmgpuError
 
 COMPLETION_HELP = """
@@ -291,7 +291,7 @@ def probe_cmd(as_json: bool, sysfs: str) -> None:
                                                                         "the first node (default: $MASTER_PORT or 29500).")
 @click.option("--first-node/--not-first-node", default=None, help="Whether this node hosts the rendezvous "
                                                                   "(default: $SLURM_NODEID is 0).")
-@click.option("--container-runtime", type=click.Choice(("pyxis", "apptainer", "none")),
+@click.option("--container-runtime", type=click.Choice(vocab.RUNTIMES),
               help="Runtime the job uses (default: the site's).")
 @click.option("--checkpoint-dir", metavar="DIR", help="Where the job writes checkpoints (default: "
                                                        "$SLURMGPU_CHECKPOINT_DIR, else the site's paths.checkpoint).")
@@ -440,10 +440,9 @@ class _CommandWithProgram(click.Command):
         return super().parse_args(ctx, args)
 
 
-# Kept here (not imported from slurmgpu.spec) so that `slurmgpu --help` imports nothing more;
-# tests/test_gen_cli.py checks they match the spec's lists.
-_LAUNCHERS = ("torchrun", "srun", "megatron", "deepspeed", "nemo", "torchtitan", "accelerate", "vllm", "sglang")
-_RUNTIMES = ("pyxis", "apptainer", "none")
+# From slurmgpu.vocab, which imports nothing, so `slurmgpu --help` loads nothing more.
+_LAUNCHERS = vocab.LAUNCHERS
+_RUNTIMES = vocab.RUNTIMES
 
 
 def _job_options(f: Any) -> Any:
@@ -546,7 +545,7 @@ def _build_job(ctx: click.Context, kw: Any) -> Any:
     else:
         spec = JobSpec()
     flags = dict(kw)
-    flags["parallel"] = {k: flags.pop(k) for k in ("tp", "pp", "dp", "cp", "ep", "micro_batch")}
+    flags["parallel"] = {k: flags.pop(k) for k in vocab.PARALLEL_KEYS}
     flags["output"], flags["error"] = flags.pop("log_output"), flags.pop("log_error")
     flags["command"] = ctx.meta.get("slurmgpu.command")
     spec = apply_overrides(spec, flags)
@@ -897,7 +896,7 @@ def models_cmd(as_json: bool) -> None:
               "/etc/slurmgpu/site.yaml, ~/.config/slurmgpu/site.yaml, then dgx-h100).")
 @click.option("--partition", help="Partition (default: the site's).")
 @click.option("--task", default="pretrain", show_default=True,
-              type=click.Choice(["pretrain", "finetune", "lora", "qlora", "inference"]),
+              type=click.Choice(vocab.TASKS),
               help="What to size for; finetune is full fine-tuning.")
 @click.option("--gpus", type=int, help="Plan for exactly this many GPUs.")
 @click.option("--nodes", type=int, help="Plan for exactly this many whole nodes.")
@@ -907,12 +906,12 @@ def models_cmd(as_json: bool) -> None:
 @click.option("--tokens", metavar="N", help="Training tokens (e.g. 15T): prints the time to train and how it "
               "scales with more nodes.")
 @click.option("--target-days", type=float, help="With --tokens: the smallest node count that trains in time.")
-@click.option("--precision", default="bf16", show_default=True, type=click.Choice(["bf16", "fp16", "fp8"]))
+@click.option("--precision", default="bf16", show_default=True, type=click.Choice(vocab.PRECISIONS))
 @click.option("--optimizer", default="adam", show_default=True, type=click.Choice(["adam", "adam8bit", "sgd"]),
               help="Optimizer state: adam is 12 B/param on top of 16-bit weights and gradients.")
 @click.option("--zero", type=click.IntRange(0, 3), help="ZeRO stage over DP (default: distributed "
               "optimizer, ZeRO-1; 2/3 only when needed and PP=1).")
-@click.option("--recompute", type=click.Choice(["none", "selective", "full"]),
+@click.option("--recompute", type=click.Choice(vocab.RECOMPUTE),
               help="Activation recomputation (default: selective, full only when needed).")
 @click.option("--tp", type=int, help="Pin tensor parallelism.")
 @click.option("--pp", type=int, help="Pin pipeline parallelism.")

@@ -11,6 +11,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .errors import ConfigError, Issue
 from .layout import Layout
+from .vocab import LAUNCHERS as LAUNCHER_NAMES
 
 # How the program is started on each node:
 #   torchrun    one srun task per node runs torchrun, which starts one worker per GPU
@@ -64,7 +65,7 @@ LAUNCHERS: Dict[str, Launcher] = {
                        default_entry=("python", "-m", "sglang.launch_server"), needs_weights=True, serving=True,
                        runtime_keys=_SGLANG_RUNTIME),
 }
-NAMES = tuple(LAUNCHERS)
+NAMES = LAUNCHER_NAMES  # slurmgpu.vocab; tests/test_vocab.py checks LAUNCHERS describes each, in order
 PYTHONS = ("python", "python3")
 
 

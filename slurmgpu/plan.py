@@ -18,12 +18,11 @@ from .memory import (GB, NF4_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES, MemoryBreakdo
                      training_memory, usable_gb)
 from .models import ModelSpec, fmt_params
 from .site import NodeType, Partition, Site
+from .vocab import PARALLEL_KEYS as PIN_KEYS
+from .vocab import PRECISIONS, RECOMPUTE, TASKS
 
-TASKS = ("pretrain", "finetune", "lora", "qlora", "inference")
 TASK_ALIASES = {"serve": "inference", "serving": "inference", "infer": "inference", "sft": "finetune",
                 "full": "finetune", "fine-tune": "finetune", "train": "pretrain"}
-PRECISIONS = ("bf16", "fp16", "fp8")
-PIN_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch")
 
 # Cost-model constants; docs/planner.md says where each comes from.
 GEMM_EFF = 0.60  # share of dense peak that large transformer GEMMs sustain
@@ -1022,7 +1021,7 @@ def _validate(site: Site, req: PlanRequest) -> Hardware:
         raise PlanError("unknown precision '%s'; expected one of: %s" % (req.precision, ", ".join(PRECISIONS)))
     if req.optimizer not in OPTIMIZER_BYTES:
         raise PlanError("unknown optimizer '%s'; expected one of: %s" % (req.optimizer, ", ".join(OPTIMIZER_BYTES)))
-    if req.recompute is not None and req.recompute not in ("none", "selective", "full"):
+    if req.recompute is not None and req.recompute not in RECOMPUTE:
         raise PlanError("recompute must be none, selective or full, got '%s'" % req.recompute)
     if req.zero is not None and req.zero not in (0, 1, 2, 3):
         raise PlanError("ZeRO stage must be 0, 1, 2 or 3, got %s" % req.zero)

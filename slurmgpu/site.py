@@ -13,15 +13,13 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .errors import ConfigError, Issue
 from .schema import Checker, Field, join
+from .vocab import FABRICS, LAUNCHERS, RUNTIMES
 
-FABRICS = ("infiniband", "roce", "efa", "slingshot", "ethernet")
 LINKS = ("nvlink", "xgmi", "pcie")
 VENDORS = ("nvidia", "amd")
-RUNTIMES = ("pyxis", "apptainer", "none")
 GPU_REQUESTS = ("gpus-per-node", "gres")
 TOPOLOGIES = ("flat", "tree", "block")
 POLICY_MODES = ("enforce", "warn", "off")
-LAUNCHER_KINDS = ("torchrun", "srun", "megatron", "deepspeed", "nemo", "torchtitan", "accelerate", "vllm", "sglang")
 DEFAULT_SITE = "dgx-h100"
 
 
@@ -378,8 +376,8 @@ def site_from_data(data: Any, path: str) -> Site:
     for launcher, mode in (pol["launchers"] or {}).items():
         lp = join("policy.launchers", launcher)
         src = pol_raw.get("launchers") if isinstance(pol_raw, dict) else None
-        if launcher not in LAUNCHER_KINDS:
-            ck.error(src, launcher, lp, "unknown launcher; expected one of: %s" % ", ".join(LAUNCHER_KINDS))
+        if launcher not in LAUNCHERS:
+            ck.error(src, launcher, lp, "unknown launcher; expected one of: %s" % ", ".join(LAUNCHERS))
         if mode not in POLICY_MODES:
             ck.error(src, launcher, lp, "must be one of %s, got %r" % (", ".join(POLICY_MODES), mode))
     ck.raise_if_any()

@@ -16,12 +16,11 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .errors import ConfigError, Issue
 from .schema import Checker, Field
+from .vocab import LAUNCHERS as LAUNCHER_NAMES
+from .vocab import PARALLEL_KEYS, RUNTIMES
 
 SPEC_FILE = "slurmgpu.yaml"
 REPO_DIR = ".slurmgpu"
-LAUNCHER_NAMES = ("torchrun", "srun", "megatron", "deepspeed", "nemo", "torchtitan", "accelerate", "vllm", "sglang")
-RUNTIMES = ("pyxis", "apptainer", "none")
-PARALLEL_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch")
 # Signals the batch shell may forward to the program to ask for a checkpoint. Not USR1:
 # NCCL / PyTorch (and Lightning's SLURM plugin) may install their own SIGUSR1 handler.
 CHECKPOINT_SIGNALS = ("TERM", "INT", "USR2", "HUP")

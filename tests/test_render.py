@@ -275,13 +275,6 @@ def test_user_arguments_may_not_contradict_the_layout():
         L.check_conflicts(vllm, ["--node-rank", "0"], ())
 
 
-def test_launcher_names_agree_everywhere():
-    from slurmgpu import cli, site, spec
-
-    assert tuple(L.NAMES) == tuple(spec.LAUNCHER_NAMES) == tuple(site.LAUNCHER_KINDS) == cli._LAUNCHERS
-    assert tuple(spec.RUNTIMES) == tuple(site.RUNTIMES) == cli._RUNTIMES
-
-
 # ---------------------------------------------------------------------------
 # Layout without a model, and --segment on NVL72
 

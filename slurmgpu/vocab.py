@@ -1,0 +1,27 @@
+"""The name lists several layers share: one home each, so a new launcher or runtime is added once.
+
+Imports nothing (the CLI reads these for its --help choices without loading anything else).
+The submit policy's own launcher words (contrib/lua/policy.lua LAUNCHER_WORDS) are checked
+against LAUNCHERS by tests/test_vocab.py.
+"""
+
+# How a job's program is started (slurmgpu.launchers.LAUNCHERS describes each, in this order).
+LAUNCHERS = ("torchrun", "srun", "megatron", "deepspeed", "nemo", "torchtitan", "accelerate", "vllm", "sglang")
+
+# Container runtimes a site or a job may name.
+RUNTIMES = ("pyxis", "apptainer", "none")
+
+# What the planner sizes a job for.
+TASKS = ("pretrain", "finetune", "lora", "qlora", "inference")
+
+# Layout degrees a job may pin (slurmgpu.yaml `parallel:`, --tp ..., the planner's pins).
+PARALLEL_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch")
+
+# Number formats the planner sizes GEMMs and weights for.
+PRECISIONS = ("bf16", "fp16", "fp8")
+
+# Activation recomputation modes.
+RECOMPUTE = ("none", "selective", "full")
+
+# Inter-node fabric kinds of a node type (slurmgpu.fabric.FABRIC_TABLE has one entry for each).
+FABRICS = ("infiniband", "roce", "efa", "slingshot", "ethernet")
