@@ -14,6 +14,7 @@ import click
 
 from . import __version__, vocab
 from .errors import SlurmgpuError
+from .site import SitePreflight
 
 COMPLETION_HELP = """
 Shell completion (bash): eval "$(_SLURMGPU_COMPLETE=bash_source slurmgpu)"
@@ -284,7 +285,8 @@ def probe_cmd(as_json: bool, sysfs: str) -> None:
               help="All-reduce buffer for --bandwidth.")
 @click.option("--min-bandwidth-fraction", type=click.FloatRange(0.0, 1.0),
               help="--bandwidth fails below this share of the expected bus bandwidth "
-                   "(default: the site's preflight.min_bandwidth_fraction, 0.7 unless set).")
+                   "(default: the site's preflight.min_bandwidth_fraction, %g unless set)."
+                   % SitePreflight.min_bandwidth_fraction)
 @click.option("--bandwidth-backend", type=click.Choice(("auto", "nccl", "gloo")), default="auto", show_default=True,
               help="auto = NCCL on GPUs; gloo times a CPU all-reduce (to test the fan-out without GPUs).")
 @click.option("--port", "rdzv_port", type=click.IntRange(1, 65535), help="Rendezvous port that must be free on "
@@ -296,7 +298,8 @@ def probe_cmd(as_json: bool, sysfs: str) -> None:
 @click.option("--checkpoint-dir", metavar="DIR", help="Where the job writes checkpoints (default: "
                                                        "$SLURMGPU_CHECKPOINT_DIR, else the site's paths.checkpoint).")
 @click.option("--min-free-gb", type=click.FloatRange(0.0),
-              help="Free space the checkpoint directory needs (default: the site's preflight.min_free_gb, 10).")
+              help="Free space the checkpoint directory needs (default: the site's preflight.min_free_gb, %g)."
+                   % SitePreflight.min_free_gb)
 @click.option("--strict", is_flag=True, help="Treat warnings as failures.")
 def preflight_cmd(site_name: Optional[str], partition: Optional[str], as_json: bool, record: bool,
                   aggregate: Optional[str], expect_nodes: Optional[str], bandwidth: bool, bandwidth_size_mb: int,

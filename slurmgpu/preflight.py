@@ -29,13 +29,14 @@ from .errors import ConfigError, Issue, SlurmgpuError
 from .ncclenv import lint_env, parse_devlist
 from .probe import NetIf, ProbeResult, probe, read_net_sysfs
 from .runner import NOT_FOUND, CommandResult
+from .site import SitePreflight
 
 RECORD_PREFIX = "SLURMGPU-PREFLIGHT "
 RECORD_CHUNK = 800  # base64 characters per record line (lines must stay below srun's 1 KiB messages)
 FIXTURE_ENV = "SLURMGPU_PROBE_FIXTURE"
 DEFAULT_PORT = 29500
-DEFAULT_MIN_FREE_GB = 10.0
-DEFAULT_BANDWIDTH_FRACTION = 0.7
+DEFAULT_MIN_FREE_GB = SitePreflight.min_free_gb  # the site config's defaults, one place
+DEFAULT_BANDWIDTH_FRACTION = SitePreflight.min_bandwidth_fraction
 STATUSES = ("fail", "warn", "ok", "skip")
 SHOWN_WHEN_OK = ("bandwidth",)  # checks whose passing result is a measurement worth a row
 

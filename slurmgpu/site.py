@@ -266,8 +266,8 @@ _PATH_FIELDS = {
     "templates": Field("str"),
 }
 _PREFLIGHT_FIELDS = {
-    "min_bandwidth_fraction": Field("num", default=0.7, positive=True),
-    "min_free_gb": Field("num", default=10.0, minimum=0),
+    "min_bandwidth_fraction": Field("num", default=SitePreflight.min_bandwidth_fraction, positive=True),
+    "min_free_gb": Field("num", default=SitePreflight.min_free_gb, minimum=0),
 }
 _POLICY_FIELDS = {
     "mode": Field("str", default="enforce", choices=POLICY_MODES),

@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -452,3 +453,20 @@ def test_site_preflight_thresholds_are_the_cli_defaults(tmp_path):
     p = cli(*args, "--min-free-gb", "0", env=env)
     rows_ = {(r["check"], r["status"]) for r in json.loads(p.stdout)["results"]}
     assert ("checkpoint", "ok") in rows_, p.stdout
+
+
+def test_preflight_thresholds_default_to_the_site_models_one_place():
+    """0.7 of the bus bandwidth and 10 GB free: site.SitePreflight says it once; the YAML
+    loader, preflight's own defaults and the CLI help read it from there."""
+    import inspect
+
+    from slurmgpu import preflight as PF
+    from slurmgpu.site import SitePreflight, load_site, preset_dir
+
+    d = SitePreflight()
+    assert PF.Options().min_free_gb == d.min_free_gb
+    assert inspect.signature(PF.bandwidth_report).parameters["fraction"].default == d.min_bandwidth_fraction
+    site = load_site(str(preset_dir() / "dgx-h100.yaml"))  # no preflight: section
+    assert site.preflight == d
+    src = Path(PF.__file__).read_text()
+    assert "0.7" not in src and "10.0" not in src
