@@ -25,9 +25,9 @@ from .gpus import GpuFacts, lookup
 from .probe import ProbeResult
 from .runner import CommandResult, Runner
 from .site_draft import SiteDraft, Value
-from .slurm_parse import (SlurmNode, SlurmPartition, Version, node_from_mapping, parse_scontrol_config,
-                          parse_scontrol_nodes, parse_scontrol_partitions, parse_sinfo_json, parse_version,
-                          partitions_from_nodes, version_label)
+from .slurm_parse import (SlurmNode, SlurmPartition, Version, compress_hostlist, node_from_mapping,
+                          parse_scontrol_config, parse_scontrol_nodes, parse_scontrol_partitions, parse_sinfo_json,
+                          parse_version, partitions_from_nodes, version_label)
 
 # ---------------------------------------------------------------------------
 # pyslurm
@@ -464,7 +464,7 @@ def plan(facts: ClusterFacts, only: Sequence[str] = ()) -> Plan:
 def _partition_values(p: SlurmPartition, nt: str, names: Tuple[str, ...], groups: Mapping[str, NodeGroup],
                       all_members: Sequence[SlurmNode]) -> Dict[str, Value]:
     v: Dict[str, Value] = {"node_type": Value(nt)}
-    v["nodes"] = Value(len(names), "%s" % _compress(names))
+    v["nodes"] = Value(len(names), "%s" % compress_hostlist(names))
     if p.max_nodes is not None and p.max_nodes < len(names):
         v["max_nodes_per_job"] = Value(p.max_nodes, "Slurm MaxNodes")
     others = [n for n in all_members if n.name not in names]
@@ -479,35 +479,6 @@ def _partition_values(p: SlurmPartition, nt: str, names: Tuple[str, ...], groups
                            "Slurm lets jobs share nodes here (OverSubscribe=%s); true makes generated jobs ask for "
                            "whole nodes (--exclusive)" % p.oversubscribe)
     return v
-
-
-def _compress(names: Sequence[str]) -> str:
-    """Short host list for comments: gpu[01-04]."""
-    out: List[str] = []
-    runs: Dict[Tuple[str, int], List[int]] = {}
-    order: List[Tuple[str, int]] = []
-    for n in names:
-        m = re.match(r"^(.*?)(\d+)$", n)
-        if not m:
-            out.append(n)
-            continue
-        k = (m.group(1), len(m.group(2)))
-        if k not in runs:
-            runs[k] = []
-            order.append(k)
-        runs[k].append(int(m.group(2)))
-    for (head, width) in order:
-        nums = sorted(runs[(head, width)])
-        spans, start, prev = [], nums[0], nums[0]
-        for x in nums[1:] + [None]:
-            if x is not None and x == prev + 1:
-                prev = x
-                continue
-            spans.append("%0*d" % (width, start) if start == prev else "%0*d-%0*d" % (width, start, width, prev))
-            if x is not None:
-                start = prev = x
-        out.append(head + (spans[0] if len(nums) == 1 else "[%s]" % ",".join(spans)))
-    return ",".join(out)
 
 
 def build_draft(facts: ClusterFacts, only: Sequence[str] = (), probes: Optional[Mapping[str, ProbeResult]] = None,

@@ -30,6 +30,7 @@ from .ncclenv import lint_env, parse_devlist
 from .probe import NetIf, ProbeResult, probe, read_net_sysfs
 from .runner import NOT_FOUND, CommandResult
 from .site import SitePreflight
+from .slurm_parse import compress_hostlist
 
 RECORD_PREFIX = "SLURMGPU-PREFLIGHT "
 RECORD_CHUNK = 800  # base64 characters per record line (lines must stay below srun's 1 KiB messages)
@@ -571,34 +572,6 @@ def parse_records(lines: Iterable[str], expect_nodes: Sequence[str] = ()) -> Agg
     agg.reports = [seen[n] for n in sorted(seen)]
     agg.missing = [n for n in expect_nodes if n not in seen] + sorted(n for n in broken if n not in expect_nodes)
     return agg
-
-
-def compress_hostlist(names: Sequence[str]) -> str:
-    """['gpu01','gpu02','gpu04'] -> 'gpu[01-02,04]' (inverse of Slurm's hostlist expansion)."""
-    groups: Dict[Tuple[str, int], List[int]] = {}
-    plain: List[str] = []
-    for n in names:
-        m = re.match(r"^(.*?)(\d+)$", n)
-        if not m:
-            plain.append(n)
-            continue
-        groups.setdefault((m.group(1), len(m.group(2))), []).append(int(m.group(2)))
-    out = list(plain)
-    for (prefix, width), nums in groups.items():
-        nums = sorted(set(nums))
-        if len(nums) == 1:
-            out.append("%s%0*d" % (prefix, width, nums[0]))
-            continue
-        ranges, start, prev = [], nums[0], nums[0]
-        for x in nums[1:] + [None]:  # type: ignore[list-item]
-            if x is not None and x == prev + 1:
-                prev = x
-                continue
-            ranges.append("%0*d" % (width, start) if start == prev else "%0*d-%0*d" % (width, start, width, prev))
-            if x is not None:
-                start = prev = x
-        out.append("%s[%s]" % (prefix, ",".join(ranges)))
-    return ",".join(out)
 
 
 def render_table(agg: Aggregate, site: str = "") -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .errors import SlurmError
 
@@ -101,6 +101,35 @@ def parse_hostlist(expr: str) -> List[str]:
         if part and part != "(null)":
             out.extend(_expand_one(part))
     return out
+
+
+def compress_hostlist(names: Sequence[str]) -> str:
+    """['gpu01','gpu02','gpu04'] -> 'gpu[01-02,04]': the inverse of parse_hostlist (the one codec for
+    Slurm host lists; names without a trailing number come first, as given)."""
+    groups: Dict[Tuple[str, int], List[int]] = {}
+    plain: List[str] = []
+    for n in names:
+        m = re.match(r"^(.*?)(\d+)$", n)
+        if not m:
+            plain.append(n)
+            continue
+        groups.setdefault((m.group(1), len(m.group(2))), []).append(int(m.group(2)))
+    out = list(plain)
+    for (prefix, width), nums in groups.items():
+        nums = sorted(set(nums))
+        if len(nums) == 1:
+            out.append("%s%0*d" % (prefix, width, nums[0]))
+            continue
+        ranges, start, prev = [], nums[0], nums[0]
+        for x in nums[1:] + [None]:  # type: ignore[list-item]
+            if x is not None and x == prev + 1:
+                prev = x
+                continue
+            ranges.append("%0*d" % (width, start) if start == prev else "%0*d-%0*d" % (width, start, width, prev))
+            if x is not None:
+                start = prev = x
+        out.append("%s[%s]" % (prefix, ",".join(ranges)))
+    return ",".join(out)
 
 
 def _split_top(text: str, sep: str) -> List[str]:

@@ -362,6 +362,14 @@ def test_compress_hostlist_inverts_slurm_expansion(items, width):
     assert sorted(parse_hostlist(pf.compress_hostlist(names))) == names
 
 
+def test_one_hostlist_codec_for_preflight_and_discover():
+    from slurmgpu import discover, slurm_parse
+
+    assert pf.compress_hostlist is slurm_parse.compress_hostlist is discover.compress_hostlist
+    assert not hasattr(discover, "_compress")
+    assert slurm_parse.compress_hostlist(["login", "gpu02", "gpu01", "gpu01", "gpu04"]) == "login,gpu[01-02,04]"
+
+
 # -- fixture hook and the command line ---------------------------------------------
 
 def test_fixture_hook_per_node(dgx):
