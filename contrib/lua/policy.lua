@@ -19,7 +19,9 @@ render-filter), by `slurmgpu check` (through lupa) and by the SPANK plugin. Entr
 The verdict: decision ("accept"|"reject"), code (0, P.REJECT_CODE or P.ERROR_CODE),
 messages{...} (why rejected), warnings{...}, layout{tp,pp,cp,ep[,dp]}, source
 ("stamp"|"env"|"flags"|"none"), launcher, partitions{...}, rules{...}, mode, exempt,
-internal_error. All its strings are printable ASCII.
+internal_error, unknown_partitions{...} (partitions of a GPU job that the site does not
+describe) with notes{...} (one admin-facing sentence each; P.unknown_log_lines logs each name
+once per Lua state). All its strings are printable ASCII.
 ]]
 
 local P = {}
@@ -973,7 +975,74 @@ end
 
 local function new_verdict()
   return {decision = "accept", code = 0, messages = {}, warnings = {}, layout = {tp = 1, pp = 1, cp = 1, ep = 1},
-          source = "none", launcher = "", partitions = {}, rules = {}, mode = "enforce", exempt = false}
+          source = "none", launcher = "", partitions = {}, rules = {}, mode = "enforce", exempt = false,
+          unknown_partitions = {}, notes = {}}
+end
+
+-- Whether the job asks for GPUs in any form (an unreadable GPU request counts).
+local function asks_for_gpus(job)
+  local g = posnum(job.gpus_per_node)
+  if g and g > 0 then return true end
+  local n, err = P.parse_gpus(job.tres_per_node)
+  if err or (n and n > 0) then return true end
+  n, err = P.parse_gpus(job.tres_per_job)
+  if err or (n and n > 0) then return true end
+  n, err = P.parse_gpus(job.tres_per_task)
+  if err or (n and n > 0) then return true end
+  n, err = P.parse_gpus(job.tres_per_socket)
+  return err ~= nil or (n ~= nil and n > 0)
+end
+
+-- The admin-facing note for a GPU job on a partition the site table does not describe: the
+-- filter checks nothing there, which must never pass silently (slurmgpu admin install compares
+-- the site with the cluster's partitions to prevent it).
+local function unknown_note(pname, topo)
+  local order = type(topo.partition_order) == "table" and topo.partition_order or {}
+  local known = {}
+  for i = 1, #order do
+    if i > 16 then known[#known + 1] = "..."; break end
+    known[#known + 1] = clean(order[i], 64)
+  end
+  return format("partition '%s' is not described by site '%s' (it describes: %s), so the filter "
+    .. "checks no GPU job there; add it to the site config and install the filter again",
+    clean(pname, 64), clean(topo.site or "?", 64), #known > 0 and concat(known, ", ") or "none")
+end
+
+-- Unknown partition names already logged by this Lua state (slurmctld keeps one state until
+-- the script is reloaded): each is logged once, and at most MAX_UNKNOWN names are remembered.
+local MAX_UNKNOWN = 64
+local unknown_seen, unknown_count, unknown_full = {}, 0, false
+
+-- true the first time `name` is seen; "full" once when the table is full; false otherwise.
+function P.first_unknown(name)
+  local key = clean(name, 64)
+  if unknown_seen[key] then return false end
+  if unknown_count >= MAX_UNKNOWN then
+    if unknown_full then return false end
+    unknown_full = true
+    return "full"
+  end
+  unknown_count = unknown_count + 1
+  unknown_seen[key] = true
+  return true
+end
+
+-- The log lines for a verdict's unknown partitions, each name once per Lua state.
+function P.unknown_log_lines(v)
+  local out = {}
+  local u = type(v) == "table" and v.unknown_partitions or nil
+  if type(u) ~= "table" then return out end
+  for i = 1, #u do
+    local first = P.first_unknown(u[i])
+    if first == true then
+      out[#out + 1] = P.TAG .. " warning unknown-partition=" .. clean(u[i], 64) .. ": " .. tostring(v.notes[i])
+        .. " (logged once per partition name until the filter reloads)"
+    elseif first == "full" then
+      out[#out + 1] = P.TAG .. " warning unknown-partition: more than " .. MAX_UNKNOWN
+        .. " unknown partition names; no more are logged until the filter reloads"
+    end
+  end
+  return out
 end
 
 local function push_unique(list, seen, text)
@@ -1026,7 +1095,8 @@ function P.evaluate(job, topo)
   v.source = det.source
   v.launcher = det.launcher or ""
   local ctx = {job = job, det = det, layouts = {}}
-  local seen_m, seen_w, seen_r = {}, {}, {}
+  local seen_m, seen_w, seen_r, seen_u = {}, {}, {}, {}
+  local unknown = {}
   local strictest = nil
   local names = partitions_of(job, topo)
   local parts = type(topo.partitions) == "table" and topo.partitions or {}
@@ -1051,6 +1121,15 @@ function P.evaluate(job, topo)
           end
         end
       end
+    elseif not seen_u[pname] then
+      seen_u[pname] = true
+      unknown[#unknown + 1] = pname
+    end
+  end
+  if #unknown > 0 and asks_for_gpus(job) then
+    for i = 1, #unknown do
+      v.unknown_partitions[i] = clean(unknown[i], 64)
+      v.notes[i] = unknown_note(unknown[i], topo)
     end
   end
   v.mode = strictest or "off"
