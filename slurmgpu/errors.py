@@ -55,3 +55,10 @@ class TemplateError(SlurmgpuError):
 
 class SlurmError(SlurmgpuError):
     """A Slurm command failed or is missing."""
+
+
+class Refused(SlurmgpuError):
+    """An admin action refused for safety (a hand-written file in the way, no explicit site,
+    a site that does not match the cluster); exit 1, nothing written."""
+
+    exit_code = 1
