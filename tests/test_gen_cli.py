@@ -265,17 +265,19 @@ def test_templates_list_show_eject_and_use(repo):
     assert r.exit_code == 2 and "looked in" in r.stderr
 
 
-def test_an_override_in_one_repo_does_not_break_gen_elsewhere(repo, tmp_path, monkeypatch):
+def test_an_override_in_one_repo_does_not_break_gen_elsewhere(repo, tmp_path_factory, monkeypatch):
     """eject + gen in repo A fill the user's template cache; gen in directory B must still work."""
     monkeypatch.delenv("SLURMGPU_CACHE_DIR")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(repo / "xdg-cache"))
     r = run("templates", "eject", "parts/launch_torchrun.j2")
     assert r.exit_code == 0, r.stderr
     r = run("gen", "--nodes", "2", "--", "train.py")
     assert r.exit_code == 0, r.stderr
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
+    assert "overrides built-in" in run("templates", "list").stdout
+    elsewhere = tmp_path_factory.mktemp("elsewhere")  # outside repo A: no repo templates there
+    (elsewhere / ".git").mkdir()
     monkeypatch.chdir(elsewhere)
+    assert "overrides built-in" not in run("templates", "list").stdout
     for _ in range(2):  # cold, then warm
         r = run("gen", "--nodes", "2", "--", "train.py")
         assert r.exit_code == 0, r.stderr
