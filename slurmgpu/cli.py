@@ -481,11 +481,13 @@ def _job_options(f: Any) -> Any:
         click.option("--weights", metavar="ID|PATH", help="Checkpoint a serving engine (vllm, sglang) loads."),
         click.option("--image", help="Container image."),
         click.option("--container", type=click.Choice(_RUNTIMES), help="Container runtime (default: the site's)."),
-        click.option("--mount", "mounts", multiple=True, metavar="SRC:DST", help="Container mount (repeatable)."),
+        click.option("--mount", "mounts", multiple=True, metavar="SRC:DST",
+                     help="Container mount (repeatable); $USER, $HOME, $SCRATCH, $SLURM_JOB_ID expand on the node."),
         click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="Export in the job (repeatable)."),
         click.option("--sbatch", "sbatch", multiple=True, metavar="--OPT=VALUE",
                      help="Extra #SBATCH option (repeatable), e.g. --sbatch=--mail-type=END."),
-        click.option("--checkpoint-dir", metavar="DIR", help="Checkpoint directory (exported, created)."),
+        click.option("--checkpoint-dir", metavar="DIR", help="Checkpoint directory (exported, created); $USER, "
+                     "$HOME, $SCRATCH, $SLURM_JOB_ID expand on the node."),
         click.option("--preflight/--no-preflight", default=None, help="Run `slurmgpu preflight` on every node "
                      "before the launch (default: on)."),
         click.option("--requeue/--no-requeue", default=None, help="Checkpoint and requeue before the time limit."),

@@ -52,7 +52,8 @@ def render_spec(site, spec, layout=None, model=None, dirs=None, regen="slurmgpu 
 # Quoting
 
 HOSTILE = ["plain", "two words", "it's", 'say "hi"', "$HOME", "`id`", "$(touch x)", "a;b", "a|b&&c", "~/x", "*",
-           "back\\slash", "new\nline", "ends in a newline\n", "trail\n", "tab\there", "", "--", "-", "=lead", "x=~/y", "#hash", "caf\u00e9", "\x01ctl"]
+           "back\\slash", "new\nline", "ends in a newline\n", "trail\n", "tab\there", "", "--", "-", "=lead", "x=~/y",
+           "#hash", "caf\u00e9", "\x01ctl"]
 
 
 def _bash_words(words):
