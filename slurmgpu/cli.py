@@ -481,11 +481,13 @@ def _job_options(f: Any) -> Any:
         click.option("--weights", metavar="ID|PATH", help="Checkpoint a serving engine (vllm, sglang) loads."),
         click.option("--image", help="Container image."),
         click.option("--container", type=click.Choice(_RUNTIMES), help="Container runtime (default: the site's)."),
-        click.option("--mount", "mounts", multiple=True, metavar="SRC:DST", help="Container mount (repeatable)."),
+        click.option("--mount", "mounts", multiple=True, metavar="SRC:DST",
+                     help="Container mount (repeatable); $USER, $HOME, $SCRATCH, $SLURM_JOB_ID expand on the node."),
         click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="Export in the job (repeatable)."),
         click.option("--sbatch", "sbatch", multiple=True, metavar="--OPT=VALUE",
                      help="Extra #SBATCH option (repeatable), e.g. --sbatch=--mail-type=END."),
-        click.option("--checkpoint-dir", metavar="DIR", help="Checkpoint directory (exported, created)."),
+        click.option("--checkpoint-dir", metavar="DIR", help="Checkpoint directory (exported, created); $USER, "
+                     "$HOME, $SCRATCH, $SLURM_JOB_ID expand on the node."),
         click.option("--preflight/--no-preflight", default=None, help="Run `slurmgpu preflight` on every node "
                      "before the launch (default: on)."),
         click.option("--requeue/--no-requeue", default=None, help="Checkpoint and requeue before the time limit."),
@@ -694,17 +696,22 @@ def init_cmd(site_name: Optional[str], model: Optional[str], launcher: Optional[
     """Scaffold slurmgpu.yaml and .slurmgpu/templates/ in a research repo.
 
     Asks for what is missing only on a terminal and only when no job flag was
-    given; the program to launch may follow `--`.
+    given; the program to launch may follow `--`. Launchers that need a program
+    (torchrun, srun, deepspeed, accelerate) get `command: [train.py]` when none
+    is given: a placeholder to edit, so that `slurmgpu gen` works at once.
 
     \b
     Examples:
       slurmgpu init --launcher torchrun -- train.py --config configs/base.yaml
+      slurmgpu init --model llama3-8b --launcher torchrun && slurmgpu gen -o job.sbatch
       slurmgpu init --model llama3-70b --launcher megatron --nodes 2 --image nvcr.io#nvidia/nemo:24.07
       slurmgpu init -y
     """
+    import shlex
     from pathlib import Path
 
-    from .spec import REPO_DIR, SPEC_FILE, load_spec, scaffold
+    from .launchers import get_launcher
+    from .spec import PLACEHOLDER_PROGRAM, REPO_DIR, SPEC_FILE, load_spec, scaffold
 
     root = Path(directory).resolve()
     if not root.is_dir():
@@ -713,13 +720,20 @@ def init_cmd(site_name: Optional[str], model: Optional[str], launcher: Optional[
     if target.exists() and not force:
         raise SlurmgpuError("%s exists; use --force to replace it" % target)
     ask = not yes and sys.stdin.isatty() and not any((model, launcher, nodes, name, command))
+    command = tuple(command)
     if ask:
         launcher = click.prompt("Launcher", default="torchrun", type=click.Choice(_LAUNCHERS))
         model = click.prompt("Model (catalogue name or size; empty: none)", default="", show_default=False) or None
         name = click.prompt("Job name", default=root.name)
+        if not get_launcher(launcher).default_entry:
+            command = tuple(shlex.split(click.prompt("Program and its arguments", default=PLACEHOLDER_PROGRAM)))
+    launcher = launcher or "torchrun"
+    placeholder = not command and not get_launcher(launcher).default_entry
+    if placeholder:
+        command = (PLACEHOLDER_PROGRAM,)
     site = _load_site(site_name, quiet=True)
-    text = scaffold(name=name or root.name, site=site.name, launcher=launcher or "torchrun", model=model,
-                    nodes=nodes, command=tuple(command), time=time, image=image)
+    text = scaffold(name=name or root.name, site=site.name, launcher=launcher, model=model,
+                    nodes=nodes, command=command, time=time, image=image, placeholder=placeholder)
     (root / REPO_DIR / "templates").mkdir(parents=True, exist_ok=True)
     readme = root / REPO_DIR / "README.md"
     if not readme.exists():
@@ -728,8 +742,16 @@ def init_cmd(site_name: Optional[str], model: Optional[str], launcher: Optional[
                           encoding="utf-8")
     _write_atomic(str(target), text)
     load_spec(str(target))  # what init writes must load
-    click.echo("slurmgpu: wrote %s and %s/; next: slurmgpu gen --site %s" % (target, root / REPO_DIR, site.name),
-               err=True)
+    click.echo("slurmgpu: wrote %s and %s/" % (target, root / REPO_DIR), err=True)
+    if placeholder and not (root / PLACEHOLDER_PROGRAM).exists():
+        click.echo("slurmgpu: command: %s is a placeholder (there is no %s in %s yet): put your program in "
+                   "`command:` in %s" % (PLACEHOLDER_PROGRAM, PLACEHOLDER_PROGRAM, root, SPEC_FILE), err=True)
+    nxt = ["slurmgpu", "gen"]
+    if root != Path.cwd().resolve():
+        nxt.append(str(target))
+    if site_name:  # the site is not stored in the spec
+        nxt += ["--site", site_name]
+    click.echo("next: %s -o job.sbatch" % " ".join(shlex.quote(a) for a in nxt), err=True)
 
 
 @main.group("templates", cls=_Group)

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from . import __version__
 from .errors import ConfigError, Issue, PlanError, PolicyRejection, TemplateError
 from .fabric import FabricEnv, fabric_env
-from .launchers import Launcher, Options, get_launcher
+from .launchers import Launcher, Options, PathArg, get_launcher
 from .layout import Layout
 from .site import NodeType, Site, preset_dir
 
@@ -29,7 +29,7 @@ REPO_TEMPLATES = os.path.join(".slurmgpu", "templates")
 # ---------------------------------------------------------------------------
 # Shell and sbatch quoting (also the template filters)
 
-_SAFE = re.compile(r"^[A-Za-z0-9_@%+:,./-][A-Za-z0-9_@%+=:,./-]*$")
+_SAFE = re.compile(r"^[A-Za-z0-9_@%+:,./-][A-Za-z0-9_@%+=:,./-]*\Z")  # \Z: "$" would let a final newline through
 _CTRL = re.compile(r"[\x00-\x1f\x7f]")
 _SBATCH_SPECIAL = re.compile(r"[\\\"'#\s]")
 _SBATCH_QUOTE = re.compile(r"[\\\"'\s]")
@@ -67,6 +67,50 @@ def shquote(value: Any) -> str:
     return "$'" + "".join(out) + "'"
 
 
+# The variables a path may use; the job's shell expands them on the compute node. Nothing
+# else in any user value expands (docs/gen.md, "Paths").
+PATH_VARS = ("USER", "HOME", "SCRATCH", "SLURM_JOB_ID")
+_PATH_VAR = re.compile(r"\$(?:\{(%s)\}|(%s)(?![A-Za-z0-9_]))" % ("|".join(PATH_VARS), "|".join(PATH_VARS)))
+_DQ_UNSAFE = re.compile(r'[$`"\\!\x00-\x1f\x7f]')
+
+
+def expand_path(text: str, environ: Mapping[str, str]) -> str:
+    """What the job's shell makes of a path value: each $VAR / ${VAR} of PATH_VARS replaced from
+    `environ` (left as written when unset there), everything else as written."""
+    return _PATH_VAR.sub(lambda m: environ.get(m.group(1) or m.group(2), m.group(0)), text)
+
+
+def shpath(value: Any) -> str:
+    """One bash word for a path: $USER, $HOME, $SCRATCH and $SLURM_JOB_ID (also as ${...})
+    expand when the script runs; every other character stays literal, as with `shquote`.
+
+    '/scratch/$USER/ckpt' -> "/scratch/${USER}/ckpt"; a value with no such variable is
+    quoted exactly as by `shquote`. An unset variable stops the job (`set -u`) instead of
+    writing to a truncated path.
+    """
+    s = str(value)
+    pieces: List[Tuple[bool, str]] = []  # (is a variable, text)
+    pos = 0
+    for m in _PATH_VAR.finditer(s):
+        if m.start() > pos:
+            pieces.append((False, s[pos:m.start()]))
+        pieces.append((True, m.group(1) or m.group(2)))
+        pos = m.end()
+    if not any(is_var for is_var, _ in pieces):
+        return shquote(s)
+    if pos < len(s):
+        pieces.append((False, s[pos:]))
+    if not any(_DQ_UNSAFE.search(text) for is_var, text in pieces if not is_var):
+        return '"' + "".join("${%s}" % text if is_var else text for is_var, text in pieces) + '"'
+    # Mixed: each literal piece quoted on its own (never bare, so shellcheck reads no "A"B"C").
+    return "".join('"${%s}"' % text if is_var else _quoted(text) for is_var, text in pieces)
+
+
+def _quoted(text: str) -> str:
+    q = shquote(text)
+    return q if q.startswith(("'", "$'")) else "'" + q + "'"  # a bare shquote word has no quote in it
+
+
 def sbatch_quote(value: Any) -> str:
     """A value for an #SBATCH line, as sbatch's own parser reads it back.
 
@@ -92,21 +136,25 @@ def comment(value: Any) -> str:
 
 def arg_lines(argv: Sequence[str]) -> List[str]:
     """Quoted arguments grouped for display: the leading words (the program) share a line, and so
-    does an option with its value. Only the layout of the script changes, never the words."""
+    does an option with its value. Only the layout of the script changes, never the words.
+    Path arguments (launchers.PathArg) are quoted with `shpath`, every other one with `shquote`."""
+    def word(a: Any) -> str:
+        return shpath(a) if isinstance(a, PathArg) else shquote(a)
+
     lines: List[str] = []
     i = 0
     while i < len(argv) and not str(argv[i]).startswith("-"):
         i += 1
     if i:
-        lines.append(" ".join(shquote(a) for a in argv[:i]))
+        lines.append(" ".join(word(a) for a in argv[:i]))
     while i < len(argv):
         a = str(argv[i])
         nxt = str(argv[i + 1]) if i + 1 < len(argv) else None
         if a.startswith("-") and a != "--" and "=" not in a and nxt is not None and not nxt.startswith("-"):
-            lines.append("%s %s" % (shquote(a), shquote(nxt)))
+            lines.append("%s %s" % (word(argv[i]), word(argv[i + 1])))
             i += 2
         else:
-            lines.append(shquote(a))
+            lines.append(word(argv[i]))
             i += 1
     return lines
 
@@ -235,17 +283,18 @@ def make_environment(dirs: Sequence[TemplateDir]) -> Any:
     """
     import jinja2
 
-    loader = jinja2.FileSystemLoader([d.path for d in dirs])
-    kwargs = dict(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                  trim_blocks=True, lstrip_blocks=True, autoescape=False, auto_reload=False,
-                  bytecode_cache=_bytecode_cache())
     if all(d.label == BUILTIN for d in dirs):
-        env = jinja2.Environment(**kwargs)
+        env_class = jinja2.Environment
     else:
         from jinja2.sandbox import SandboxedEnvironment
 
-        env = SandboxedEnvironment(**kwargs)
-    env.filters.update(shquote=shquote, sbatch_quote=sbatch_quote, comment=comment, arg_lines=arg_lines)
+        env_class = SandboxedEnvironment
+    loader = jinja2.FileSystemLoader([d.path for d in dirs])
+    env = env_class(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                    trim_blocks=True, lstrip_blocks=True, autoescape=False, auto_reload=False,
+                    bytecode_cache=_bytecode_cache(env_class.__name__))
+    env.filters.update(shquote=shquote, shpath=shpath, sbatch_quote=sbatch_quote, comment=comment,
+                       arg_lines=arg_lines)
     return env
 
 
@@ -260,12 +309,18 @@ def cache_dir(environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
     return os.path.join(base, "slurmgpu")
 
 
-def _bytecode_cache() -> Any:
-    """A compiled-template cache (saves most of the template time on every later run), or None."""
+def _bytecode_cache(kind: str) -> Any:
+    """A compiled-template cache (saves most of the template time on every later run), or None.
+
+    One directory per environment class: the sandbox compiles the same source to different
+    code (its calls go through `environment.call`), and Jinja's cache key is only the
+    template's name and file, so a shared directory would hand one class the other's code.
+    """
     d = cache_dir()
     if not d:
         return None
-    d = os.path.join(d, "jinja")  # entries carry Jinja's and Python's bytecode magic; stale ones are redone
+    # entries carry Jinja's and Python's bytecode magic; stale ones are redone
+    d = os.path.join(d, "jinja", kind)
     try:
         os.makedirs(d, mode=0o700, exist_ok=True)
     except OSError:
@@ -446,11 +501,11 @@ def segment_for(site: Site, node: NodeType, layout: Layout, wanted: Optional[int
         span = max(1, -(-layout.tp // layout.gpus_per_node))
         domain = node.domain_nodes
         if site.topology != "block":
-            raise ConfigError([Issue("segment", None, None, "segment",
+            raise ConfigError([Issue("", None, None, "segment",
                                      "--segment needs a topology/block site (NVLink domains across nodes); "
                                      "site %s has topology %s" % (site.name, site.topology))])
         if wanted % span or wanted > domain or (wanted < layout.nodes and layout.nodes % wanted):
-            raise ConfigError([Issue("segment", None, None, "segment", (
+            raise ConfigError([Issue("", None, None, "segment", (
                 "--segment %d does not keep TP groups (%d node%s each) inside one %d-node NVLink domain for a "
                 "%d-node job: it must be a multiple of %d, divide %d and be at most %d" % (
                     wanted, span, "s" if span > 1 else "", domain, layout.nodes, span, layout.nodes, domain)))])
@@ -485,6 +540,7 @@ def build_request(site: Site, spec: Any, sizing: Sizing, regen: str = "") -> Tup
     container = _container(site, node, spec, warnings)
     fab = fabric_env(node, launcher.name, layout, fsdp)
     warnings.extend(_lint_user_env(fab, node, spec.env))
+    warnings.extend(_lint_paths(spec.checkpoint_dir, container.mounts))
     tpn = launcher.tasks_per_node(layout.gpus_per_node)
     launch = Launch(name=launcher.name, runner=launcher.runner, summary=launcher.summary, tasks_per_node=tpn,
                     program=argv, serving=launcher.serving)
@@ -515,7 +571,7 @@ def _check_size(spec: Any, part: Any, layout: Layout, launcher: Launcher) -> Non
             part.name, part.max_nodes_per_job, "s" if part.max_nodes_per_job != 1 else "", layout.nodes))
     limit = time_seconds(spec.time) if spec.time else None
     if spec.requeue and limit is not None and spec.grace >= limit:
-        raise ConfigError([Issue("grace", None, None, "grace", "the checkpoint signal comes %d s before the limit, "
+        raise ConfigError([Issue("", None, None, "grace", "the checkpoint signal comes %d s before the limit, "
                                  "but the time limit %s is only %d s" % (spec.grace, spec.time, limit))])
 
 
@@ -573,6 +629,18 @@ def _lint_user_env(fab: FabricEnv, node: NodeType, env: Mapping[str, str]) -> Li
             if f.level in ("error", "warning") and f.var in env]
 
 
+def _lint_paths(checkpoint_dir: Optional[str], mounts: Sequence[str]) -> List[str]:
+    """Path values that will not expand as their author probably meant (see shpath)."""
+    out = []
+    named = [("checkpoint_dir", checkpoint_dir)] if checkpoint_dir else []
+    named += [("container mount", m) for m in mounts]
+    for what, value in named:
+        if value.startswith("~"):
+            out.append("%s %s: a leading ~ is not expanded in the job; write $HOME instead (paths expand only %s)"
+                       % (what, value, ", ".join("$" + v for v in PATH_VARS)))
+    return out
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", os.path.basename(text.rstrip("/"))).strip("-") or "job"
 
@@ -586,7 +654,7 @@ def _container(site: Site, node: NodeType, spec: Any, warnings: List[str]) -> Co
                         "(set --container pyxis|apptainer to use it)" % (image, site.name))
     if runtime != "none" and not image:
         if spec.container.runtime:
-            raise ConfigError([Issue("container.image", None, None, "container.image",
+            raise ConfigError([Issue("", None, None, "container.image",
                                      "container runtime %s needs an image: --image IMAGE or container.image in "
                                      "slurmgpu.yaml" % runtime)])
         warnings.append("site %s runs jobs in %s containers but no image was given: the job runs on the host "

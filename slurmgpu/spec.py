@@ -26,6 +26,8 @@ PARALLEL_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch")
 # NCCL / PyTorch (and Lightning's SLURM plugin) may install their own SIGUSR1 handler.
 CHECKPOINT_SIGNALS = ("TERM", "INT", "USR2", "HUP")
 DEFAULT_TEMPLATE = "job.sh.j2"
+# What `slurmgpu init` writes as `command:` when the launcher needs a program and none was given.
+PLACEHOLDER_PROGRAM = "train.py"
 
 # #SBATCH options slurmgpu writes itself, and the spec field (or flag) that controls each.
 MANAGED_SBATCH = {
@@ -506,8 +508,11 @@ def find_repo(start: Optional[str] = None) -> Tuple[Path, Optional[Path]]:
 # `slurmgpu init`
 
 def scaffold(name: str, site: str, launcher: str, model: Optional[str], nodes: Optional[int],
-             command: Tuple[str, ...], time: str, image: Optional[str] = None) -> str:
-    """The text of a fresh slurmgpu.yaml, commented so users see the other fields."""
+             command: Tuple[str, ...], time: str, image: Optional[str] = None, placeholder: bool = False) -> str:
+    """The text of a fresh slurmgpu.yaml, commented so users see the other fields.
+
+    `placeholder`: `command` is init's stand-in (PLACEHOLDER_PROGRAM), and the line says so.
+    """
     import json
 
     def q(s: str) -> str:
@@ -520,7 +525,10 @@ def scaffold(name: str, site: str, launcher: str, model: Optional[str], nodes: O
         ("model: %s" % q(model)) if model else "# model: llama3-70b        # catalogue name or a size such as 13B",
         "launcher: %s" % launcher,
     ]
-    if command:
+    if command and placeholder:
+        lines.append("command: [%s]   # placeholder: your program and its arguments (a list, or a string)"
+                     % ", ".join(q(a) for a in command))
+    elif command:
         lines.append("command: [%s]" % ", ".join(q(a) for a in command))
     else:
         lines.append("# command: [train.py, --config, configs/base.yaml]   # or a string")
@@ -535,7 +543,7 @@ def scaffold(name: str, site: str, launcher: str, model: Optional[str], nodes: O
         "# account: my-project",
         "# sbatch: [\"--mail-type=END\"]",
         "# env: {WANDB_PROJECT: my-run}",
-        "# checkpoint_dir: /scratch/me/ckpt",
+        "# checkpoint_dir: /scratch/$USER/ckpt   # $USER $HOME $SCRATCH $SLURM_JOB_ID expand on the node",
         "# requeue: true               # checkpoint and requeue before the time limit",
         "preflight: true",
     ]
