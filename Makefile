@@ -38,7 +38,7 @@ lint:
 	 echo "make lint: all checks passed"
 
 lint-format:
-	$(PYTHON) -m ruff format --check .
+	$(PYTHON) -m ruff format --check --output-format concise . || { echo "run: ruff format . (see the diff with: ruff format --diff .)" >&2; exit 1; }
 
 lint-ruff:
 	$(PYTHON) -m ruff check .
