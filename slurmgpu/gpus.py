@@ -160,7 +160,3 @@ def lookup(name: Optional[str]) -> Optional[GpuFacts]:
                           unverified=tuple(u for u in hit.unverified if u != "gpu_memory_gb"))
             break
     return hit
-
-
-def known_types() -> List[str]:
-    return sorted(GPU_TABLE)

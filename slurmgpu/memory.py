@@ -28,7 +28,6 @@ NF4_BYTES = 0.5 + 0.127 / 8  # 4-bit weights + double-quantized block scales (QL
 LORA_RANK = 16
 OVERHEAD_GB = 2.0  # CUDA context, NCCL buffers, allocator reserve (a rule of thumb, not a measurement)
 HEADROOM = 0.10  # keep 10% of the GPU free: fragmentation (ZeRO paper: OOM with >30% free happens)
-RECOMPUTE = ("none", "selective", "full")
 PREFILL_CHUNK = 8192  # tokens processed at once during prefill (chunked prefill)
 
 

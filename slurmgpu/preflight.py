@@ -36,7 +36,6 @@ FIXTURE_ENV = "SLURMGPU_PROBE_FIXTURE"
 DEFAULT_PORT = 29500
 DEFAULT_MIN_FREE_GB = 10.0
 DEFAULT_BANDWIDTH_FRACTION = 0.7
-STATUSES = ("fail", "warn", "ok", "skip")
 SHOWN_WHEN_OK = ("bandwidth",)  # checks whose passing result is a measurement worth a row
 
 

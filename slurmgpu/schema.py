@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .errors import ConfigError, Issue
-
-MISSING = object()
 
 _TYPE_WORDS = {
     "str": "a string",
@@ -192,7 +190,7 @@ def describe(v: Any) -> str:
     return type(v).__name__
 
 
-def parse_size(text: Any, unit_name: str = "") -> Optional[float]:
+def parse_size(text: Any) -> Optional[float]:
     """'13B' -> 13e9, '70m' -> 7e7, plain numbers pass through."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return float(text)
@@ -206,6 +204,3 @@ def parse_size(text: Any, unit_name: str = "") -> Optional[float]:
         return float(t)
     except ValueError:
         return None
-
-
-Validator = Callable[[Checker], None]

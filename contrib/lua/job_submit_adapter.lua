@@ -135,7 +135,8 @@ local function evaluate_desc(desc, part_list, uid)
   return P.decide(job, TOPO), job
 end
 
-local INTERNAL_REJECT = "slurmgpu: the GPU submit filter hit an internal error and this cluster rejects jobs when that happens; please tell the cluster admins (log tag " .. TAG .. ")."
+local INTERNAL_REJECT = "slurmgpu: the GPU submit filter hit an internal error and this cluster rejects jobs when "
+  .. "that happens; please tell the cluster admins (log tag " .. TAG .. ")."
 
 local function fallback(stage, err)
   local line = TAG .. " decision=%s internal-error stage=" .. stage .. " " .. P.clean(err, 300)

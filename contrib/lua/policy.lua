@@ -42,7 +42,6 @@ local MAX_VARS = 64        -- distinct shell variables looked up per document
 local TOKEN_MAX = 96       -- longest option name considered
 local MAX_VALUES = 32      -- values remembered per parameter
 local UNSET = 65534        -- numbers at or above this are Slurm's NO_VAL/INFINITE markers
-P.LIMITS = {scan_bytes = SCAN_MAX, hits = MAX_HITS}
 
 -- Option names (leading -/+ stripped, last dotted part, '_' -> '-') -> parameter.
 local NAMES = {
@@ -806,10 +805,12 @@ local function check_partition(ctx, pname, part)
 
   if tp > 1 and g.bad and multi then
     add("reject", "gpu-request-unreadable", format(
-      "cannot read the GPU request '%s' (%s) of this multi-node job with TP=%d on %s. Fix: ask for GPUs per node, e.g. --gpus-per-node=%d.",
+      "cannot read the GPU request '%s' (%s) of this multi-node job with TP=%d on %s. "
+        .. "Fix: ask for GPUs per node, e.g. --gpus-per-node=%d.",
       clean(g.bad_text or "", 48), g.bad, tp, label, hw))
   elseif g.bad then
-    add("warn", "gpu-request-unreadable", format("cannot read the GPU request '%s' (%s).", clean(g.bad_text or "", 48), g.bad))
+    add("warn", "gpu-request-unreadable",
+      format("cannot read the GPU request '%s' (%s).", clean(g.bad_text or "", 48), g.bad))
   end
 
   if tp > 1 and multi and g.unknown then
@@ -822,7 +823,8 @@ local function check_partition(ctx, pname, part)
       fix = format("--nodes=%d --gpus-per-node=%d", nmin, hw)
     end
     add("reject", "gpus-per-node-unknown", format(
-      "TP=%d%s on a multi-node job, but %s does not fix the GPUs per node: Slurm may place them unevenly (e.g. 8+4), so TP groups could straddle nodes on %s. Fix: ask for GPUs per node, e.g. %s.",
+      "TP=%d%s on a multi-node job, but %s does not fix the GPUs per node: Slurm may place them unevenly "
+        .. "(e.g. 8+4), so TP groups could straddle nodes on %s. Fix: ask for GPUs per node, e.g. %s.",
       tp, where(), g.unknown, label, fix))
   end
 
@@ -836,7 +838,8 @@ local function check_partition(ctx, pname, part)
       local ok = function(t) return unit % t == 0 end
       if part.link == "pcie" then
         add("reject", "tp-exceeds-domain", format(
-          "TP=%d%s on %s: every tensor-parallel all-reduce of this %s-node job would run over PCIe, no faster than the network between nodes. Fix: %s.",
+          "TP=%d%s on %s: every tensor-parallel all-reduce of this %s-node job would run over PCIe, "
+            .. "no faster than the network between nodes. Fix: %s.",
           tp, where(), label, tostring(nmin), tp_fix(tp, L.pp, ok)))
       elseif tp > d or d % tp ~= 0 then
         local what
@@ -849,7 +852,8 @@ local function check_partition(ctx, pname, part)
         if tp <= d then first = floor(d / tp) * tp end
         local last = first + tp - 1
         add("reject", "tp-exceeds-domain", format(
-          "%s on %s: this %s-node job would run tensor-parallel ranks %d-%d across nodes %d-%d over the network. Fix: %s.",
+          "%s on %s: this %s-node job would run tensor-parallel ranks %d-%d across nodes %d-%d over the network. "
+            .. "Fix: %s.",
           what, label, tostring(nmin), first, last, floor(first / rpn), floor(last / rpn), tp_fix(tp, L.pp, ok)))
       elseif rpn % tp ~= 0 then
         local first = 0
@@ -904,11 +908,13 @@ local function check_partition(ctx, pname, part)
   end
 
   if det.truncated then
-    local what = format("the script is too large or repetitive to check completely (over %d option-like words, or over %d MB)",
-                        MAX_HITS, floor(SCAN_MAX / 1048576))
+    local what = format(
+      "the script is too large or repetitive to check completely (over %d option-like words, or over %d MB)",
+      MAX_HITS, floor(SCAN_MAX / 1048576))
     if multi then
       add("reject", "scan-truncated", format(
-        "%s, so this multi-node job on partition '%s' cannot be cleared. Fix: keep the batch script short (move data and generated configs into files).",
+        "%s, so this multi-node job on partition '%s' cannot be cleared. "
+          .. "Fix: keep the batch script short (move data and generated configs into files).",
         what, pname))
     else
       add("warn", "scan-truncated", what .. "; only its first part was checked.")
@@ -946,11 +952,13 @@ local function check_partition(ctx, pname, part)
     end
   end
   if g.none and tp > 1 then
-    add("warn", "no-gpus", format("TP=%d but the job asks for no GPUs on partition '%s'. Add --gpus-per-node=%d.", tp, pname, hw))
+    add("warn", "no-gpus",
+      format("TP=%d but the job asks for no GPUs on partition '%s'. Add --gpus-per-node=%d.", tp, pname, hw))
   end
   if multi and part.link == "pcie" and not g.none then
     add("warn", "pcie-multinode", format(
-      "partition '%s' has PCIe-only GPUs (no NVLink): a multi-node job there sends every collective over the network; prefer one node, or pipeline parallelism across nodes.",
+      "partition '%s' has PCIe-only GPUs (no NVLink): a multi-node job there sends every collective over the "
+        .. "network; prefer one node, or pipeline parallelism across nodes.",
       pname))
   end
   -- NCCL settings live in the script or the environment: only checked when both are visible
@@ -963,7 +971,8 @@ local function check_partition(ctx, pname, part)
     end
     if #missing > 0 then
       add("warn", "nccl-env-missing", format(
-        "multi-node job on partition '%s' (%s) does not set %s; NCCL may pick the wrong network (set it in the script, or see 'slurmgpu site show').",
+        "multi-node job on partition '%s' (%s) does not set %s; NCCL may pick the wrong network "
+          .. "(set it in the script, or see 'slurmgpu site show').",
         pname, tostring(part.fabric), concat(missing, ", ")))
     end
   end
@@ -1159,7 +1168,8 @@ function P.evaluate(job, topo)
   return v
 end
 
-local INTERNAL_REJECT = "slurmgpu: the GPU submit filter hit an internal error and this cluster rejects jobs when that happens; please tell the cluster admins (log tag " .. P.TAG .. ")."
+local INTERNAL_REJECT = "slurmgpu: the GPU submit filter hit an internal error and this cluster rejects jobs when "
+  .. "that happens; please tell the cluster admins (log tag " .. P.TAG .. ")."
 
 -- The verdict, never an error: a bug accepts (default) or rejects per topo.on_internal_error.
 function P.decide(job, topo)
@@ -1185,7 +1195,8 @@ function P.log_line(v, job)
     parts[#parts + 1] = "origin=" .. clean(job.origin or "?", 16)
     parts[#parts + 1] = "user=" .. clean(job.user or "?", 32)
     if job.account then parts[#parts + 1] = "account=" .. clean(job.account, 32) end
-    parts[#parts + 1] = "partition=" .. clean(job.partition or ("(default " .. tostring(job.default_partition or "?") .. ")"), 64)
+    local partition = job.partition or ("(default " .. tostring(job.default_partition or "?") .. ")")
+    parts[#parts + 1] = "partition=" .. clean(partition, 64)
     if job.het_offset then parts[#parts + 1] = "het_offset=" .. tostring(job.het_offset) end
   end
   parts[#parts + 1] = format("tp=%s pp=%s cp=%s ep=%s", tostring(L.tp), tostring(L.pp), tostring(L.cp), tostring(L.ep))
