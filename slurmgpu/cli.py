@@ -5,6 +5,7 @@ Heavy modules (yaml, jinja2, psutil, lupa) are imported inside commands so that
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -446,8 +447,11 @@ _LAUNCHERS = ("torchrun", "srun", "megatron", "deepspeed", "nemo", "torchtitan",
 _RUNTIMES = ("pyxis", "apptainer", "none")
 
 
-def _job_options(f: Any) -> Any:
-    """The flags gen and submit share; each overrides one field of slurmgpu.yaml."""
+def _job_options(f: Any, skip: Any = ()) -> Any:
+    """The flags gen and submit share; each overrides one field of slurmgpu.yaml.
+
+    `skip` names parameters a command replaces with its own (diff takes --site twice, writes no script).
+    """
     opts = [
         click.argument("spec_file", metavar="[SPEC]", required=False, type=click.Path(dir_okay=False)),
         click.option("--site", "site_name", metavar="NAME|PATH", help="Site config (default: $SLURMGPU_SITE, "
@@ -479,7 +483,8 @@ def _job_options(f: Any) -> Any:
         click.option("--fsdp/--no-fsdp", default=None, help="The program shards with FSDP (changes "
                      "CUDA_DEVICE_MAX_CONNECTIONS)."),
         click.option("--weights", metavar="ID|PATH", help="Checkpoint a serving engine (vllm, sglang) loads."),
-        click.option("--image", help="Container image."),
+        click.option("--image", help="Container image (registry image or file; written in the site "
+                     "runtime's spelling)."),
         click.option("--container", type=click.Choice(_RUNTIMES), help="Container runtime (default: the site's)."),
         click.option("--mount", "mounts", multiple=True, metavar="SRC:DST",
                      help="Container mount (repeatable); $USER, $HOME, $SCRATCH, $SLURM_JOB_ID expand on the node."),
@@ -507,6 +512,8 @@ def _job_options(f: Any) -> Any:
     ]
     for opt in reversed(opts):
         f = opt(f)
+    if skip:
+        f.__click_params__ = [p for p in f.__click_params__ if p.name not in skip]
     return f
 
 
@@ -533,10 +540,9 @@ def _regen_command(ctx: click.Context) -> str:
     return "slurmgpu gen" + "".join(" " + shquote(a) for a in out)
 
 
-def _build_job(ctx: click.Context, kw: Any) -> Any:
-    """Spec file (or the repo's slurmgpu.yaml) + flags -> (site, spec, generated)."""
-    from .render import generate, search_path
-    from .spec import JobSpec, apply_overrides, find_repo, load_spec
+def _job_spec(ctx: Optional[click.Context], kw: Any) -> Any:
+    """The spec file (or the repo's slurmgpu.yaml) and the flags that override it -> (repo root, spec, flags)."""
+    from .spec import JobSpec, find_repo, load_spec
 
     spec_file = kw.pop("spec_file")
     root, found = find_repo(os.path.dirname(os.path.abspath(spec_file)) if spec_file else None)
@@ -548,11 +554,33 @@ def _build_job(ctx: click.Context, kw: Any) -> Any:
     else:
         spec = JobSpec()
     flags = dict(kw)
-    flags["parallel"] = {k: flags.pop(k) for k in ("tp", "pp", "dp", "cp", "ep", "micro_batch")}
-    flags["output"], flags["error"] = flags.pop("log_output"), flags.pop("log_error")
-    flags["command"] = ctx.meta.get("slurmgpu.command")
-    spec = apply_overrides(spec, flags)
+    flags["parallel"] = {k: flags.pop(k, None) for k in ("tp", "pp", "dp", "cp", "ep", "micro_batch")}
+    flags["output"], flags["error"] = flags.pop("log_output", None), flags.pop("log_error", None)
+    flags["command"] = ctx.meta.get("slurmgpu.command") if ctx is not None else None
+    return root, spec, flags
+
+
+def _spec_for_site(spec: Any, flags: Any, site: Any, known: Any = ()) -> Any:
+    """Precedence: flags > the spec's sites.<site> block > its top-level fields."""
+    from .spec import apply_overrides, for_site
+
+    spec, warnings = for_site(spec, site.name, known)
+    for w in warnings:
+        click.echo("warning: %s" % w, err=True)
+    if spec.site_override:
+        block = next(o for o in spec.sites if o.site == spec.site_override)
+        click.echo("slurmgpu: sites.%s from %s: %s" % (spec.site_override, spec.source,
+                                                        ", ".join(block.values) or "nothing"), err=True)
+    return apply_overrides(spec, flags)
+
+
+def _build_job(ctx: click.Context, kw: Any) -> Any:
+    """Spec file (or the repo's slurmgpu.yaml) + the site's block + flags -> (site, spec, generated)."""
+    from .render import generate, search_path
+
+    root, spec, flags = _job_spec(ctx, kw)
     site = _load_site(kw["site_name"])
+    spec = _spec_for_site(spec, flags, site)
     dirs = search_path(kw["templates_dir"], root, site)
     return site, spec, generate(site, spec, dirs, regen=_regen_command(ctx))
 
@@ -598,7 +626,8 @@ def gen_cmd(ctx: click.Context, out_file: Optional[str], as_json: bool, **kw: An
     """Write the batch script for a job: plan it, render it for the site, check it.
 
     SPEC is a slurmgpu.yaml (default: the repo's, if any); flags override its
-    fields. The program to launch goes after `--`, as with srun. The script goes
+    fields, and its sites.<name> block for the site in effect sits between the
+    two (docs/gen.md). The program to launch goes after `--`, as with srun. The script goes
     to standard output (or -o FILE), the plan summary to standard error. A layout
     whose tensor parallelism leaves an NVLink domain is refused (exit 1) with the
     submit filter's message and the planner's suggestion.
@@ -675,6 +704,63 @@ def submit_cmd(ctx: click.Context, out_file: Optional[str], as_json: bool, test_
     else:
         for job_id in ids:
             click.echo(job_id)
+
+
+@main.command("diff", cls=_CommandWithProgram)
+@click.option("--site", "sites", multiple=True, required=True, metavar="NAME|PATH",
+              help="A site to compare (give it twice or more: --site A --site B).")
+@click.option("--all", "show_all", is_flag=True, help="Also show the values that are the same on every site.")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows, warnings, errors and each site's render "
+              "request as JSON.")
+@functools.partial(_job_options, skip=("site_name", "out_file", "as_json"))
+@click.pass_context
+def diff_cmd(ctx: click.Context, sites: Any, show_all: bool, as_json: bool, **kw: Any) -> None:
+    """Show what changes when the same job is generated for other sites.
+
+    Takes the spec (SPEC, else the repo's slurmgpu.yaml) and the flags `gen` takes, applies
+    each site's `sites.<name>` block, plans and renders the job for every --site, and lines
+    up what differs: node count and layout (TP/PP/DP...), the #SBATCH values (GPU request,
+    partition, account, ...), the NCCL/RCCL environment, the container and the launch.
+
+    Exit status: 0 when the job generates on every site; otherwise that of `gen` for the
+    failing site (1 refused by the site's policy, 2 cannot be planned or a bad input),
+    with the other columns still shown.
+
+    \b
+    Examples:
+      slurmgpu diff --site dgx-h100 --site perlmutter
+      slurmgpu diff --site dgx-h100 --site lumi-g --model llama3-70b --launcher megatron --nodes 8
+      slurmgpu diff --site dgx-h100 --site perlmutter --site lumi-g slurmgpu.yaml --all
+      slurmgpu diff --site perlmutter --site my-cluster.yaml --json | jq '.rows[] | select(.same | not)'
+    """
+    from .render import generate, search_path
+    from .sitediff import Column, compare, render_text
+
+    if len(sites) < 2:
+        raise click.UsageError("give at least two sites to compare: --site A --site B")
+    root, spec, flags = _job_spec(ctx, kw)
+    loaded = [_load_site(name) for name in sites]
+    known = [x.name for x in loaded]
+    columns = []
+    for site_obj in loaded:
+        site_spec = _spec_for_site(spec, flags, site_obj, known)
+        dirs = search_path(kw["templates_dir"], root, site_obj)
+        try:
+            gen = generate(site_obj, site_spec, dirs, regen="")
+        except SlurmgpuError as exc:
+            columns.append(Column(site=site_obj.name, error=str(exc), exit_code=exc.exit_code))
+            continue
+        columns.append(Column(site=site_obj.name, request=gen.request, warnings=gen.warnings))
+    shown = spec.source
+    if shown and not os.path.relpath(shown).startswith(".."):
+        shown = os.path.relpath(shown)
+    d = compare(columns, spec=shown)
+    if as_json:
+        _emit_json(d.to_dict())
+    else:
+        click.echo(render_text(d, show_all=show_all), nl=False)
+    if d.exit_code:
+        sys.exit(d.exit_code)
 
 
 @main.command("init")
@@ -917,10 +1003,11 @@ def models_cmd(as_json: bool) -> None:
 @click.option("--params", metavar="SIZE", help="A model of this many parameters (e.g. 13B); shape estimated.")
 @click.option("--site", "site_name", metavar="NAME|PATH", help="Site config (default: $SLURMGPU_SITE, "
               "/etc/slurmgpu/site.yaml, ~/.config/slurmgpu/site.yaml, then dgx-h100).")
-@click.option("--partition", help="Partition (default: the site's).")
-@click.option("--task", default="pretrain", show_default=True,
-              type=click.Choice(["pretrain", "finetune", "lora", "qlora", "inference"]),
-              help="What to size for; finetune is full fine-tuning.")
+@click.option("--spec", "spec_file", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Job spec to plan (default: the repo's slurmgpu.yaml, if any); flags override its fields.")
+@click.option("--partition", help="Partition (default: the spec's, else the site's).")
+@click.option("--task", type=click.Choice(["pretrain", "finetune", "lora", "qlora", "inference"]),
+              help="What to size for; finetune is full fine-tuning (default: the spec's, else pretrain).")
 @click.option("--gpus", type=int, help="Plan for exactly this many GPUs.")
 @click.option("--nodes", type=int, help="Plan for exactly this many whole nodes.")
 @click.option("--seq", type=int, help="Sequence length (inference: context length). Default: the model's.")
@@ -929,7 +1016,8 @@ def models_cmd(as_json: bool) -> None:
 @click.option("--tokens", metavar="N", help="Training tokens (e.g. 15T): prints the time to train and how it "
               "scales with more nodes.")
 @click.option("--target-days", type=float, help="With --tokens: the smallest node count that trains in time.")
-@click.option("--precision", default="bf16", show_default=True, type=click.Choice(["bf16", "fp16", "fp8"]))
+@click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8"]),
+              help="Number format (default: the spec's, else bf16).")
 @click.option("--optimizer", default="adam", show_default=True, type=click.Choice(["adam", "adam8bit", "sgd"]),
               help="Optimizer state: adam is 12 B/param on top of 16-bit weights and gradients.")
 @click.option("--zero", type=click.IntRange(0, 3), help="ZeRO stage over DP (default: distributed "
@@ -945,9 +1033,10 @@ def models_cmd(as_json: bool) -> None:
 @click.option("--diagram", is_flag=True, help="Draw the nodes and GPUs with TP/PP/DP groups.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (keys tp, pp, dp, cp, ep, "
               "nodes, gpus_per_node, micro_batch, memory_per_gpu_gb, alternatives, ...).")
-def plan_cmd(model_ref: Optional[str], params: Optional[str], site_name: Optional[str], partition: Optional[str],
-             task: str, gpus: Optional[int], nodes: Optional[int], seq: Optional[int],
-             global_batch: Optional[int], tokens: Optional[str], target_days: Optional[float], precision: str,
+def plan_cmd(model_ref: Optional[str], params: Optional[str], site_name: Optional[str], spec_file: Optional[str],
+             partition: Optional[str], task: Optional[str], gpus: Optional[int], nodes: Optional[int],
+             seq: Optional[int], global_batch: Optional[int], tokens: Optional[str], target_days: Optional[float],
+             precision: Optional[str],
              optimizer: str, zero: Optional[int], recompute: Optional[str], tp: Optional[int],
              pp: Optional[int], dp: Optional[int], cp: Optional[int], ep: Optional[int],
              micro_batch: Optional[int], diagram: bool, as_json: bool) -> None:
@@ -955,33 +1044,38 @@ def plan_cmd(model_ref: Optional[str], params: Optional[str], site_name: Optiona
 
     Without --gpus/--nodes it finds the smallest allocation that fits. Pin any degree
     (--tp, --pp, ...) to have your layout checked and compared with the best one.
+    In a repo with slurmgpu.yaml (or with --spec FILE) it plans that job, as `gen`
+    would, with the site's sites.<name> block applied; flags override the spec.
 
     \b
     Examples:
       slurmgpu plan --model llama3-70b --nodes 2
+      slurmgpu plan --spec slurmgpu.yaml --site perlmutter
       slurmgpu plan --model llama3-70b --task lora --nodes 2 --diagram
       slurmgpu plan --model llama3.1-405b --tokens 15T --target-days 60
       slurmgpu plan --params 13B --task finetune --site perlmutter --json
       slurmgpu plan --model llama3-70b --nodes 2 --task inference --tp 8 --pp 2
     """
     from .errors import PlanError
-    from .plan import PlanRequest, format_plan, make_plan
+    from .plan import format_plan, make_plan
+    from .render import plan_request
     from .schema import parse_size
 
-    if bool(model_ref) == bool(params):
+    if model_ref and params:
         raise click.UsageError("give --model NAME|FILE or --params SIZE (one of them)")
-    model = _plan_model(model_ref, params)
-    n_tokens = None
-    if tokens is not None:
-        n_tokens = parse_size(tokens)
-        if n_tokens is None:
-            raise PlanError("--tokens expects a count such as 15T, 2e12 or 300B, got %r" % tokens)
-    pins = {k: v for k, v in (("tp", tp), ("pp", pp), ("dp", dp), ("cp", cp), ("ep", ep),
-                              ("micro_batch", micro_batch)) if v is not None}
+    if tokens is not None and parse_size(tokens) is None:
+        raise PlanError("--tokens expects a count such as 15T, 2e12 or 300B, got %r" % tokens)
+    _root, spec, flags = _job_spec(None, dict(
+        spec_file=spec_file, model=model_ref, partition=partition, task=task, gpus=gpus, nodes=nodes, seq=seq,
+        global_batch=global_batch, tokens=tokens, precision=precision, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep,
+        micro_batch=micro_batch))
     site_obj = _load_site(site_name)
-    req = PlanRequest(model=model, task=task, partition=partition, gpus=gpus, nodes=nodes, seq=seq,
-                      global_batch=global_batch, precision=precision, tokens=n_tokens, pins=pins, zero=zero,
-                      recompute=recompute, optimizer=optimizer, target_days=target_days)
+    spec = _spec_for_site(spec, flags, site_obj)
+    if not params and not spec.model:
+        raise click.UsageError("give --model NAME|FILE or --params SIZE (or model: in slurmgpu.yaml)")
+    model = _plan_model(None if params else spec.model, params)
+    req = plan_request(site_obj, spec, model, zero=zero, recompute=recompute, optimizer=optimizer,
+                       target_days=target_days)
     plan = make_plan(site_obj, req)
     if as_json:
         out = plan.to_dict()

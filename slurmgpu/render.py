@@ -134,6 +134,27 @@ def comment(value: Any) -> str:
     return _CTRL.sub(" ", str(value))
 
 
+def arg_groups(argv: Sequence[str]) -> List[Tuple[str, ...]]:
+    """Arguments grouped as they are displayed: the leading words (the program), then each option
+    with its value (or alone). The words are kept as given (a launchers.PathArg stays one)."""
+    groups: List[Tuple[str, ...]] = []
+    i = 0
+    while i < len(argv) and not str(argv[i]).startswith("-"):
+        i += 1
+    if i:
+        groups.append(tuple(argv[:i]))
+    while i < len(argv):
+        a = str(argv[i])
+        nxt = str(argv[i + 1]) if i + 1 < len(argv) else None
+        if a.startswith("-") and a != "--" and "=" not in a and nxt is not None and not nxt.startswith("-"):
+            groups.append((argv[i], argv[i + 1]))
+            i += 2
+        else:
+            groups.append((argv[i],))
+            i += 1
+    return groups
+
+
 def arg_lines(argv: Sequence[str]) -> List[str]:
     """Quoted arguments grouped for display: the leading words (the program) share a line, and so
     does an option with its value. Only the layout of the script changes, never the words.
@@ -141,22 +162,7 @@ def arg_lines(argv: Sequence[str]) -> List[str]:
     def word(a: Any) -> str:
         return shpath(a) if isinstance(a, PathArg) else shquote(a)
 
-    lines: List[str] = []
-    i = 0
-    while i < len(argv) and not str(argv[i]).startswith("-"):
-        i += 1
-    if i:
-        lines.append(" ".join(word(a) for a in argv[:i]))
-    while i < len(argv):
-        a = str(argv[i])
-        nxt = str(argv[i + 1]) if i + 1 < len(argv) else None
-        if a.startswith("-") and a != "--" and "=" not in a and nxt is not None and not nxt.startswith("-"):
-            lines.append("%s %s" % (word(argv[i]), word(argv[i + 1])))
-            i += 2
-        else:
-            lines.append(word(argv[i]))
-            i += 1
-    return lines
+    return [" ".join(word(a) for a in g) for g in arg_groups(argv)]
 
 
 # ---------------------------------------------------------------------------
@@ -457,17 +463,24 @@ def plan_layout(site: Site, spec: Any) -> Sizing:
         layout = layout_from_pins(node, spec.nodes, spec.gpus, pins)
         return Sizing(layout=layout, notes=("no model given: the layout is what was pinned, the rest "
                                             "data parallel (give --model to have it planned)",))
-    from .plan import PlanRequest, make_plan
+    from .plan import make_plan
 
     model = _model(spec.model)
-    task = spec.task
-    if launcher.serving and task == "pretrain":
-        task = "inference"
-    req = PlanRequest(model=model, task=task, partition=partition, gpus=spec.gpus, nodes=spec.nodes,
-                      seq=spec.seq, global_batch=spec.global_batch, precision=spec.precision,
-                      tokens=spec.tokens, pins=dict(spec.parallel))
-    plan = make_plan(site, req)
+    plan = make_plan(site, plan_request(site, spec, model))
     return Sizing(layout=plan.layout, plan=plan, model=model, notes=tuple(plan.explanation))
+
+
+def plan_request(site: Site, spec: Any, model: Any, **extra: Any) -> Any:
+    """The planner's request for a spec (`gen` and `plan` ask the same question); `extra` sets the
+    planner-only knobs (optimizer, zero, recompute, target_days)."""
+    from .plan import PlanRequest
+
+    task = spec.task
+    if get_launcher(spec.launcher).serving and task == "pretrain":
+        task = "inference"
+    return PlanRequest(model=model, task=task, partition=spec.partition or site.default_partition, gpus=spec.gpus,
+                       nodes=spec.nodes, seq=spec.seq, global_batch=spec.global_batch, precision=spec.precision,
+                       tokens=spec.tokens, pins=dict(spec.parallel), **extra)
 
 
 # ---------------------------------------------------------------------------
@@ -646,12 +659,27 @@ def _slug(text: str) -> str:
 
 
 def _container(site: Site, node: NodeType, spec: Any, warnings: List[str]) -> ContainerPlan:
+    """The container the job runs in, with the image in the runtime's own spelling (slurmgpu.images).
+
+    An image the site cannot run (no runtime, the other runtime's file format, a CUDA build on
+    AMD GPUs or a ROCm build on NVIDIA ones) is an error that says where the image was set and
+    how to give this site its own, never dropped with a warning.
+    """
+    from .images import ImageError, spell
+
     runtime = spec.container.runtime or site.container.runtime
     image = spec.container.image or site.container.image
+    if spec.container.image:
+        at = getattr(spec.container, "image_at", None) or ("container.image", None, None, "")
+    else:
+        at = (site.source, None, None, "container.image")
     mounts = tuple(site.container.mounts) + tuple(spec.container.mounts)
     if runtime == "none" and image and not spec.container.runtime:
-        warnings.append("an image (%s) was given but site %s runs no container runtime: the job runs on the host "
-                        "(set --container pyxis|apptainer to use it)" % (image, site.name))
+        raise ConfigError([Issue(*at, (
+            "site %s runs no container runtime (its config says container.runtime: none), so nothing would run "
+            "image %s; to run on the host there, say so for that site (sites: {%s: {container: {runtime: none}}} "
+            "in slurmgpu.yaml, or --container none), or choose a runtime it has (--container apptainer|pyxis)" % (
+                site.name, image, site.name)))])
     if runtime != "none" and not image:
         if spec.container.runtime:
             raise ConfigError([Issue("", None, None, "container.image",
@@ -662,7 +690,11 @@ def _container(site: Site, node: NodeType, spec: Any, warnings: List[str]) -> Co
         runtime = "none"
     if runtime == "none":
         return ContainerPlan(runtime="none")
-    return ContainerPlan(runtime=runtime, image=image, mounts=mounts,
+    try:
+        spelled = spell(image, runtime, site.name, node.vendor, node.gpu_model)
+    except ImageError as exc:
+        raise ConfigError([Issue(*at, str(exc))]) from None
+    return ContainerPlan(runtime=runtime, image=spelled, mounts=mounts,
                          mount_workdir=spec.container.mount_workdir and runtime == "pyxis",
                          gpu_flag="--rocm" if node.vendor == "amd" else "--nv")
 
