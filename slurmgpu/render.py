@@ -253,11 +253,9 @@ def cache_dir(environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
     """Where compiled templates are cached: $SLURMGPU_CACHE_DIR (empty: no cache), else
     $XDG_CACHE_HOME/slurmgpu or ~/.cache/slurmgpu. Jinja checks each template's source
     against the cached code, so an edited template is recompiled."""
-    env = os.environ if environ is None else environ
-    if "SLURMGPU_CACHE_DIR" in env:
-        return env["SLURMGPU_CACHE_DIR"] or None
-    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "slurmgpu")
+    from .cache import cache_dir as root  # one definition, shared with the parsed-YAML cache
+
+    return root(environ)
 
 
 def _bytecode_cache() -> Any:
