@@ -23,6 +23,8 @@ RUNNERS = ("torchrun", "deepspeed", "accelerate", "direct", "server")
 
 @dataclass(frozen=True)
 class Launcher:
+    """How one launcher (torchrun, megatron, vllm, ...) runs a program: its runner and entry point."""
+
     name: str
     runner: str
     summary: str

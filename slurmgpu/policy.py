@@ -365,6 +365,8 @@ def validate_lua(text: str, name: str = "filter") -> None:
 
 @dataclass(frozen=True)
 class Installed:
+    """Where `admin install` put a filter, and whether slurm.conf already loads it."""
+
     path: str
     kind: str
     slurm_conf_line: str

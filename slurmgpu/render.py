@@ -116,6 +116,8 @@ def arg_lines(argv: Sequence[str]) -> List[str]:
 
 @dataclass(frozen=True)
 class Sbatch:
+    """The #SBATCH options of a script, resolved from site, layout and spec."""
+
     job_name: str
     nodes: int
     gpus_per_node: int
@@ -140,6 +142,8 @@ class Sbatch:
 
 @dataclass(frozen=True)
 class Launch:
+    """The launcher and its full program line, as the template prints it."""
+
     name: str
     runner: str
     summary: str
@@ -150,6 +154,8 @@ class Launch:
 
 @dataclass(frozen=True)
 class ContainerPlan:
+    """The container the job runs in (runtime, image, mounts), resolved for the site."""
+
     runtime: str  # pyxis | apptainer | none
     image: Optional[str] = None
     mounts: Tuple[str, ...] = ()
@@ -159,6 +165,8 @@ class ContainerPlan:
 
 @dataclass(frozen=True)
 class Requeue:
+    """Checkpoint-and-requeue before the time limit: how early and which signal."""
+
     grace: int
     signal: str  # forwarded to the program to ask for a checkpoint
 
@@ -202,6 +210,8 @@ class RenderRequest:
 
 @dataclass(frozen=True)
 class TemplateDir:
+    """One directory of the template search path and where it comes from."""
+
     path: str
     label: str  # --templates | repo | site | built-in
 
@@ -377,6 +387,8 @@ def layout_from_pins(node: NodeType, nodes: Optional[int], gpus: Optional[int],
 
 @dataclass(frozen=True)
 class Sizing:
+    """The layout a script is rendered for: planned (with the plan) or pinned."""
+
     layout: Layout
     plan: Any = None  # slurmgpu.plan.Plan when a model was planned
     model: Any = None
@@ -660,6 +672,8 @@ def about_lines(site: Site, node: NodeType, layout: Layout, launcher: Launcher, 
 
 @dataclass(frozen=True)
 class Generated:
+    """Everything `gen` produced: the script, its request, the sizing and the verdict."""
+
     script: str
     request: RenderRequest
     sizing: Sizing

@@ -26,6 +26,8 @@ _TYPE_WORDS = {
 
 @dataclass(frozen=True)
 class Field:
+    """How one config key is checked: its kind, whether required, default and limits."""
+
     kind: str
     required: bool = False
     default: Any = None

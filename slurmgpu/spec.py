@@ -43,6 +43,8 @@ MANAGED_SBATCH = {
 
 @dataclass(frozen=True)
 class ContainerSpec:
+    """The container a job asks for (no runtime or image: the site's)."""
+
     runtime: Optional[str] = None  # None: the site's default runtime
     image: Optional[str] = None
     mounts: Tuple[str, ...] = ()
@@ -51,6 +53,8 @@ class ContainerSpec:
 
 @dataclass(frozen=True)
 class JobSpec:
+    """A job as slurmgpu.yaml and the flags describe it, before planning."""
+
     name: Optional[str] = None
     model: Optional[str] = None
     task: str = "pretrain"
