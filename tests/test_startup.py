@@ -196,3 +196,32 @@ def test_gen_loads_only_what_it_uses(tmp_path):
     except ImportError:
         pass
     assert not unwanted & warm, "gen imported %s" % sorted(unwanted & warm)
+
+
+def test_the_console_script_quiets_the_collector_only_for_a_moment():
+    """slurmgpu.__main__ (the console script) turns the cyclic GC off at start and on again
+    after GC_QUIET_S, so a long command still collects; CliRunner's path is untouched."""
+    code = ("import gc, time, slurmgpu.__main__ as m\n"
+            "m.quiet_gc(0.2)\n"
+            "off = not gc.isenabled()\n"
+            "m.quiet_gc(0.2)  # already off: no second timer\n"
+            "time.sleep(1.0)\n"
+            "print(off, gc.isenabled())\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "True"]
+    import gc
+
+    from slurmgpu.cli import main
+    from click.testing import CliRunner
+
+    assert CliRunner().invoke(main, ["--version"]).exit_code == 0 and gc.isenabled()
+
+
+def test_python_dash_m_slurmgpu_runs_gen(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SLURMGPU_CACHE_DIR=str(tmp_path / "cache"))
+    r = subprocess.run([sys.executable, "-m", "slurmgpu"] + GEN, capture_output=True, text=True, env=env,
+                       cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("#!/bin/bash") and "tp=8 pp=2" in r.stderr
