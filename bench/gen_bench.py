@@ -43,11 +43,25 @@ GEN = ["gen", "--model", "llama3-70b", "--launcher", "megatron", "--nodes", "2",
 PY = sys.executable  # the interpreter that runs slurmgpu; main() swaps in the bench's clean venv
 
 
+def entry_point() -> str:
+    """module:function of the `slurmgpu` console script, from setup.cfg."""
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(os.path.join(ROOT, "setup.cfg"))
+    for line in cfg.get("options.entry_points", "console_scripts", fallback="").splitlines():
+        name, _, target = line.partition("=")
+        if name.strip() == "slurmgpu":
+            return target.strip()
+    return "slurmgpu.cli:main"
+
+
 def cli() -> list:
     # What the console script does, without depending on which copy an installed script (or a
     # pyenv shim in front of it) would run; `python -m slurmgpu.cli` would compile cli.py anew
     # on every run, which no installed `slurmgpu` does.
-    return [PY, "-c", "import sys; sys.argv[0] = 'slurmgpu'; from slurmgpu.cli import main; sys.exit(main())"]
+    module, func = entry_point().split(":")
+    return [PY, "-c", "import sys; sys.argv[0] = 'slurmgpu'; from %s import %s; sys.exit(%s())" % (module, func, func)]
 
 
 def with_tree(env: dict) -> dict:
@@ -130,13 +144,19 @@ def gen_venv():
     return venv("gen-venv", reqs, probe)
 
 
-def timed(argv, env, cwd) -> float:
+def timed(argv, env, cwd):
+    """(wall ms, CPU ms): CPU is user + system of the process and the children it waited for
+    (torchx's sinfo, the lua5.1 binary), which a busy machine disturbs far less than wall time."""
     t = time.perf_counter()
-    r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    err = p.stderr.read()
+    p.stderr.close()
+    _pid, status, ru = os.wait4(p.pid, 0)
     ms = (time.perf_counter() - t) * 1000
-    if r.returncode != 0:
-        raise RuntimeError("%s exited %d:\n%s" % (" ".join(argv), r.returncode, r.stderr.decode(errors="replace")))
-    return ms
+    p.returncode = os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status
+    if p.returncode != 0:
+        raise RuntimeError("%s exited %d:\n%s" % (" ".join(argv), p.returncode, err.decode(errors="replace")))
+    return ms, (ru.ru_utime + ru.ru_stime) * 1000
 
 
 def compare(pairs: int, env: dict) -> None:
@@ -180,18 +200,25 @@ def compare(pairs: int, env: dict) -> None:
         shutil.rmtree(work, ignore_errors=True)
         return
     times = {label: [] for label, _a, _e in rounds}
+    cpus = {label: [] for label, _a, _e in rounds}
     for _ in range(pairs):
         for label, argv, e in rounds:
-            times[label].append(timed(argv, e, work))
+            ms, cpu = timed(argv, e, work)
+            times[label].append(ms)
+            cpus[label].append(cpu)
     shutil.rmtree(work, ignore_errors=True)
+    print("  wall time:")
     meds = {label: describe(label, t) for label, t in times.items()}
-    base = meds[tx[0]]
+    print("  CPU time (user + system, children included):")
+    cpu_meds = {label: describe(label, t) for label, t in cpus.items()}
+    base, cpu_base = meds[tx[0]], cpu_meds[tx[0]]
     for label, _a, _e in contenders:
         ratio = meds[label] / base
         q = sorted(a / b for a, b in zip(times[label], times[tx[0]]))
-        print("  %-50s ratio of medians %.2f (target <= %.2f: %s; per-round ratios %.2f..%.2f, middle half "
-              "%.2f..%.2f)" % (label, ratio, TARGET_RATIO, "met" if ratio <= TARGET_RATIO else "NOT met",
-                               q[0], q[-1], q[len(q) // 4], q[(3 * len(q)) // 4]))
+        print("  %s / torchx: wall ratio of medians %.2f (target <= %.2f: %s; per round %.2f..%.2f, middle half "
+              "%.2f..%.2f); CPU %.2f" % (label, ratio, TARGET_RATIO, "met" if ratio <= TARGET_RATIO else "NOT met",
+                                        q[0], q[-1], q[len(q) // 4], q[(3 * len(q)) // 4],
+                                        cpu_meds[label] / cpu_base))
 
 
 def wall(argv, runs, env):
