@@ -169,8 +169,9 @@ def _encode(v: Any, depth: int = 0) -> Any:
     if type(v) is LocDict:
         return {"m": [[_scalar(k), _encode(x, depth + 1), v.locs.get(k)] for k, x in v.items()], "at": v.loc}
     if type(v) is LocList:
-        locs = v.locs if len(v.locs) == len(v) else [None] * len(v)
-        return {"s": [[_encode(x, depth + 1), loc] for x, loc in zip(v, locs)], "at": v.loc}
+        if len(v.locs) != len(v):
+            raise _Uncacheable
+        return {"s": [[_encode(x, depth + 1), loc] for x, loc in zip(v, v.locs)], "at": v.loc}
     return _scalar(v)
 
 
