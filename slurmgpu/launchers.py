@@ -30,6 +30,8 @@ class PathArg(str):
 
 @dataclass(frozen=True)
 class Launcher:
+    """How one launcher (torchrun, megatron, vllm, ...) runs a program: its runner and entry point."""
+
     name: str
     runner: str
     summary: str

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -304,6 +303,8 @@ class PolicyRunner:
         return int(rc), [msgs[i] for i in range(1, len(msgs) + 1)]
 
     def _run_binary(self, desc: Mapping[str, Any], uid: Optional[int]) -> Dict[str, Any]:
+        import subprocess  # only this fallback runs a process: gen with lupa does not load it
+
         with tempfile.TemporaryDirectory(prefix="slurmgpu-check-") as tmp:
             Path(tmp, "job_submit.lua").write_text(self.text, encoding="utf-8")
             Path(tmp, "slurm_stub.lua").write_text(_lua_file("slurm_stub.lua"), encoding="utf-8")
@@ -360,6 +361,8 @@ def validate_lua(text: str, name: str = "filter") -> None:
         return
     luac = shutil.which("luac5.1")
     if luac:
+        import subprocess
+
         with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
             f.write(text)
         try:
@@ -486,6 +489,8 @@ def backup_file(target: Path) -> Path:
 
 @dataclass(frozen=True)
 class Installed:
+    """Where `admin install` put a filter, and whether slurm.conf already loads it."""
+
     path: str
     kind: str
     slurm_conf_line: str

@@ -170,6 +170,8 @@ def arg_lines(argv: Sequence[str]) -> List[str]:
 
 @dataclass(frozen=True)
 class Sbatch:
+    """The #SBATCH options of a script, resolved from site, layout and spec."""
+
     job_name: str
     nodes: int
     gpus_per_node: int
@@ -194,6 +196,8 @@ class Sbatch:
 
 @dataclass(frozen=True)
 class Launch:
+    """The launcher and its full program line, as the template prints it."""
+
     name: str
     runner: str
     summary: str
@@ -204,6 +208,8 @@ class Launch:
 
 @dataclass(frozen=True)
 class ContainerPlan:
+    """The container the job runs in (runtime, image, mounts), resolved for the site."""
+
     runtime: str  # pyxis | apptainer | none
     image: Optional[str] = None
     mounts: Tuple[str, ...] = ()
@@ -213,6 +219,8 @@ class ContainerPlan:
 
 @dataclass(frozen=True)
 class Requeue:
+    """Checkpoint-and-requeue before the time limit: how early and which signal."""
+
     grace: int
     signal: str  # forwarded to the program to ask for a checkpoint
 
@@ -256,6 +264,8 @@ class RenderRequest:
 
 @dataclass(frozen=True)
 class TemplateDir:
+    """One directory of the template search path and where it comes from."""
+
     path: str
     label: str  # --templates | repo | site | built-in
 
@@ -308,11 +318,9 @@ def cache_dir(environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
     """Where compiled templates are cached: $SLURMGPU_CACHE_DIR (empty: no cache), else
     $XDG_CACHE_HOME/slurmgpu or ~/.cache/slurmgpu. Jinja checks each template's source
     against the cached code, so an edited template is recompiled."""
-    env = os.environ if environ is None else environ
-    if "SLURMGPU_CACHE_DIR" in env:
-        return env["SLURMGPU_CACHE_DIR"] or None
-    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "slurmgpu")
+    from .cache import cache_dir as root  # one definition, shared with the parsed-YAML cache
+
+    return root(environ)
 
 
 def _bytecode_cache(kind: str) -> Any:
@@ -440,6 +448,8 @@ def layout_from_pins(node: NodeType, nodes: Optional[int], gpus: Optional[int],
 
 @dataclass(frozen=True)
 class Sizing:
+    """The layout a script is rendered for: planned (with the plan) or pinned."""
+
     layout: Layout
     plan: Any = None  # slurmgpu.plan.Plan when a model was planned
     model: Any = None
@@ -762,6 +772,8 @@ def about_lines(site: Site, node: NodeType, layout: Layout, launcher: Launcher, 
 
 @dataclass(frozen=True)
 class Generated:
+    """Everything `gen` produced: the script, its request, the sizing and the verdict."""
+
     script: str
     request: RenderRequest
     sizing: Sizing

@@ -49,6 +49,8 @@ Where = Tuple[str, Optional[int], Optional[int], str]
 
 @dataclass(frozen=True)
 class ContainerSpec:
+    """The container a job asks for (no runtime or image: the site's)."""
+
     runtime: Optional[str] = None  # None: the site's default runtime
     image: Optional[str] = None
     mounts: Tuple[str, ...] = ()
@@ -85,6 +87,8 @@ class SiteOverride:
 
 @dataclass(frozen=True)
 class JobSpec:
+    """A job as slurmgpu.yaml and the flags describe it, before planning."""
+
     name: Optional[str] = None
     model: Optional[str] = None
     task: str = "pretrain"
