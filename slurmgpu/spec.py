@@ -496,8 +496,6 @@ def for_site(spec: JobSpec, site: str, known: Sequence[str] = ()) -> Tuple[JobSp
     whose name is no built-in preset, not `site` and not in `known` is an error when the name is close
     to one of those (a typo: did-you-mean), else a warning: it may name a site file used elsewhere.
     """
-    import difflib
-
     from .site import preset_names
 
     names = sorted(set(preset_names()) | {site} | set(known))
@@ -510,6 +508,8 @@ def for_site(spec: JobSpec, site: str, known: Sequence[str] = ()) -> Tuple[JobSp
             continue
         if o.site in names:
             continue
+        import difflib  # only for a block naming no known site: not loaded on every run
+
         hint = difflib.get_close_matches(o.site, names, n=1, cutoff=0.75)
         if hint:
             issues.append(Issue(*o.where, "no site is called '%s' (did you mean '%s'?); the site in effect is %s" % (
