@@ -3,7 +3,7 @@
 # dependencies) and runs every test. The local Slurm cluster is started by the tests.
 PYTHON ?= python3
 
-.PHONY: test deps test-unit bench lint
+.PHONY: test deps test-unit bench lint lint-format lint-ruff lint-mypy lint-vermin lint-shell lint-lua
 
 test: deps
 	$(PYTHON) -m pytest -q
@@ -11,7 +11,7 @@ test: deps
 deps:
 	@if [ "$$(id -u)" = 0 ]; then bash contrib/testcluster/install-deps.sh; \
 	 else echo "not root: skipping Debian packages (cluster tests will be skipped unless already installed)"; fi
-	$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[test,e2e]'
+	$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[test,e2e,lint]'
 
 test-unit:
 	$(PYTHON) -m pytest -q -m "not cluster"
@@ -23,5 +23,36 @@ bench:
 	$(PYTHON) bench/submit_bench.py
 	$(PYTHON) bench/spank_bench.py
 
+# `make lint` runs every check below (also after one fails) and fails if any failed; the
+# same commands are the hooks in .pre-commit-config.yaml. Tools: `make deps` (ruff, mypy and
+# stubs from the `lint` extra; shellcheck and luacheck from install-deps.sh, as root).
+LINT_CHECKS = lint-format lint-ruff lint-mypy lint-vermin lint-shell lint-lua
+# Every shell script under contrib/ and .ci/: *.sh files and files with a sh/bash shebang.
+SHELL_SCRIPTS = $(shell find contrib .ci -type f \( -name '*.sh' -o -name '*.bash' -o -exec sh -c \
+	'head -n1 "$$1" | grep -qE "^\#!.*[/ ](ba|da|k)?sh([[:space:]]|$$)"' _ {} \; \) -print | sort)
+
 lint:
+	@failed=""; for t in $(LINT_CHECKS); do \
+	  echo "== $$t"; $(MAKE) --no-print-directory $$t || failed="$$failed $$t"; done; \
+	 if [ -n "$$failed" ]; then echo "make lint: FAILED:$$failed" >&2; exit 1; fi; \
+	 echo "make lint: all checks passed"
+
+lint-format:
+	$(PYTHON) -m ruff format --check --output-format concise . || { echo "run: ruff format . (see the diff with: ruff format --diff .)" >&2; exit 1; }
+
+lint-ruff:
+	$(PYTHON) -m ruff check .
+
+lint-mypy:
+	$(PYTHON) -m mypy slurmgpu
+
+lint-vermin:
 	vermin --no-tips --violations --eval-annotations -t=3.9- slurmgpu
+
+lint-shell:
+	@command -v shellcheck >/dev/null || { echo "shellcheck not found: run 'bash contrib/testcluster/install-deps.sh' as root" >&2; exit 1; }
+	shellcheck $(SHELL_SCRIPTS)
+
+lint-lua:
+	@command -v luacheck >/dev/null || { echo "luacheck not found: apt-get install lua-check, or run 'bash contrib/testcluster/install-deps.sh' as root" >&2; exit 1; }
+	luacheck --no-color -q contrib/lua

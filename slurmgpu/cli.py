@@ -5,6 +5,7 @@ Heavy modules (yaml, jinja2, psutil, lupa) are imported inside commands so that
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -448,8 +449,11 @@ _LAUNCHERS = vocab.LAUNCHERS
 _RUNTIMES = vocab.RUNTIMES
 
 
-def _job_options(f: Any) -> Any:
-    """The flags gen and submit share; each overrides one field of slurmgpu.yaml."""
+def _job_options(f: Any, skip: Any = ()) -> Any:
+    """The flags gen and submit share; each overrides one field of slurmgpu.yaml.
+
+    `skip` names parameters a command replaces with its own (diff takes --site twice, writes no script).
+    """
     opts = [
         click.argument("spec_file", metavar="[SPEC]", required=False, type=click.Path(dir_okay=False)),
         click.option("--site", "site_name", metavar="NAME|PATH", help="Site config (default: $SLURMGPU_SITE, "
@@ -481,13 +485,16 @@ def _job_options(f: Any) -> Any:
         click.option("--fsdp/--no-fsdp", default=None, help="The program shards with FSDP (changes "
                      "CUDA_DEVICE_MAX_CONNECTIONS)."),
         click.option("--weights", metavar="ID|PATH", help="Checkpoint a serving engine (vllm, sglang) loads."),
-        click.option("--image", help="Container image."),
+        click.option("--image", help="Container image (registry image or file; written in the site "
+                     "runtime's spelling)."),
         click.option("--container", type=click.Choice(_RUNTIMES), help="Container runtime (default: the site's)."),
-        click.option("--mount", "mounts", multiple=True, metavar="SRC:DST", help="Container mount (repeatable)."),
+        click.option("--mount", "mounts", multiple=True, metavar="SRC:DST",
+                     help="Container mount (repeatable); $USER, $HOME, $SCRATCH, $SLURM_JOB_ID expand on the node."),
         click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="Export in the job (repeatable)."),
         click.option("--sbatch", "sbatch", multiple=True, metavar="--OPT=VALUE",
                      help="Extra #SBATCH option (repeatable), e.g. --sbatch=--mail-type=END."),
-        click.option("--checkpoint-dir", metavar="DIR", help="Checkpoint directory (exported, created)."),
+        click.option("--checkpoint-dir", metavar="DIR", help="Checkpoint directory (exported, created); $USER, "
+                     "$HOME, $SCRATCH, $SLURM_JOB_ID expand on the node."),
         click.option("--preflight/--no-preflight", default=None, help="Run `slurmgpu preflight` on every node "
                      "before the launch (default: on)."),
         click.option("--requeue/--no-requeue", default=None, help="Checkpoint and requeue before the time limit."),
@@ -507,6 +514,8 @@ def _job_options(f: Any) -> Any:
     ]
     for opt in reversed(opts):
         f = opt(f)
+    if skip:
+        f.__click_params__ = [p for p in f.__click_params__ if p.name not in skip]
     return f
 
 
@@ -533,10 +542,9 @@ def _regen_command(ctx: click.Context) -> str:
     return "slurmgpu gen" + "".join(" " + shquote(a) for a in out)
 
 
-def _build_job(ctx: click.Context, kw: Any) -> Any:
-    """Spec file (or the repo's slurmgpu.yaml) + flags -> (site, spec, generated)."""
-    from .render import generate, search_path
-    from .spec import JobSpec, apply_overrides, find_repo, load_spec
+def _job_spec(ctx: Optional[click.Context], kw: Any) -> Any:
+    """The spec file (or the repo's slurmgpu.yaml) and the flags that override it -> (repo root, spec, flags)."""
+    from .spec import JobSpec, find_repo, load_spec
 
     spec_file = kw.pop("spec_file")
     root, found = find_repo(os.path.dirname(os.path.abspath(spec_file)) if spec_file else None)
@@ -548,11 +556,33 @@ def _build_job(ctx: click.Context, kw: Any) -> Any:
     else:
         spec = JobSpec()
     flags = dict(kw)
-    flags["parallel"] = {k: flags.pop(k) for k in vocab.PARALLEL_KEYS}
-    flags["output"], flags["error"] = flags.pop("log_output"), flags.pop("log_error")
-    flags["command"] = ctx.meta.get("slurmgpu.command")
-    spec = apply_overrides(spec, flags)
+    flags["parallel"] = {k: flags.pop(k, None) for k in vocab.PARALLEL_KEYS}
+    flags["output"], flags["error"] = flags.pop("log_output", None), flags.pop("log_error", None)
+    flags["command"] = ctx.meta.get("slurmgpu.command") if ctx is not None else None
+    return root, spec, flags
+
+
+def _spec_for_site(spec: Any, flags: Any, site: Any, known: Any = ()) -> Any:
+    """Precedence: flags > the spec's sites.<site> block > its top-level fields."""
+    from .spec import apply_overrides, for_site
+
+    spec, warnings = for_site(spec, site.name, known)
+    for w in warnings:
+        click.echo("warning: %s" % w, err=True)
+    if spec.site_override:
+        block = next(o for o in spec.sites if o.site == spec.site_override)
+        click.echo("slurmgpu: sites.%s from %s: %s" % (spec.site_override, spec.source,
+                                                        ", ".join(block.values) or "nothing"), err=True)
+    return apply_overrides(spec, flags)
+
+
+def _build_job(ctx: click.Context, kw: Any) -> Any:
+    """Spec file (or the repo's slurmgpu.yaml) + the site's block + flags -> (site, spec, generated)."""
+    from .render import generate, search_path
+
+    root, spec, flags = _job_spec(ctx, kw)
     site = _load_site(kw["site_name"])
+    spec = _spec_for_site(spec, flags, site)
     dirs = search_path(kw["templates_dir"], root, site)
     return site, spec, generate(site, spec, dirs, regen=_regen_command(ctx))
 
@@ -598,7 +628,8 @@ def gen_cmd(ctx: click.Context, out_file: Optional[str], as_json: bool, **kw: An
     """Write the batch script for a job: plan it, render it for the site, check it.
 
     SPEC is a slurmgpu.yaml (default: the repo's, if any); flags override its
-    fields. The program to launch goes after `--`, as with srun. The script goes
+    fields, and its sites.<name> block for the site in effect sits between the
+    two (docs/gen.md). The program to launch goes after `--`, as with srun. The script goes
     to standard output (or -o FILE), the plan summary to standard error. A layout
     whose tensor parallelism leaves an NVLink domain is refused (exit 1) with the
     submit filter's message and the planner's suggestion.
@@ -677,6 +708,63 @@ def submit_cmd(ctx: click.Context, out_file: Optional[str], as_json: bool, test_
             click.echo(job_id)
 
 
+@main.command("diff", cls=_CommandWithProgram)
+@click.option("--site", "sites", multiple=True, required=True, metavar="NAME|PATH",
+              help="A site to compare (give it twice or more: --site A --site B).")
+@click.option("--all", "show_all", is_flag=True, help="Also show the values that are the same on every site.")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows, warnings, errors and each site's render "
+              "request as JSON.")
+@functools.partial(_job_options, skip=("site_name", "out_file", "as_json"))
+@click.pass_context
+def diff_cmd(ctx: click.Context, sites: Any, show_all: bool, as_json: bool, **kw: Any) -> None:
+    """Show what changes when the same job is generated for other sites.
+
+    Takes the spec (SPEC, else the repo's slurmgpu.yaml) and the flags `gen` takes, applies
+    each site's `sites.<name>` block, plans and renders the job for every --site, and lines
+    up what differs: node count and layout (TP/PP/DP...), the #SBATCH values (GPU request,
+    partition, account, ...), the NCCL/RCCL environment, the container and the launch.
+
+    Exit status: 0 when the job generates on every site; otherwise that of `gen` for the
+    failing site (1 refused by the site's policy, 2 cannot be planned or a bad input),
+    with the other columns still shown.
+
+    \b
+    Examples:
+      slurmgpu diff --site dgx-h100 --site perlmutter
+      slurmgpu diff --site dgx-h100 --site lumi-g --model llama3-70b --launcher megatron --nodes 8
+      slurmgpu diff --site dgx-h100 --site perlmutter --site lumi-g slurmgpu.yaml --all
+      slurmgpu diff --site perlmutter --site my-cluster.yaml --json | jq '.rows[] | select(.same | not)'
+    """
+    from .render import generate, search_path
+    from .sitediff import Column, compare, render_text
+
+    if len(sites) < 2:
+        raise click.UsageError("give at least two sites to compare: --site A --site B")
+    root, spec, flags = _job_spec(ctx, kw)
+    loaded = [_load_site(name) for name in sites]
+    known = [x.name for x in loaded]
+    columns = []
+    for site_obj in loaded:
+        site_spec = _spec_for_site(spec, flags, site_obj, known)
+        dirs = search_path(kw["templates_dir"], root, site_obj)
+        try:
+            gen = generate(site_obj, site_spec, dirs, regen="")
+        except SlurmgpuError as exc:
+            columns.append(Column(site=site_obj.name, error=str(exc), exit_code=exc.exit_code))
+            continue
+        columns.append(Column(site=site_obj.name, request=gen.request, warnings=gen.warnings))
+    shown = spec.source
+    if shown and not os.path.relpath(shown).startswith(".."):
+        shown = os.path.relpath(shown)
+    d = compare(columns, spec=shown)
+    if as_json:
+        _emit_json(d.to_dict())
+    else:
+        click.echo(render_text(d, show_all=show_all), nl=False)
+    if d.exit_code:
+        sys.exit(d.exit_code)
+
+
 @main.command("init")
 @click.option("--site", "site_name", metavar="NAME|PATH", help="Site to check the spec against (not stored).")
 @click.option("--model", help="Model to plan for (catalogue name or size).")
@@ -696,17 +784,22 @@ def init_cmd(site_name: Optional[str], model: Optional[str], launcher: Optional[
     """Scaffold slurmgpu.yaml and .slurmgpu/templates/ in a research repo.
 
     Asks for what is missing only on a terminal and only when no job flag was
-    given; the program to launch may follow `--`.
+    given; the program to launch may follow `--`. Launchers that need a program
+    (torchrun, srun, deepspeed, accelerate) get `command: [train.py]` when none
+    is given: a placeholder to edit, so that `slurmgpu gen` works at once.
 
     \b
     Examples:
       slurmgpu init --launcher torchrun -- train.py --config configs/base.yaml
+      slurmgpu init --model llama3-8b --launcher torchrun && slurmgpu gen -o job.sbatch
       slurmgpu init --model llama3-70b --launcher megatron --nodes 2 --image nvcr.io#nvidia/nemo:24.07
       slurmgpu init -y
     """
+    import shlex
     from pathlib import Path
 
-    from .spec import REPO_DIR, SPEC_FILE, load_spec, scaffold
+    from .launchers import get_launcher
+    from .spec import PLACEHOLDER_PROGRAM, REPO_DIR, SPEC_FILE, load_spec, scaffold
 
     root = Path(directory).resolve()
     if not root.is_dir():
@@ -715,13 +808,20 @@ def init_cmd(site_name: Optional[str], model: Optional[str], launcher: Optional[
     if target.exists() and not force:
         raise SlurmgpuError("%s exists; use --force to replace it" % target)
     ask = not yes and sys.stdin.isatty() and not any((model, launcher, nodes, name, command))
+    command = tuple(command)
     if ask:
         launcher = click.prompt("Launcher", default="torchrun", type=click.Choice(_LAUNCHERS))
         model = click.prompt("Model (catalogue name or size; empty: none)", default="", show_default=False) or None
         name = click.prompt("Job name", default=root.name)
+        if not get_launcher(launcher).default_entry:
+            command = tuple(shlex.split(click.prompt("Program and its arguments", default=PLACEHOLDER_PROGRAM)))
+    launcher = launcher or "torchrun"
+    placeholder = not command and not get_launcher(launcher).default_entry
+    if placeholder:
+        command = (PLACEHOLDER_PROGRAM,)
     site = _load_site(site_name, quiet=True)
-    text = scaffold(name=name or root.name, site=site.name, launcher=launcher or "torchrun", model=model,
-                    nodes=nodes, command=tuple(command), time=time, image=image)
+    text = scaffold(name=name or root.name, site=site.name, launcher=launcher, model=model,
+                    nodes=nodes, command=command, time=time, image=image, placeholder=placeholder)
     (root / REPO_DIR / "templates").mkdir(parents=True, exist_ok=True)
     readme = root / REPO_DIR / "README.md"
     if not readme.exists():
@@ -730,8 +830,16 @@ def init_cmd(site_name: Optional[str], model: Optional[str], launcher: Optional[
                           encoding="utf-8")
     _write_atomic(str(target), text)
     load_spec(str(target))  # what init writes must load
-    click.echo("slurmgpu: wrote %s and %s/; next: slurmgpu gen --site %s" % (target, root / REPO_DIR, site.name),
-               err=True)
+    click.echo("slurmgpu: wrote %s and %s/" % (target, root / REPO_DIR), err=True)
+    if placeholder and not (root / PLACEHOLDER_PROGRAM).exists():
+        click.echo("slurmgpu: command: %s is a placeholder (there is no %s in %s yet): put your program in "
+                   "`command:` in %s" % (PLACEHOLDER_PROGRAM, PLACEHOLDER_PROGRAM, root, SPEC_FILE), err=True)
+    nxt = ["slurmgpu", "gen"]
+    if root != Path.cwd().resolve():
+        nxt.append(str(target))
+    if site_name:  # the site is not stored in the spec
+        nxt += ["--site", site_name]
+    click.echo("next: %s -o job.sbatch" % " ".join(shlex.quote(a) for a in nxt), err=True)
 
 
 @main.group("templates", cls=_Group)
@@ -897,10 +1005,11 @@ def models_cmd(as_json: bool) -> None:
 @click.option("--params", metavar="SIZE", help="A model of this many parameters (e.g. 13B); shape estimated.")
 @click.option("--site", "site_name", metavar="NAME|PATH", help="Site config (default: $SLURMGPU_SITE, "
               "/etc/slurmgpu/site.yaml, ~/.config/slurmgpu/site.yaml, then dgx-h100).")
-@click.option("--partition", help="Partition (default: the site's).")
-@click.option("--task", default="pretrain", show_default=True,
-              type=click.Choice(vocab.TASKS),
-              help="What to size for; finetune is full fine-tuning.")
+@click.option("--spec", "spec_file", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Job spec to plan (default: the repo's slurmgpu.yaml, if any); flags override its fields.")
+@click.option("--partition", help="Partition (default: the spec's, else the site's).")
+@click.option("--task", type=click.Choice(vocab.TASKS),
+              help="What to size for; finetune is full fine-tuning (default: the spec's, else pretrain).")
 @click.option("--gpus", type=int, help="Plan for exactly this many GPUs.")
 @click.option("--nodes", type=int, help="Plan for exactly this many whole nodes.")
 @click.option("--seq", type=int, help="Sequence length (inference: context length). Default: the model's.")
@@ -909,7 +1018,8 @@ def models_cmd(as_json: bool) -> None:
 @click.option("--tokens", metavar="N", help="Training tokens (e.g. 15T): prints the time to train and how it "
               "scales with more nodes.")
 @click.option("--target-days", type=float, help="With --tokens: the smallest node count that trains in time.")
-@click.option("--precision", default="bf16", show_default=True, type=click.Choice(vocab.PRECISIONS))
+@click.option("--precision", type=click.Choice(vocab.PRECISIONS),
+              help="Number format (default: the spec's, else bf16).")
 @click.option("--optimizer", default="adam", show_default=True, type=click.Choice(["adam", "adam8bit", "sgd"]),
               help="Optimizer state: adam is 12 B/param on top of 16-bit weights and gradients.")
 @click.option("--zero", type=click.IntRange(0, 3), help="ZeRO stage over DP (default: distributed "
@@ -925,9 +1035,10 @@ def models_cmd(as_json: bool) -> None:
 @click.option("--diagram", is_flag=True, help="Draw the nodes and GPUs with TP/PP/DP groups.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (keys tp, pp, dp, cp, ep, "
               "nodes, gpus_per_node, micro_batch, memory_per_gpu_gb, alternatives, ...).")
-def plan_cmd(model_ref: Optional[str], params: Optional[str], site_name: Optional[str], partition: Optional[str],
-             task: str, gpus: Optional[int], nodes: Optional[int], seq: Optional[int],
-             global_batch: Optional[int], tokens: Optional[str], target_days: Optional[float], precision: str,
+def plan_cmd(model_ref: Optional[str], params: Optional[str], site_name: Optional[str], spec_file: Optional[str],
+             partition: Optional[str], task: Optional[str], gpus: Optional[int], nodes: Optional[int],
+             seq: Optional[int], global_batch: Optional[int], tokens: Optional[str], target_days: Optional[float],
+             precision: Optional[str],
              optimizer: str, zero: Optional[int], recompute: Optional[str], tp: Optional[int],
              pp: Optional[int], dp: Optional[int], cp: Optional[int], ep: Optional[int],
              micro_batch: Optional[int], diagram: bool, as_json: bool) -> None:
@@ -935,33 +1046,38 @@ def plan_cmd(model_ref: Optional[str], params: Optional[str], site_name: Optiona
 
     Without --gpus/--nodes it finds the smallest allocation that fits. Pin any degree
     (--tp, --pp, ...) to have your layout checked and compared with the best one.
+    In a repo with slurmgpu.yaml (or with --spec FILE) it plans that job, as `gen`
+    would, with the site's sites.<name> block applied; flags override the spec.
 
     \b
     Examples:
       slurmgpu plan --model llama3-70b --nodes 2
+      slurmgpu plan --spec slurmgpu.yaml --site perlmutter
       slurmgpu plan --model llama3-70b --task lora --nodes 2 --diagram
       slurmgpu plan --model llama3.1-405b --tokens 15T --target-days 60
       slurmgpu plan --params 13B --task finetune --site perlmutter --json
       slurmgpu plan --model llama3-70b --nodes 2 --task inference --tp 8 --pp 2
     """
     from .errors import PlanError
-    from .plan import PlanRequest, format_plan, make_plan
+    from .plan import format_plan, make_plan
+    from .render import plan_request
     from .schema import parse_size
 
-    if bool(model_ref) == bool(params):
+    if model_ref and params:
         raise click.UsageError("give --model NAME|FILE or --params SIZE (one of them)")
-    model = _plan_model(model_ref, params)
-    n_tokens = None
-    if tokens is not None:
-        n_tokens = parse_size(tokens)
-        if n_tokens is None:
-            raise PlanError("--tokens expects a count such as 15T, 2e12 or 300B, got %r" % tokens)
-    pins = {k: v for k, v in (("tp", tp), ("pp", pp), ("dp", dp), ("cp", cp), ("ep", ep),
-                              ("micro_batch", micro_batch)) if v is not None}
+    if tokens is not None and parse_size(tokens) is None:
+        raise PlanError("--tokens expects a count such as 15T, 2e12 or 300B, got %r" % tokens)
+    _root, spec, flags = _job_spec(None, dict(
+        spec_file=spec_file, model=model_ref, partition=partition, task=task, gpus=gpus, nodes=nodes, seq=seq,
+        global_batch=global_batch, tokens=tokens, precision=precision, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep,
+        micro_batch=micro_batch))
     site_obj = _load_site(site_name)
-    req = PlanRequest(model=model, task=task, partition=partition, gpus=gpus, nodes=nodes, seq=seq,
-                      global_batch=global_batch, precision=precision, tokens=n_tokens, pins=pins, zero=zero,
-                      recompute=recompute, optimizer=optimizer, target_days=target_days)
+    spec = _spec_for_site(spec, flags, site_obj)
+    if not params and not spec.model:
+        raise click.UsageError("give --model NAME|FILE or --params SIZE (or model: in slurmgpu.yaml)")
+    model = _plan_model(None if params else spec.model, params)
+    req = plan_request(site_obj, spec, model, zero=zero, recompute=recompute, optimizer=optimizer,
+                       target_days=target_days)
     plan = make_plan(site_obj, req)
     if as_json:
         out = plan.to_dict()
@@ -1051,6 +1167,8 @@ def check_cmd(site_name: Optional[str], partition: Optional[str], as_json: bool,
             click.echo("error: %s" % msg)
         for msg in verdict.warnings:
             click.echo("warning: %s" % msg)
+        for msg in verdict.notes:
+            click.echo("warning: %s" % msg)
         lay = verdict.layout
         if verdict.exempt:
             how = "exempt from the policy"
@@ -1079,25 +1197,59 @@ def admin() -> None:
     """
 
 
+def _cluster_check(s: Any, skip: bool, slurm_conf: Optional[str] = None) -> None:
+    """Refuse a site whose partitions do not match the live cluster's; warn when scontrol
+    cannot reach a cluster (the filter is then rendered unchecked)."""
+    if skip:
+        click.echo("slurmgpu: partitions of site %s not checked against the cluster (--no-cluster-check)"
+                   % s.name, err=True)
+        return
+    from .cluster_check import check_site_partitions
+    from .errors import Refused
+    from .runner import SubprocessRunner
+
+    res = check_site_partitions(s, SubprocessRunner({"SLURM_CONF": slurm_conf} if slurm_conf else None))
+    if not res.reachable:
+        click.echo("warning: %s" % res.summary(), err=True)
+    elif not res.ok:
+        raise Refused("error: " + res.problem())
+    else:
+        click.echo("slurmgpu: %s" % res.summary(), err=True)
+
+
+_NO_CLUSTER_CHECK = click.option(
+    "--no-cluster-check", is_flag=True,
+    help="Do not compare the site's partitions with the live cluster's (scontrol show partition); "
+         "for a site rendered on another cluster.")
+
+
 @admin.command("render-filter")
 @click.option("--site", "site_name", metavar="NAME|PATH", help="Site config (default: the site in effect).")
 @click.option("--kind", type=click.Choice(["job_submit", "cli_filter", "spank"]), required=True,
               help="job_submit.lua (slurmctld, the enforcement), cli_filter.lua (sbatch/salloc/srun) "
                    "or slurmgpu_spank.lua (the SPANK launch guard, every srun step).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
-def admin_render_filter(site_name: Optional[str], kind: str, output: Optional[str]) -> None:
+@_NO_CLUSTER_CHECK
+def admin_render_filter(site_name: Optional[str], kind: str, output: Optional[str], no_cluster_check: bool) -> None:
     """Print the filter with the site's topology baked in (deterministic, Lua 5.1).
+
+    Where scontrol reaches a cluster, the site's partitions must match the cluster's: a
+    site partition the cluster lacks, or a cluster partition with GPUs the site does not
+    describe, is refused (exit 1) with both lists, since the filter would check no job
+    there. Without a reachable cluster a warning says the check was not done.
 
     \b
     Examples:
       slurmgpu admin render-filter --site my-cluster.yaml --kind job_submit -o job_submit.lua
       slurmgpu admin render-filter --site dgx-h100 --kind cli_filter | less
       slurmgpu admin render-filter --site dgx-h100 --kind spank -o /etc/slurm/slurmgpu_spank.lua
+      slurmgpu admin render-filter --site other.yaml --kind job_submit --no-cluster-check
     """
     from .policy import render_filter
 
     s = _load_site(site_name, quiet=output is None)
     text = render_filter(s, kind)
+    _cluster_check(s, no_cluster_check)
     if output is None:
         click.echo(text, nl=False)
         return
@@ -1107,33 +1259,83 @@ def admin_render_filter(site_name: Optional[str], kind: str, output: Optional[st
 
 
 @admin.command("install")
-@click.option("--site", "site_name", metavar="NAME|PATH", help="Site config (default: the site in effect).")
+@click.option("--site", "site_name", metavar="NAME|PATH",
+              help="Site config: required here (or $SLURMGPU_SITE, or /etc/slurmgpu/site.yaml).")
 @click.option("--conf-dir", type=click.Path(file_okay=False), default=None,
               help="Directory of slurm.conf (default: that of $SLURM_CONF, else /etc/slurm).")
 @click.option("--kind", type=click.Choice(["job_submit", "cli_filter", "spank", "all"]), default="job_submit",
               show_default=True, help="Which filter(s) to install.")
-def admin_install(site_name: Optional[str], conf_dir: Optional[str], kind: str) -> None:
+@click.option("--force", is_flag=True,
+              help="Replace a filter that slurmgpu did not write (a backup is kept beside it).")
+@click.option("--dry-run", is_flag=True, help="Show the diff of what would change; write nothing.")
+@click.option("--allow-preset", is_flag=True,
+              help="Install a built-in preset (an example site) as this cluster's policy.")
+@_NO_CLUSTER_CHECK
+def admin_install(site_name: Optional[str], conf_dir: Optional[str], kind: str, force: bool, dry_run: bool,
+                  allow_preset: bool, no_cluster_check: bool) -> None:
     """Install the rendered filter next to slurm.conf, atomically, with a newer mtime.
 
     slurmctld 22.05 reloads job_submit.lua only when its mtime is newer than the last load
     (not on `scontrol reconfigure`); this command guarantees that. It prints the slurm.conf
     line to add if it is missing.
 
+    Safety: the site must be named (--site, $SLURMGPU_SITE or /etc/slurmgpu/site.yaml;
+    built-in presets need --allow-preset); its partitions must match the cluster's when
+    scontrol reaches it (see render-filter); a filter that slurmgpu did not write is
+    refused, with the diff, unless --force. A replaced file that changes is kept as
+    NAME.bak-YYYYmmddTHHMMSS beside it. Exit status: 0 installed, 1 refused (nothing
+    written), 2 usage or input error.
+
     \b
     Examples:
       slurmgpu admin install --site /etc/slurmgpu/site.yaml
       slurmgpu admin install --site my-cluster.yaml --conf-dir /etc/slurm --kind all
+      slurmgpu admin install --site my-cluster.yaml --dry-run       # the diff, nothing written
+      slurmgpu admin install --site my-cluster.yaml --force         # replace a hand-written filter
       slurmgpu admin install --site my-cluster.yaml --kind spank   # see docs/admin-spank.md
     """
-    from .policy import install_filter
+    from .errors import Refused
+    from .policy import install_filter, install_site_problem, plan_install
+    from .site import load_site, site_search
 
-    s = _load_site(site_name)
+    path, why = site_search(site_name, os.environ)
+    problem = install_site_problem(path, why, allow_preset=allow_preset)
+    if problem:
+        raise Refused(problem)
+    s = load_site(path)
+    click.echo("slurmgpu: site %s (%s: %s)" % (s.name, why, path), err=True)
     if conf_dir is None:
         conf_dir = os.path.dirname(os.environ["SLURM_CONF"]) if os.environ.get("SLURM_CONF") else "/etc/slurm"
+    conf_file = os.path.join(conf_dir, "slurm.conf")
+    _cluster_check(s, no_cluster_check, conf_file if os.path.isfile(conf_file) else None)
     kinds = ["job_submit", "cli_filter", "spank"] if kind == "all" else [kind]
-    for k in kinds:
-        res = install_filter(s, conf_dir, k)
-        click.echo("installed %s (%s for site %s%s)" % (res.path, k, s.name, ", replaced the old one" if res.replaced else ""))
+    plans = [plan_install(s, conf_dir, k) for k in kinds]  # all checked before anything is written
+    if dry_run:
+        for p in plans:
+            if p.changes:
+                click.echo(p.diff(), nl=False)
+            click.echo("%s: %s" % (p.path, "would be created" if p.existing is None else
+                                   "unchanged (the mtime would be made newer)" if not p.changes else
+                                   "would be replaced; it was not written by slurmgpu (needs --force)"
+                                   if p.foreign else "would be replaced"), err=True)
+        return
+    foreign = [p for p in plans if p.foreign]
+    if foreign and not force:
+        for p in foreign:
+            click.echo(p.diff(), nl=False)
+        raise Refused("%s %s not written by slurmgpu (no `slurmgpu admin render-filter` header): a "
+                      "site's own filter. Nothing was installed; the diff above shows what would change. "
+                      "Re-run with --force to replace it (a backup is kept beside it)."
+                      % (", ".join(p.path for p in foreign), "was" if len(foreign) == 1 else "were"))
+    for p in plans:
+        k = p.kind
+        res = install_filter(s, conf_dir, k, force=force, plan=p)
+        if res.backup:
+            click.echo("slurmgpu: kept the old %s%s as %s" % (
+                res.path, " (not written by slurmgpu)" if res.foreign else "", res.backup), err=True)
+        click.echo("installed %s (%s for site %s%s)" % (
+            res.path, k, s.name, "" if not res.replaced else ", replaced the old one" if p.changes else
+            ", unchanged, newer mtime"))
         if k == "spank":
             click.echo("  plugstack.conf %s: %s" % ("already loads it" if res.conf_has_line else "needs", res.slurm_conf_line))
             click.echo("  the plugin: make -C contrib/spank install; the .so and this file must be on every"

@@ -13,7 +13,12 @@ class SlurmgpuError(Exception):
 
 @dataclass(frozen=True)
 class Issue:
-    """One located problem in an input file."""
+    """One located problem: `file[:line[:col]]: field: message`.
+
+    `file` is where the value came from (a file, or a flag such as --time); it is empty
+    for a value checked after the spec and the flags were merged, and then only the field
+    is printed. The field is never printed twice.
+    """
 
     file: str
     line: Optional[int]
@@ -23,12 +28,14 @@ class Issue:
 
     def __str__(self) -> str:
         where = self.file
-        if self.line is not None:
+        if where and self.line is not None:
             where += ":%d" % self.line
             if self.col is not None:
                 where += ":%d" % self.col
-        field = (self.path + ": ") if self.path else ""
-        return "%s: %s%s" % (where, field, self.message)
+        parts = [p for p in (where, self.path) if p]
+        if len(parts) == 2 and parts[0] == parts[1]:
+            parts = parts[:1]
+        return ": ".join(parts + [self.message])
 
 
 class ConfigError(SlurmgpuError):
@@ -55,3 +62,10 @@ class TemplateError(SlurmgpuError):
 
 class SlurmError(SlurmgpuError):
     """A Slurm command failed or is missing."""
+
+
+class Refused(SlurmgpuError):
+    """An admin action refused for safety (a hand-written file in the way, no explicit site,
+    a site that does not match the cluster); exit 1, nothing written."""
+
+    exit_code = 1

@@ -22,6 +22,8 @@ _BLACKWELL = re.compile(r"(?i)(\bG?B[0-9]{3}\b|blackwell)")
 
 @dataclass(frozen=True)
 class EnvVar:
+    """One variable the job exports for the fabric, with the reason it is set."""
+
     name: str
     value: str
     why: str
@@ -29,6 +31,8 @@ class EnvVar:
 
 @dataclass(frozen=True)
 class FabricEnv:
+    """The NCCL/RCCL environment a node type's fabric needs, each variable with its reason."""
+
     kind: str  # infiniband | roce | efa | slingshot | ethernet
     vendor: str  # nvidia | amd
     library: str  # NCCL | RCCL (RCCL reads the NCCL_* names)

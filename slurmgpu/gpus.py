@@ -19,6 +19,8 @@ from typing import Dict, List, Optional, Tuple
 
 @dataclass(frozen=True)
 class GpuFacts:
+    """Datasheet facts for one GPU model, with where each figure comes from."""
+
     key: str  # canonical GRES type name, e.g. "h100"
     model: str  # what the site config calls it (gpu_model)
     vendor: str  # nvidia | amd
@@ -168,8 +170,9 @@ def lookup(name: Optional[str]) -> Optional[GpuFacts]:
     if not n:
         return None
     hit = None
+    words = "_%s_" % n  # an alias matches whole '_'-separated words (no regex per alias to compile)
     for alias, facts in _candidates():
-        if re.search(r"(?:^|_)%s(?=$|_)" % re.escape(alias), n):
+        if "_%s_" % alias in words:
             hit = facts
             break
     if hit is None:
@@ -184,7 +187,3 @@ def lookup(name: Optional[str]) -> Optional[GpuFacts]:
                           unverified=tuple(u for u in hit.unverified if u != "gpu_memory_gb"))
             break
     return hit
-
-
-def known_types() -> List[str]:
-    return sorted(GPU_TABLE)

@@ -13,9 +13,6 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .errors import ConfigError, Issue
 
-NO_VAL = 4294967294
-NO_VAL16 = 65534
-
 # sbatch's long options (getopt_long accepts any unambiguous prefix of these).
 _LONG = (
     "account acctg-freq array batch bb bbf begin burst-buffer chdir cluster-constraint clusters "

@@ -22,8 +22,17 @@ from .vocab import LAUNCHERS as LAUNCHER_NAMES
 RUNNERS = ("torchrun", "deepspeed", "accelerate", "direct", "server")
 
 
+class PathArg(str):
+    """A program argument that is a path from the spec or site (the checkpoint directory):
+    the templates quote it with `shpath`, so $USER, $SCRATCH, ... expand on the node."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
 class Launcher:
+    """How one launcher (torchrun, megatron, vllm, ...) runs a program: its runner and entry point."""
+
     name: str
     runner: str
     summary: str
@@ -150,7 +159,7 @@ def layout_args(launcher: Launcher, layout: Layout, opts: Options, user_argv: Se
         if opts.checkpoint_dir:
             for flag in ("--save", "--load"):
                 if flag not in given:
-                    out += [flag, opts.checkpoint_dir]
+                    out += [flag, PathArg(opts.checkpoint_dir)]
         if opts.requeue and opts.checkpoint_signal == "TERM" and "--exit-signal-handler" not in given:
             out.append("--exit-signal-handler")
         return tuple(out)
@@ -187,7 +196,7 @@ def weights_args(launcher: Launcher, weights: Optional[str]) -> Tuple[str, ...]:
     if not launcher.needs_weights:
         return ()
     if not weights:
-        raise ConfigError([Issue("weights", None, None, "weights",
+        raise ConfigError([Issue("", None, None, "weights",
                                  "launcher %s serves a checkpoint: give it with --weights (a Hugging Face id or a "
                                  "path, e.g. --weights meta-llama/Llama-3.1-70B-Instruct) or `weights:` in "
                                  "slurmgpu.yaml" % launcher.name)])

@@ -11,6 +11,8 @@ from typing import Dict, List
 
 @dataclass(frozen=True)
 class Layout:
+    """A parallel layout: TP x PP x DP x CP (EP inside DP), micro-batch, nodes x GPUs."""
+
     tp: int = 1
     pp: int = 1
     dp: int = 1

@@ -7,7 +7,6 @@ tests check them against the published totals.
 """
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import re
@@ -245,6 +244,8 @@ def get_model(ref: str) -> ModelSpec:
     hit = _by_key().get(_key(ref))
     if hit is not None:
         return hit
+    import difflib  # only for a mistake: not loaded on every run
+
     names = [m.name for m in _CATALOGUE] + list(_ALIASES)
     hint = difflib.get_close_matches(ref.lower(), names, n=1, cutoff=0.5)
     msg = "unknown model '%s'%s; known: %s (or give a YAML file, or --params 13B)" % (

@@ -48,6 +48,8 @@ LINK_WORDS = {"nvlink": "NVLink", "xgmi": "Infinity Fabric", "pcie": "PCIe"}
 
 @dataclass(frozen=True)
 class PlanRequest:
+    """What to plan: the model, the task, the allocation or its bounds, and the user's pins."""
+
     model: ModelSpec
     task: str = "pretrain"
     partition: Optional[str] = None
@@ -66,6 +68,8 @@ class PlanRequest:
 
 @dataclass(frozen=True)
 class Alternative:
+    """A runner-up layout and why the chosen one beat it."""
+
     layout: Layout
     memory_per_gpu_gb: float
     step_time_s: float
@@ -85,6 +89,8 @@ class Alternative:
 
 @dataclass(frozen=True)
 class Rejection:
+    """A layout (or a whole TP/PP choice) the planner ruled out, and why."""
+
     scope: str  # "TP=16" or a whole layout
     reason: str
     kind: str  # rule | memory | batch
@@ -95,6 +101,8 @@ class Rejection:
 
 @dataclass(frozen=True)
 class ScalePoint:
+    """Throughput and time to train at one allocation size (the scaling table)."""
+
     nodes: int
     gpus: int
     layout: str
@@ -108,6 +116,8 @@ class ScalePoint:
 
 @dataclass(frozen=True)
 class Plan:
+    """The planner's answer: a layout with its memory, step time, traffic and reasons."""
+
     site: str
     partition: str
     layout: Layout
@@ -174,6 +184,8 @@ def _r(x: float) -> float:
 
 @dataclass(frozen=True)
 class Hardware:
+    """The planner's view of one partition: peak FLOP/s and the bandwidths of each link."""
+
     site: str
     partition: Partition
     nt: NodeType
@@ -387,6 +399,8 @@ def _layout_rules(hw: Hardware, model: ModelSpec, lay: Layout, seq: int) -> List
 
 @dataclass(frozen=True)
 class _Cand:
+    """One evaluated layout inside a search: cost model figures, before ranking."""
+
     layout: Layout
     memory: MemoryBreakdown
     step: float
@@ -730,6 +744,8 @@ def _divisors(n: int) -> List[int]:
 
 @dataclass
 class _Result:
+    """What one search over an allocation found: ranked layouts, rejections, misses."""
+
     ranked: List[_Cand]
     rejected: List[Rejection]
     misses: List[Tuple[float, Layout, MemoryBreakdown]]  # layouts that did not fit, leanest first

@@ -38,7 +38,6 @@ FIXTURE_ENV = "SLURMGPU_PROBE_FIXTURE"
 DEFAULT_PORT = 29500
 DEFAULT_MIN_FREE_GB = SitePreflight.min_free_gb  # the site config's defaults, one place
 DEFAULT_BANDWIDTH_FRACTION = SitePreflight.min_bandwidth_fraction
-STATUSES = ("fail", "warn", "ok", "skip")
 SHOWN_WHEN_OK = ("bandwidth",)  # checks whose passing result is a measurement worth a row
 
 
@@ -436,7 +435,8 @@ def port_free(port: int, host: str = "") -> Optional[str]:
 def check_rendezvous(node: str, environ: Mapping[str, str], opts: Options) -> List[CheckResult]:
     out = []
     addr = environ.get("MASTER_ADDR")
-    fix_addr = "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1) in the batch script"
+    fix_addr = ("hosts=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); MASTER_ADDR=${hosts%%$'\\n'*} in the "
+                "batch script (not `| head -n1`: under pipefail it dies of SIGPIPE on long host lists)")
     if addr:
         try:
             socket.getaddrinfo(addr, None)
@@ -478,7 +478,9 @@ def check_checkpoint(node: str, site: Any, environ: Mapping[str, str], opts: Opt
     raw = opts.checkpoint_dir or environ.get("SLURMGPU_CHECKPOINT_DIR") or site.checkpoint_dir
     if not raw:
         return []
-    path = os.path.expanduser(_expand(raw, environ))
+    from .render import expand_path
+
+    path = expand_path(raw, environ)  # as the job script expands it: only the path variables
     probe_at = path
     while not os.path.exists(probe_at):
         parent = os.path.dirname(probe_at)
@@ -495,10 +497,6 @@ def check_checkpoint(node: str, site: Any, environ: Mapping[str, str], opts: Opt
         return [CheckResult(node, "checkpoint", "fail", found, want,
                             "free space on that file system or choose another checkpoint directory")]
     return [_ok(node, "checkpoint", found, want)]
-
-
-def _expand(text: str, environ: Mapping[str, str]) -> str:
-    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: environ.get(m.group(1) or m.group(2), m.group(0)), text)
 
 
 def local_addresses() -> Dict[str, List[str]]:

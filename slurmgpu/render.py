@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from . import __version__
 from .errors import ConfigError, Issue, PlanError, PolicyRejection, TemplateError
 from .fabric import FabricEnv, fabric_env
-from .launchers import Launcher, Options, get_launcher
+from .launchers import Launcher, Options, PathArg, get_launcher
 from .layout import Layout
 from .site import NodeType, Site, preset_dir
 
@@ -29,7 +29,7 @@ REPO_TEMPLATES = os.path.join(".slurmgpu", "templates")
 # ---------------------------------------------------------------------------
 # Shell and sbatch quoting (also the template filters)
 
-_SAFE = re.compile(r"^[A-Za-z0-9_@%+:,./-][A-Za-z0-9_@%+=:,./-]*$")
+_SAFE = re.compile(r"^[A-Za-z0-9_@%+:,./-][A-Za-z0-9_@%+=:,./-]*\Z")  # \Z: "$" would let a final newline through
 _CTRL = re.compile(r"[\x00-\x1f\x7f]")
 _SBATCH_SPECIAL = re.compile(r"[\\\"'#\s]")
 _SBATCH_QUOTE = re.compile(r"[\\\"'\s]")
@@ -67,6 +67,50 @@ def shquote(value: Any) -> str:
     return "$'" + "".join(out) + "'"
 
 
+# The variables a path may use; the job's shell expands them on the compute node. Nothing
+# else in any user value expands (docs/gen.md, "Paths").
+PATH_VARS = ("USER", "HOME", "SCRATCH", "SLURM_JOB_ID")
+_PATH_VAR = re.compile(r"\$(?:\{(%s)\}|(%s)(?![A-Za-z0-9_]))" % ("|".join(PATH_VARS), "|".join(PATH_VARS)))
+_DQ_UNSAFE = re.compile(r'[$`"\\!\x00-\x1f\x7f]')
+
+
+def expand_path(text: str, environ: Mapping[str, str]) -> str:
+    """What the job's shell makes of a path value: each $VAR / ${VAR} of PATH_VARS replaced from
+    `environ` (left as written when unset there), everything else as written."""
+    return _PATH_VAR.sub(lambda m: environ.get(m.group(1) or m.group(2), m.group(0)), text)
+
+
+def shpath(value: Any) -> str:
+    """One bash word for a path: $USER, $HOME, $SCRATCH and $SLURM_JOB_ID (also as ${...})
+    expand when the script runs; every other character stays literal, as with `shquote`.
+
+    '/scratch/$USER/ckpt' -> "/scratch/${USER}/ckpt"; a value with no such variable is
+    quoted exactly as by `shquote`. An unset variable stops the job (`set -u`) instead of
+    writing to a truncated path.
+    """
+    s = str(value)
+    pieces: List[Tuple[bool, str]] = []  # (is a variable, text)
+    pos = 0
+    for m in _PATH_VAR.finditer(s):
+        if m.start() > pos:
+            pieces.append((False, s[pos:m.start()]))
+        pieces.append((True, m.group(1) or m.group(2)))
+        pos = m.end()
+    if not any(is_var for is_var, _ in pieces):
+        return shquote(s)
+    if pos < len(s):
+        pieces.append((False, s[pos:]))
+    if not any(_DQ_UNSAFE.search(text) for is_var, text in pieces if not is_var):
+        return '"' + "".join("${%s}" % text if is_var else text for is_var, text in pieces) + '"'
+    # Mixed: each literal piece quoted on its own (never bare, so shellcheck reads no "A"B"C").
+    return "".join('"${%s}"' % text if is_var else _quoted(text) for is_var, text in pieces)
+
+
+def _quoted(text: str) -> str:
+    q = shquote(text)
+    return q if q.startswith(("'", "$'")) else "'" + q + "'"  # a bare shquote word has no quote in it
+
+
 def sbatch_quote(value: Any) -> str:
     """A value for an #SBATCH line, as sbatch's own parser reads it back.
 
@@ -90,25 +134,35 @@ def comment(value: Any) -> str:
     return _CTRL.sub(" ", str(value))
 
 
-def arg_lines(argv: Sequence[str]) -> List[str]:
-    """Quoted arguments grouped for display: the leading words (the program) share a line, and so
-    does an option with its value. Only the layout of the script changes, never the words."""
-    lines: List[str] = []
+def arg_groups(argv: Sequence[str]) -> List[Tuple[str, ...]]:
+    """Arguments grouped as they are displayed: the leading words (the program), then each option
+    with its value (or alone). The words are kept as given (a launchers.PathArg stays one)."""
+    groups: List[Tuple[str, ...]] = []
     i = 0
     while i < len(argv) and not str(argv[i]).startswith("-"):
         i += 1
     if i:
-        lines.append(" ".join(shquote(a) for a in argv[:i]))
+        groups.append(tuple(argv[:i]))
     while i < len(argv):
         a = str(argv[i])
         nxt = str(argv[i + 1]) if i + 1 < len(argv) else None
         if a.startswith("-") and a != "--" and "=" not in a and nxt is not None and not nxt.startswith("-"):
-            lines.append("%s %s" % (shquote(a), shquote(nxt)))
+            groups.append((argv[i], argv[i + 1]))
             i += 2
         else:
-            lines.append(shquote(a))
+            groups.append((argv[i],))
             i += 1
-    return lines
+    return groups
+
+
+def arg_lines(argv: Sequence[str]) -> List[str]:
+    """Quoted arguments grouped for display: the leading words (the program) share a line, and so
+    does an option with its value. Only the layout of the script changes, never the words.
+    Path arguments (launchers.PathArg) are quoted with `shpath`, every other one with `shquote`."""
+    def word(a: Any) -> str:
+        return shpath(a) if isinstance(a, PathArg) else shquote(a)
+
+    return [" ".join(word(a) for a in g) for g in arg_groups(argv)]
 
 
 # ---------------------------------------------------------------------------
@@ -116,6 +170,8 @@ def arg_lines(argv: Sequence[str]) -> List[str]:
 
 @dataclass(frozen=True)
 class Sbatch:
+    """The #SBATCH options of a script, resolved from site, layout and spec."""
+
     job_name: str
     nodes: int
     gpus_per_node: int
@@ -140,6 +196,8 @@ class Sbatch:
 
 @dataclass(frozen=True)
 class Launch:
+    """The launcher and its full program line, as the template prints it."""
+
     name: str
     runner: str
     summary: str
@@ -150,6 +208,8 @@ class Launch:
 
 @dataclass(frozen=True)
 class ContainerPlan:
+    """The container the job runs in (runtime, image, mounts), resolved for the site."""
+
     runtime: str  # pyxis | apptainer | none
     image: Optional[str] = None
     mounts: Tuple[str, ...] = ()
@@ -159,6 +219,8 @@ class ContainerPlan:
 
 @dataclass(frozen=True)
 class Requeue:
+    """Checkpoint-and-requeue before the time limit: how early and which signal."""
+
     grace: int
     signal: str  # forwarded to the program to ask for a checkpoint
 
@@ -202,6 +264,8 @@ class RenderRequest:
 
 @dataclass(frozen=True)
 class TemplateDir:
+    """One directory of the template search path and where it comes from."""
+
     path: str
     label: str  # --templates | repo | site | built-in
 
@@ -235,17 +299,18 @@ def make_environment(dirs: Sequence[TemplateDir]) -> Any:
     """
     import jinja2
 
-    loader = jinja2.FileSystemLoader([d.path for d in dirs])
-    kwargs = dict(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                  trim_blocks=True, lstrip_blocks=True, autoescape=False, auto_reload=False,
-                  bytecode_cache=_bytecode_cache())
     if all(d.label == BUILTIN for d in dirs):
-        env = jinja2.Environment(**kwargs)
+        env_class = jinja2.Environment
     else:
         from jinja2.sandbox import SandboxedEnvironment
 
-        env = SandboxedEnvironment(**kwargs)
-    env.filters.update(shquote=shquote, sbatch_quote=sbatch_quote, comment=comment, arg_lines=arg_lines)
+        env_class = SandboxedEnvironment
+    loader = jinja2.FileSystemLoader([d.path for d in dirs])
+    env = env_class(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                    trim_blocks=True, lstrip_blocks=True, autoescape=False, auto_reload=False,
+                    bytecode_cache=_bytecode_cache(env_class.__name__))
+    env.filters.update(shquote=shquote, shpath=shpath, sbatch_quote=sbatch_quote, comment=comment,
+                       arg_lines=arg_lines)
     return env
 
 
@@ -253,19 +318,23 @@ def cache_dir(environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
     """Where compiled templates are cached: $SLURMGPU_CACHE_DIR (empty: no cache), else
     $XDG_CACHE_HOME/slurmgpu or ~/.cache/slurmgpu. Jinja checks each template's source
     against the cached code, so an edited template is recompiled."""
-    env = os.environ if environ is None else environ
-    if "SLURMGPU_CACHE_DIR" in env:
-        return env["SLURMGPU_CACHE_DIR"] or None
-    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "slurmgpu")
+    from .cache import cache_dir as root  # one definition, shared with the parsed-YAML cache
+
+    return root(environ)
 
 
-def _bytecode_cache() -> Any:
-    """A compiled-template cache (saves most of the template time on every later run), or None."""
+def _bytecode_cache(kind: str) -> Any:
+    """A compiled-template cache (saves most of the template time on every later run), or None.
+
+    One directory per environment class: the sandbox compiles the same source to different
+    code (its calls go through `environment.call`), and Jinja's cache key is only the
+    template's name and file, so a shared directory would hand one class the other's code.
+    """
     d = cache_dir()
     if not d:
         return None
-    d = os.path.join(d, "jinja")  # entries carry Jinja's and Python's bytecode magic; stale ones are redone
+    # entries carry Jinja's and Python's bytecode magic; stale ones are redone
+    d = os.path.join(d, "jinja", kind)
     try:
         os.makedirs(d, mode=0o700, exist_ok=True)
     except OSError:
@@ -379,6 +448,8 @@ def layout_from_pins(node: NodeType, nodes: Optional[int], gpus: Optional[int],
 
 @dataclass(frozen=True)
 class Sizing:
+    """The layout a script is rendered for: planned (with the plan) or pinned."""
+
     layout: Layout
     plan: Any = None  # slurmgpu.plan.Plan when a model was planned
     model: Any = None
@@ -402,17 +473,24 @@ def plan_layout(site: Site, spec: Any) -> Sizing:
         layout = layout_from_pins(node, spec.nodes, spec.gpus, pins)
         return Sizing(layout=layout, notes=("no model given: the layout is what was pinned, the rest "
                                             "data parallel (give --model to have it planned)",))
-    from .plan import PlanRequest, make_plan
+    from .plan import make_plan
 
     model = _model(spec.model)
-    task = spec.task
-    if launcher.serving and task == "pretrain":
-        task = "inference"
-    req = PlanRequest(model=model, task=task, partition=partition, gpus=spec.gpus, nodes=spec.nodes,
-                      seq=spec.seq, global_batch=spec.global_batch, precision=spec.precision,
-                      tokens=spec.tokens, pins=dict(spec.parallel))
-    plan = make_plan(site, req)
+    plan = make_plan(site, plan_request(site, spec, model))
     return Sizing(layout=plan.layout, plan=plan, model=model, notes=tuple(plan.explanation))
+
+
+def plan_request(site: Site, spec: Any, model: Any, **extra: Any) -> Any:
+    """The planner's request for a spec (`gen` and `plan` ask the same question); `extra` sets the
+    planner-only knobs (optimizer, zero, recompute, target_days)."""
+    from .plan import PlanRequest
+
+    task = spec.task
+    if get_launcher(spec.launcher).serving and task == "pretrain":
+        task = "inference"
+    return PlanRequest(model=model, task=task, partition=spec.partition or site.default_partition, gpus=spec.gpus,
+                       nodes=spec.nodes, seq=spec.seq, global_batch=spec.global_batch, precision=spec.precision,
+                       tokens=spec.tokens, pins=dict(spec.parallel), **extra)
 
 
 # ---------------------------------------------------------------------------
@@ -447,12 +525,12 @@ def segment_for(site: Site, node: NodeType, layout: Layout, wanted: Optional[int
 
     if wanted is not None:
         if site.topology != "block":
-            raise ConfigError([Issue("segment", None, None, "",
+            raise ConfigError([Issue("", None, None, "segment",
                                      "--segment needs a topology/block site (NVLink domains across nodes); "
                                      "site %s has topology %s" % (site.name, site.topology))])
         err = segment_error(node, layout.tp, layout.nodes, layout.gpus_per_node, wanted)
         if err:
-            raise ConfigError([Issue("segment", None, None, "", err)])
+            raise ConfigError([Issue("", None, None, "segment", err)])
         return wanted
     if planned is not None:
         return planned
@@ -476,6 +554,7 @@ def build_request(site: Site, spec: Any, sizing: Sizing, regen: str = "") -> Tup
     container = _container(site, node, spec, warnings)
     fab = fabric_env(node, launcher.name, layout, fsdp)
     warnings.extend(_lint_user_env(fab, node, spec.env))
+    warnings.extend(_lint_paths(spec.checkpoint_dir, container.mounts))
     tpn = launcher.tasks_per_node(layout.gpus_per_node)
     launch = Launch(name=launcher.name, runner=launcher.runner, summary=launcher.summary, tasks_per_node=tpn,
                     program=argv, serving=launcher.serving)
@@ -506,7 +585,7 @@ def _check_size(spec: Any, part: Any, layout: Layout, launcher: Launcher) -> Non
             part.name, part.max_nodes_per_job, "s" if part.max_nodes_per_job != 1 else "", layout.nodes))
     limit = time_seconds(spec.time) if spec.time else None
     if spec.requeue and limit is not None and spec.grace >= limit:
-        raise ConfigError([Issue("grace", None, None, "grace", "the checkpoint signal comes %d s before the limit, "
+        raise ConfigError([Issue("", None, None, "grace", "the checkpoint signal comes %d s before the limit, "
                                  "but the time limit %s is only %d s" % (spec.grace, spec.time, limit))])
 
 
@@ -564,20 +643,47 @@ def _lint_user_env(fab: FabricEnv, node: NodeType, env: Mapping[str, str]) -> Li
             if f.level in ("error", "warning") and f.var in env]
 
 
+def _lint_paths(checkpoint_dir: Optional[str], mounts: Sequence[str]) -> List[str]:
+    """Path values that will not expand as their author probably meant (see shpath)."""
+    out = []
+    named = [("checkpoint_dir", checkpoint_dir)] if checkpoint_dir else []
+    named += [("container mount", m) for m in mounts]
+    for what, value in named:
+        if value.startswith("~"):
+            out.append("%s %s: a leading ~ is not expanded in the job; write $HOME instead (paths expand only %s)"
+                       % (what, value, ", ".join("$" + v for v in PATH_VARS)))
+    return out
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", os.path.basename(text.rstrip("/"))).strip("-") or "job"
 
 
 def _container(site: Site, node: NodeType, spec: Any, warnings: List[str]) -> ContainerPlan:
+    """The container the job runs in, with the image in the runtime's own spelling (slurmgpu.images).
+
+    An image the site cannot run (no runtime, the other runtime's file format, a CUDA build on
+    AMD GPUs or a ROCm build on NVIDIA ones) is an error that says where the image was set and
+    how to give this site its own, never dropped with a warning.
+    """
+    from .images import ImageError, spell
+
     runtime = spec.container.runtime or site.container.runtime
     image = spec.container.image or site.container.image
+    if spec.container.image:
+        at = getattr(spec.container, "image_at", None) or ("container.image", None, None, "")
+    else:
+        at = (site.source, None, None, "container.image")
     mounts = tuple(site.container.mounts) + tuple(spec.container.mounts)
     if runtime == "none" and image and not spec.container.runtime:
-        warnings.append("an image (%s) was given but site %s runs no container runtime: the job runs on the host "
-                        "(set --container pyxis|apptainer to use it)" % (image, site.name))
+        raise ConfigError([Issue(*at, (
+            "site %s runs no container runtime (its config says container.runtime: none), so nothing would run "
+            "image %s; to run on the host there, say so for that site (sites: {%s: {container: {runtime: none}}} "
+            "in slurmgpu.yaml, or --container none), or choose a runtime it has (--container apptainer|pyxis)" % (
+                site.name, image, site.name)))])
     if runtime != "none" and not image:
         if spec.container.runtime:
-            raise ConfigError([Issue("container.image", None, None, "container.image",
+            raise ConfigError([Issue("", None, None, "container.image",
                                      "container runtime %s needs an image: --image IMAGE or container.image in "
                                      "slurmgpu.yaml" % runtime)])
         warnings.append("site %s runs jobs in %s containers but no image was given: the job runs on the host "
@@ -585,7 +691,11 @@ def _container(site: Site, node: NodeType, spec: Any, warnings: List[str]) -> Co
         runtime = "none"
     if runtime == "none":
         return ContainerPlan(runtime="none")
-    return ContainerPlan(runtime=runtime, image=image, mounts=mounts,
+    try:
+        spelled = spell(image, runtime, site.name, node.vendor, node.gpu_model)
+    except ImageError as exc:
+        raise ConfigError([Issue(*at, str(exc))]) from None
+    return ContainerPlan(runtime=runtime, image=spelled, mounts=mounts,
                          mount_workdir=spec.container.mount_workdir and runtime == "pyxis",
                          gpu_flag="--rocm" if node.vendor == "amd" else "--nv")
 
@@ -653,6 +763,8 @@ def about_lines(site: Site, node: NodeType, layout: Layout, launcher: Launcher, 
 
 @dataclass(frozen=True)
 class Generated:
+    """Everything `gen` produced: the script, its request, the sizing and the verdict."""
+
     script: str
     request: RenderRequest
     sizing: Sizing

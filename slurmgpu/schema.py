@@ -5,13 +5,10 @@ as `Field`s and gets back plain values or a list of `Issue`s, never a traceback.
 """
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .errors import ConfigError, Issue
-
-MISSING = object()
 
 _TYPE_WORDS = {
     "str": "a string",
@@ -27,6 +24,8 @@ _TYPE_WORDS = {
 
 @dataclass(frozen=True)
 class Field:
+    """How one config key is checked: its kind, whether required, default and limits."""
+
     kind: str
     required: bool = False
     default: Any = None
@@ -89,6 +88,8 @@ class Checker:
             return {name: (f.default() if callable(f.default) else f.default) for name, f in fields.items()}
         for k in data:
             if k not in fields:
+                import difflib  # only for a mistake: not loaded on every run
+
                 hint = difflib.get_close_matches(str(k), list(fields), n=1)
                 msg = "unknown key"
                 if hint:
@@ -137,6 +138,8 @@ class Checker:
             self.error(container, key, path, "expected %s, got %s" % (_TYPE_WORDS.get(f.kind, f.kind), describe(v)))
             return f.default() if callable(f.default) else f.default
         if f.choices is not None and v not in f.choices:
+            import difflib
+
             hint = difflib.get_close_matches(str(v), list(f.choices), n=1)
             msg = "must be one of %s, got %r" % (", ".join(f.choices), v)
             if hint:
@@ -192,7 +195,7 @@ def describe(v: Any) -> str:
     return type(v).__name__
 
 
-def parse_size(text: Any, unit_name: str = "") -> Optional[float]:
+def parse_size(text: Any) -> Optional[float]:
     """'13B' -> 13e9, '70m' -> 7e7, plain numbers pass through."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return float(text)
@@ -206,6 +209,3 @@ def parse_size(text: Any, unit_name: str = "") -> Optional[float]:
         return float(t)
     except ValueError:
         return None
-
-
-Validator = Callable[[Checker], None]

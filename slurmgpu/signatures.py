@@ -181,7 +181,8 @@ CATALOGUE: Tuple[Signature, ...] = (
         cause="The rendezvous host[[ '{host}']] could not be resolved (or MASTER_ADDR is unset), so no rank "
               "could reach the store.",
         fixes=("Set it from the allocation in the batch script: "
-               "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1).",
+               "hosts=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); MASTER_ADDR=${{hosts%%$'\\n'*}} "
+               "(not `| head -n1`: under pipefail it dies of SIGPIPE on long host lists).",
                "If node names do not resolve on the compute network, use the first node's address instead "
                "(`srun -N1 -n1 -w \"$MASTER_ADDR\" hostname -i`)."),
     ),

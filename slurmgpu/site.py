@@ -25,6 +25,8 @@ DEFAULT_SITE = "dgx-h100"
 
 @dataclass(frozen=True)
 class Nic:
+    """One network port of a node type (name, port, link layer, speed, role)."""
+
     name: str
     port: int = 1
     link_layer: str = "infiniband"  # infiniband | ethernet
@@ -38,6 +40,8 @@ class Nic:
 
 @dataclass(frozen=True)
 class NodeType:
+    """A kind of node: its GPUs, the NVLink domain, CPUs, memory and fabric."""
+
     name: str
     gpus: int
     gpu_model: str
@@ -85,6 +89,8 @@ class NodeType:
 
 @dataclass(frozen=True)
 class Partition:
+    """A Slurm partition of one node type, with its size and job limits."""
+
     name: str
     node_type: str
     nodes: int
@@ -101,6 +107,8 @@ class Partition:
 
 @dataclass(frozen=True)
 class Container:
+    """The site's default container runtime, image and mounts."""
+
     runtime: str = "none"
     image: Optional[str] = None
     mounts: Tuple[str, ...] = ()
@@ -111,6 +119,8 @@ class Container:
 
 @dataclass(frozen=True)
 class SitePolicy:
+    """The submit filter's switches: mode, allowed launchers, exemptions."""
+
     mode: str = "enforce"
     launchers: Mapping[str, str] = field(default_factory=dict)
     exempt_users: Tuple[str, ...] = ()
@@ -137,6 +147,8 @@ class SitePreflight:
 
 @dataclass(frozen=True)
 class Site:
+    """A whole cluster: partitions, node types, defaults, policy and preflight settings."""
+
     name: str
     description: str
     source: str  # file it was loaded from

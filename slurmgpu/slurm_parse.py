@@ -58,6 +58,7 @@ class SlurmPartition:
     oversubscribe: str = "NO"  # NO | EXCLUSIVE | YES[:n] | FORCE[:n]
     state: str = "UP"
     hidden: bool = False
+    tres_gpus: Optional[int] = None  # gres/gpu in TRES= (None: TRES does not list GPUs)
 
     @property
     def exclusive(self) -> bool:
@@ -121,7 +122,7 @@ def compress_hostlist(names: Sequence[str]) -> str:
             out.append("%s%0*d" % (prefix, width, nums[0]))
             continue
         ranges, start, prev = [], nums[0], nums[0]
-        for x in nums[1:] + [None]:  # type: ignore[list-item]
+        for x in nums[1:] + [None]:
             if x is not None and x == prev + 1:
                 prev = x
                 continue
@@ -309,8 +310,31 @@ def parse_scontrol_partitions(text: str) -> List[SlurmPartition]:
             max_nodes=_int(rec.get("MaxNodes")),
             oversubscribe=over.upper(),
             state=rec.get("State", "UP").upper(),
-            hidden=rec.get("Hidden", "NO").upper() == "YES"))
+            hidden=rec.get("Hidden", "NO").upper() == "YES",
+            tres_gpus=tres_gpus(rec.get("TRES"))))
     return parts
+
+
+def tres_gpus(text: Optional[str]) -> Optional[int]:
+    """GPUs in a TRES string (``cpu=64,...,gres/gpu=32``; typed ``gres/gpu:h100=32`` entries
+    add up when there is no untyped total); None when it names no GPUs. TRES lists GPUs only
+    where AccountingStorageTRES includes gres/gpu, so None does not mean "no GPUs"."""
+    total: Optional[int] = None
+    typed = 0
+    seen_typed = False
+    for item in (text or "").split(","):
+        key, _, value = item.strip().partition("=")
+        n = _int(value)
+        if n is None:
+            continue
+        if key.lower() == "gres/gpu":
+            total = n
+        elif key.lower().startswith("gres/gpu:"):
+            typed += n
+            seen_typed = True
+    if total is not None:
+        return total
+    return typed if seen_typed else None
 
 
 def parse_scontrol_config(text: str) -> Dict[str, str]:

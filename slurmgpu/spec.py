@@ -12,7 +12,7 @@ import re
 import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import ConfigError, Issue
 from .schema import Checker, Field
@@ -25,6 +25,8 @@ REPO_DIR = ".slurmgpu"
 # NCCL / PyTorch (and Lightning's SLURM plugin) may install their own SIGUSR1 handler.
 CHECKPOINT_SIGNALS = ("TERM", "INT", "USR2", "HUP")
 DEFAULT_TEMPLATE = "job.sh.j2"
+# What `slurmgpu init` writes as `command:` when the launcher needs a program and none was given.
+PLACEHOLDER_PROGRAM = "train.py"
 
 # #SBATCH options slurmgpu writes itself, and the spec field (or flag) that controls each.
 MANAGED_SBATCH = {
@@ -40,16 +42,52 @@ MANAGED_SBATCH = {
 }
 
 
+# Where a value was set, for errors found later (file or flag, line, column, field).
+Where = Tuple[str, Optional[int], Optional[int], str]
+
+
 @dataclass(frozen=True)
 class ContainerSpec:
+    """The container a job asks for (no runtime or image: the site's)."""
+
     runtime: Optional[str] = None  # None: the site's default runtime
     image: Optional[str] = None
     mounts: Tuple[str, ...] = ()
     mount_workdir: bool = True  # pyxis: mount the submit directory and start there
+    image_at: Optional[Where] = field(default=None, compare=False)  # where `image` was set
+
+
+# The fields a `sites.<name>:` block may set: what differs between clusters for the same job
+# (queue names and accounts, the size in that site's GPUs, the image its runtime and GPUs need,
+# paths and environment). The job itself (model, launcher, program, arguments) is the same
+# everywhere. `image` is short for `container: {image: ...}`.
+SITE_FIELDS = ("partition", "account", "qos", "constraint", "time", "nodes", "gpus", "parallel", "mem",
+               "cpus_per_task", "segment", "container", "image", "env", "sbatch", "checkpoint_dir", "weights")
+
+
+@dataclass(frozen=True)
+class SiteOverride:
+    """One `sites.<name>:` block, checked: the spec fields that apply only when that site is in effect."""
+
+    site: str
+    values: Mapping[str, Any]  # spec field -> value; "container" -> {container field: value}
+    where: Where = ("", None, None, "")
+    image_at: Optional[Where] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {}
+        for k, v in self.values.items():
+            if k == "container":
+                out[k] = {ck: list(cv) if isinstance(cv, tuple) else cv for ck, cv in v.items()}
+            else:
+                out[k] = list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, Mapping) else v
+        return out
 
 
 @dataclass(frozen=True)
 class JobSpec:
+    """A job as slurmgpu.yaml and the flags describe it, before planning."""
+
     name: Optional[str] = None
     model: Optional[str] = None
     task: str = "pretrain"
@@ -85,14 +123,17 @@ class JobSpec:
     cpus_per_task: Optional[int] = None
     segment: Optional[int] = None
     template: str = DEFAULT_TEMPLATE
+    sites: Tuple[SiteOverride, ...] = ()  # the spec's `sites:` blocks, every one checked
+    site_override: Optional[str] = None  # the site whose block `for_site` applied
     source: Optional[str] = None  # the file it came from
 
     def to_dict(self) -> Dict[str, Any]:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("container", "source")}
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("container", "source", "sites")}
         d["command"], d["args"], d["sbatch"] = list(self.command), list(self.args), list(self.sbatch)
         d["parallel"], d["env"] = dict(self.parallel), dict(self.env)
         d["container"] = {"runtime": self.container.runtime, "image": self.container.image,
                           "mounts": list(self.container.mounts), "mount_workdir": self.container.mount_workdir}
+        d["sites"] = {o.site: o.to_dict() for o in self.sites}
         return d
 
 
@@ -254,7 +295,7 @@ _FIELDS = {
     "checkpoint_signal": Field("str", default="TERM"), "dependency": Field("str"),
     "output": Field("str"), "error": Field("str"), "mem": Field("any"),
     "cpus_per_task": Field("int", positive=True), "segment": Field("int", positive=True),
-    "template": Field("str", default=DEFAULT_TEMPLATE),
+    "template": Field("str", default=DEFAULT_TEMPLATE), "sites": Field("map"),
 }
 _CONTAINER_FIELDS = {
     "runtime": Field("str", choices=RUNTIMES), "image": Field("str"), "mounts": Field("strlist", default=tuple),
@@ -361,12 +402,148 @@ def spec_from_data(data: Any, path: str, text: str = "") -> JobSpec:
         bad = check_mount(m)
         if bad:
             ck.error(raw_m, i, "container.mounts[%d]" % i, bad)
+    image_at = None
     if c["image"] is not None:
         _report(ck, raw_c, "image", one_line(c["image"]), "container.image")
+        image_at = ck.where(raw_c, "image") + ("container.image",)
     kw["container"] = ContainerSpec(runtime=c["runtime"], image=c["image"], mounts=mounts,
-                                    mount_workdir=c["mount_workdir"])
+                                    mount_workdir=c["mount_workdir"], image_at=image_at)
+    if v["sites"] is not None:
+        kw["sites"] = _site_overrides(ck, v["sites"], path, text)
     ck.raise_if_any()
     return JobSpec(source=path, **kw)
+
+
+def _site_overrides(ck: Checker, raw: Any, path: str, text: str) -> Tuple[SiteOverride, ...]:
+    """Check every `sites.<name>:` block (also those for other sites) with the top level's rules."""
+    import difflib
+
+    from .yamlsrc import LocDict
+
+    out: List[SiteOverride] = []
+    for name, block in raw.items():
+        label = "sites.%s" % name
+        if not isinstance(name, str) or not name:
+            ck.error(raw, name, "sites", "a site name must be a non-empty string, got %r" % (name,))
+            continue
+        if block is None:
+            block = LocDict()
+        if not isinstance(block, dict):
+            ck.error(raw, name, label, "expected a mapping of spec fields for site %s (%s), got %s" % (
+                name, ", ".join(SITE_FIELDS), _describe(block)))
+            continue
+        sub = LocDict()
+        sub.loc = getattr(block, "loc", None)
+        for key, value in block.items():
+            if key in SITE_FIELDS:
+                sub[key] = value
+                if key in getattr(block, "locs", {}):
+                    sub.locs[key] = block.locs[key]
+            elif key in _FIELDS:
+                ck.error(block, key, "%s.%s" % (label, key), "cannot differ per site: the job is the same on every "
+                         "site, so set it at the top level (a site block may set %s)" % ", ".join(SITE_FIELDS))
+            else:
+                hint = difflib.get_close_matches(str(key), SITE_FIELDS, n=1)
+                ck.error(block, key, "%s.%s" % (label, key), "unknown key%s" % (
+                    " (did you mean '%s'?)" % hint[0] if hint else "; a site block may set %s" % ", ".join(
+                        SITE_FIELDS)))
+        image_at = None
+        if "image" in sub:
+            c = sub.get("container")
+            if isinstance(c, dict) and "image" in c:
+                first = ck.where(c, "image")
+                ck.error(block, "image", label + ".image", "the image is given twice: here and as container.image "
+                         "(line %s); keep one" % first[1])
+                continue
+            merged = LocDict(c if isinstance(c, dict) else {})
+            merged.locs.update(getattr(c, "locs", {}))
+            merged.loc = getattr(c, "loc", None) or ck.where(sub, "image")
+            merged["image"] = sub.pop("image")
+            merged.locs["image"] = ck.where(sub, "image")
+            if c is None or isinstance(c, dict):
+                sub["container"] = merged
+                sub.locs.setdefault("container", merged.locs["image"])
+            image_at = merged.locs["image"] + (label + ".image",)
+        elif isinstance(sub.get("container"), dict) and "image" in sub["container"]:
+            image_at = ck.where(sub["container"], "image") + (label + ".container.image",)
+        try:
+            parsed = spec_from_data(sub, path, text)
+        except ConfigError as exc:
+            ck.issues.extend(replace(i, path=label + "." + i.path if i.path else label) for i in exc.issues)
+            continue
+        values: Dict[str, Any] = {}
+        for key in sub:
+            if key == "container":
+                given = sub["container"] if isinstance(sub["container"], dict) else {}
+                values[key] = {f: getattr(parsed.container, f) for f in _CONTAINER_FIELDS if f in given}
+            else:
+                values[key] = getattr(parsed, key)
+        out.append(SiteOverride(site=name, values=values, where=ck.where(raw, name) + (label,), image_at=image_at))
+    return tuple(out)
+
+
+def _describe(v: Any) -> str:
+    from .schema import describe
+
+    return describe(v)
+
+
+def for_site(spec: JobSpec, site: str, known: Sequence[str] = ()) -> Tuple[JobSpec, Tuple[str, ...]]:
+    """`spec` with its `sites.<site>` block applied, and warnings. CLI flags go on top (apply_overrides).
+
+    Blocks for other sites are ignored here (they were checked when the spec was loaded). A block
+    whose name is no built-in preset, not `site` and not in `known` is an error when the name is close
+    to one of those (a typo: did-you-mean), else a warning: it may name a site file used elsewhere.
+    """
+    from .site import preset_names
+
+    names = sorted(set(preset_names()) | {site} | set(known))
+    issues: List[Issue] = []
+    warnings: List[str] = []
+    chosen = None
+    for o in spec.sites:
+        if o.site == site:
+            chosen = o
+            continue
+        if o.site in names:
+            continue
+        import difflib  # only for a block naming no known site: not loaded on every run
+
+        hint = difflib.get_close_matches(o.site, names, n=1, cutoff=0.75)
+        if hint:
+            issues.append(Issue(*o.where, "no site is called '%s' (did you mean '%s'?); the site in effect is %s" % (
+                o.site, hint[0], site)))
+        else:
+            warnings.append(str(Issue(*o.where, "no built-in preset is called %s and the site in effect is %s; this "
+                                      "block applies only where a site named %s is in effect" % (
+                                          o.site, site, o.site))))
+    if issues:
+        raise ConfigError(issues)
+    if chosen is None:
+        return spec, tuple(warnings)
+    return _merge_site(spec, chosen), tuple(warnings)
+
+
+def _merge_site(spec: JobSpec, o: SiteOverride) -> JobSpec:
+    """A site block works like the flags: values replace, env/parallel entries overlay, sbatch/mounts add."""
+    kw: Dict[str, Any] = {}
+    for key, value in o.values.items():
+        if key == "env":
+            kw[key] = dict(spec.env, **value)
+        elif key == "parallel":
+            kw[key] = dict(spec.parallel, **value)
+        elif key == "sbatch":
+            kw[key] = tuple(spec.sbatch) + tuple(value)
+        elif key == "container":
+            ckw = dict(value)
+            if "mounts" in ckw:
+                ckw["mounts"] = tuple(spec.container.mounts) + tuple(ckw["mounts"])
+            if "image" in ckw:
+                ckw["image_at"] = o.image_at
+            kw[key] = replace(spec.container, **ckw)
+        else:
+            kw[key] = value
+    return replace(spec, site_override=o.site, **kw)
 
 
 def _report(ck: Checker, data: Any, key: str, bad: Optional[str], path: Optional[str] = None) -> None:
@@ -383,7 +560,7 @@ def _raw_scalar(text: str, data: Any, key: str) -> Optional[str]:
     if loc[1] > len(lines):
         return None
     rest = lines[loc[1] - 1][loc[2] - 1:]
-    m = re.match(r"\s*%s\s*:\s*([^#\s]+)" % re.escape(key), rest)
+    m = re.match(r"\s*%s\s*:\s*([^#\s,}\]]+)" % re.escape(key), rest)
     return m.group(1) if m and ":" in m.group(1) else None
 
 
@@ -467,7 +644,7 @@ def apply_overrides(spec: JobSpec, flags: Mapping[str, Any]) -> JobSpec:
     if flags.get("container") is not None:
         ckw["runtime"] = flags["container"]
     if flags.get("image") is not None and not bad("--image", one_line(flags["image"])):
-        ckw["image"] = flags["image"]
+        ckw["image"], ckw["image_at"] = flags["image"], ("--image", None, None, "")
     if flags.get("mounts"):
         for m in flags["mounts"]:
             bad("--mount", check_mount(m))
@@ -505,8 +682,11 @@ def find_repo(start: Optional[str] = None) -> Tuple[Path, Optional[Path]]:
 # `slurmgpu init`
 
 def scaffold(name: str, site: str, launcher: str, model: Optional[str], nodes: Optional[int],
-             command: Tuple[str, ...], time: str, image: Optional[str] = None) -> str:
-    """The text of a fresh slurmgpu.yaml, commented so users see the other fields."""
+             command: Tuple[str, ...], time: str, image: Optional[str] = None, placeholder: bool = False) -> str:
+    """The text of a fresh slurmgpu.yaml, commented so users see the other fields.
+
+    `placeholder`: `command` is init's stand-in (PLACEHOLDER_PROGRAM), and the line says so.
+    """
     import json
 
     def q(s: str) -> str:
@@ -519,7 +699,10 @@ def scaffold(name: str, site: str, launcher: str, model: Optional[str], nodes: O
         ("model: %s" % q(model)) if model else "# model: llama3-70b        # catalogue name or a size such as 13B",
         "launcher: %s" % launcher,
     ]
-    if command:
+    if command and placeholder:
+        lines.append("command: [%s]   # placeholder: your program and its arguments (a list, or a string)"
+                     % ", ".join(q(a) for a in command))
+    elif command:
         lines.append("command: [%s]" % ", ".join(q(a) for a in command))
     else:
         lines.append("# command: [train.py, --config, configs/base.yaml]   # or a string")
@@ -534,7 +717,7 @@ def scaffold(name: str, site: str, launcher: str, model: Optional[str], nodes: O
         "# account: my-project",
         "# sbatch: [\"--mail-type=END\"]",
         "# env: {WANDB_PROJECT: my-run}",
-        "# checkpoint_dir: /scratch/me/ckpt",
+        "# checkpoint_dir: /scratch/$USER/ckpt   # $USER $HOME $SCRATCH $SLURM_JOB_ID expand on the node",
         "# requeue: true               # checkpoint and requeue before the time limit",
         "preflight: true",
     ]

@@ -3,9 +3,15 @@
 PyYAML silently keeps the last of two duplicate keys and forgets line numbers;
 users of site configs and job specs need both, so mappings and lists are loaded
 as `LocDict`/`LocList`, which carry the (file, line, column) of every entry.
+
+A document that parsed cleanly is kept, positions and all, as JSON in the cache
+(slurmgpu.cache: <cache>/yaml), keyed by its file name and checked against its whole
+text and the PyYAML installed: `gen` for an unchanged site and spec never imports
+PyYAML, which costs more than the rest of loading a site.
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import ConfigError, Issue
@@ -84,6 +90,18 @@ def _loader_class():
 
 def load_yaml(text: str, filename: str) -> Any:
     """Parse YAML text; syntax errors become a ConfigError with file:line:col."""
+    entry = _cache_file(filename)
+    if entry is not None:
+        hit = _cache_get(entry, text, filename)
+        if hit is not _MISS:
+            return hit
+    data = _parse(text, filename)
+    if entry is not None:
+        _cache_put(entry, text, filename, data)
+    return data
+
+
+def _parse(text: str, filename: str) -> Any:
     import yaml
 
     Loader = _loader_class()
@@ -101,6 +119,121 @@ def load_yaml(text: str, filename: str) -> Any:
         raise ConfigError([Issue(filename, None, None, "", "invalid YAML: %s" % exc)]) from None
     finally:
         loader.dispose()
+
+
+# ---------------------------------------------------------------------------
+# The parsed-YAML cache. JSON, never pickle: an entry holds only data. Entries are written
+# for documents of plain scalars, mappings and lists (one with a timestamp or a set is
+# parsed every time); mappings keep their key order and every position.
+
+_CACHE_FORMAT = 1  # bump when the entries' shape or the loader's output changes
+_MISS = object()
+
+
+class _Uncacheable(Exception):
+    pass
+
+
+def _cache_file(filename: str) -> Optional[str]:
+    from .cache import cache_subdir
+
+    d = cache_subdir("yaml")
+    if d is None:
+        return None
+    import zlib
+
+    return os.path.join(d, "%08x.json" % zlib.crc32(filename.encode("utf-8", "surrogateescape")))
+
+
+def _parser_id() -> Optional[str]:
+    """Which PyYAML would parse (its file, size and mtime), without importing it."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("yaml")
+        st = os.stat(spec.origin) if spec is not None and spec.origin else None
+    except (ImportError, ValueError, OSError):
+        return None
+    return None if st is None else "%s:%d:%d" % (spec.origin, st.st_size, st.st_mtime_ns)
+
+
+def _scalar(v: Any) -> Any:
+    if v is None or type(v) in (str, int, float, bool):
+        return v
+    raise _Uncacheable
+
+
+def _encode(v: Any, depth: int = 0) -> Any:
+    if depth > 100:  # deeper than any config: parse it each time
+        raise _Uncacheable
+    if type(v) is LocDict:
+        return {"m": [[_scalar(k), _encode(x, depth + 1), v.locs.get(k)] for k, x in v.items()], "at": v.loc}
+    if type(v) is LocList:
+        if len(v.locs) != len(v):
+            raise _Uncacheable
+        return {"s": [[_encode(x, depth + 1), loc] for x, loc in zip(v, v.locs)], "at": v.loc}
+    return _scalar(v)
+
+
+def _loc(raw: Any) -> Optional[Loc]:
+    return (raw[0], raw[1], raw[2]) if raw else None
+
+
+def _decode(v: Any) -> Any:
+    if type(v) is not dict:
+        return v
+    if "m" in v:
+        d = LocDict()
+        d.loc = _loc(v["at"])
+        for k, x, loc in v["m"]:
+            d[k] = _decode(x)
+            if loc:
+                d.locs[k] = _loc(loc)
+        return d
+    seq = LocList()
+    seq.loc = _loc(v["at"])
+    for x, loc in v["s"]:
+        seq.append(_decode(x))
+        seq.locs.append(_loc(loc))
+    return seq
+
+
+def _cache_get(entry: str, text: str, filename: str) -> Any:
+    """The cached document for exactly this text and file name, else _MISS."""
+    import json
+
+    try:
+        with open(entry, encoding="utf-8") as fh:
+            raw = json.load(fh)
+        if (raw.get("format") != _CACHE_FORMAT or raw.get("filename") != filename or raw.get("text") != text
+                or raw.get("parser") != _parser_id() or raw["parser"] is None):
+            return _MISS
+        return _decode(raw["data"])
+    except Exception:  # absent, unreadable, damaged or another format: parse the file again
+        return _MISS
+
+
+def _cache_put(entry: str, text: str, filename: str, data: Any) -> None:
+    import json
+
+    parser = _parser_id()
+    if parser is None:
+        return
+    try:
+        blob = json.dumps({"format": _CACHE_FORMAT, "filename": filename, "text": text, "parser": parser,
+                           "data": _encode(data)})
+    except (_Uncacheable, ValueError, TypeError):
+        return
+    tmp = "%s.%d.tmp" % (entry, os.getpid())
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(blob)
+        os.replace(tmp, entry)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def load_yaml_file(path: str) -> Any:

@@ -17,7 +17,7 @@ import re
 from typing import List, Optional, Tuple
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from slurmgpu import render as R
@@ -97,8 +97,7 @@ def test_agreement_on_random_shapes(name, nodes, tp, data):
     pname = data.draw(st.sampled_from(sorted(site.partitions)))
     part = site.partitions[pname]
     g = site.node_types[part.node_type].gpus
-    if nodes > part.max_nodes_per_job or (nodes * g) % tp:
-        return
+    assume(nodes <= part.max_nodes_per_job and (nodes * g) % tp == 0)
     planner, decision, _ = _verdicts(name, pname, nodes, tp)
     assert bool(planner) == (decision == "reject"), (name, pname, nodes, tp, planner, decision)
 

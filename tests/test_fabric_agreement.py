@@ -21,7 +21,7 @@ _SITES = {n: load_site(str(preset_dir() / (n + ".yaml"))) for n in preset_names(
 
 def _partitions():
     for name, site in sorted(_SITES.items()):
-        for pname, part in site.partitions.items():
+        for pname in site.partitions:
             yield name, pname
 
 
@@ -82,6 +82,6 @@ def test_a_generated_multi_node_script_sets_what_the_policy_asks_for(name, pname
     assert v.decision == "accept" and "nccl-env-missing" not in v.rules, v.warnings
     # and the same script without the fabric block is warned about, where the policy asks for something
     if topology_table(site)["partitions"][pname]["nccl"]:
-        bare = "\n".join(l for l in gen.script.splitlines()
-                         if not l.startswith(("export NCCL_", "export FI_", "export HSA_"))) + "\n"
+        bare = "\n".join(line for line in gen.script.splitlines()
+                         if not line.startswith(("export NCCL_", "export FI_", "export HSA_"))) + "\n"
         assert "nccl-env-missing" in check_script(site, bare).rules

@@ -229,6 +229,31 @@ def test_regenerate_line_reproduces_the_script(repo):
     assert again.returncode == 0 and again.stdout == first.stdout
 
 
+@pytest.mark.parametrize("args, want", [
+    (["--launcher", "vllm", "--nodes", "1"], "error: weights: launcher vllm serves a checkpoint"),
+    (["--segment", "2", "--nodes", "2", "--", "train.py"], "error: segment: --segment needs a topology/block site"),
+    (["--site", "gb200-nvl72", "--segment", "3", "--nodes", "4", "--", "train.py"],
+     "error: segment: --segment=3 does not keep TP groups"),
+    (["--container", "pyxis", "--", "train.py"], "error: container.image: container runtime pyxis needs an image"),
+    (["--requeue", "--time", "5:00", "--", "train.py"], "error: grace: the checkpoint signal comes 300 s before"),
+])
+def test_error_messages_name_the_field_once(repo, args, want):
+    r = run("gen", *args)
+    assert r.exit_code == 2
+    err = [l for l in r.stderr.splitlines() if l.startswith("error: ")]
+    assert len(err) == 1 and err[0].startswith(want), r.stderr
+
+
+def test_issue_prints_each_part_once():
+    from slurmgpu.errors import Issue
+
+    assert str(Issue("", None, None, "segment", "m")) == "segment: m"
+    assert str(Issue("segment", None, None, "segment", "m")) == "segment: m"
+    assert str(Issue("a.yaml", 3, 7, "time", "m")) == "a.yaml:3:7: time: m"
+    assert str(Issue("--time", None, None, "", "m")) == "--time: m"
+    assert str(Issue("", 3, None, "", "m")) == "m"
+
+
 # ---------------------------------------------------------------------------
 # templates
 
@@ -253,6 +278,28 @@ def test_templates_list_show_eject_and_use(repo):
     assert r.exit_code == 2 and "looked in" in r.stderr
 
 
+def test_an_override_in_one_repo_does_not_break_gen_elsewhere(repo, tmp_path_factory, monkeypatch):
+    """eject + gen in repo A fill the user's template cache; gen in directory B must still work."""
+    monkeypatch.delenv("SLURMGPU_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(repo / "xdg-cache"))
+    r = run("templates", "eject", "parts/launch_torchrun.j2")
+    assert r.exit_code == 0, r.stderr
+    r = run("gen", "--nodes", "2", "--", "train.py")
+    assert r.exit_code == 0, r.stderr
+    assert "overrides built-in" in run("templates", "list").stdout
+    elsewhere = tmp_path_factory.mktemp("elsewhere")  # outside repo A: no repo templates there
+    (elsewhere / ".git").mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert "overrides built-in" not in run("templates", "list").stdout
+    for _ in range(2):  # cold, then warm
+        r = run("gen", "--nodes", "2", "--", "train.py")
+        assert r.exit_code == 0, r.stderr
+        assert "torchrun \\\n" in r.stdout
+    monkeypatch.chdir(repo)
+    r = run("gen", "--nodes", "2", "--", "train.py")
+    assert r.exit_code == 0, r.stderr
+
+
 def test_templates_dir_flag_wins(repo, tmp_path):
     other = tmp_path / "mine" / "parts"
     other.mkdir(parents=True)
@@ -274,6 +321,48 @@ def test_init_scaffolds_a_spec_that_gen_uses(repo):
     r = run("gen", "--site", "aws-p5")
     assert r.exit_code == 0, r.stderr
     assert "#SBATCH --job-name=demo" in r.stdout and "    train.py \\\n    --lr 3e-4\n" in r.stdout
+
+
+def test_init_then_gen_as_the_readme_says(repo):
+    """`slurmgpu init --model llama3-8b --launcher torchrun && slurmgpu gen -o job.sbatch`, then check."""
+    r = run("init", "--model", "llama3-8b", "--launcher", "torchrun")
+    assert r.exit_code == 0, r.stderr
+    spec = load_spec(str(repo / "slurmgpu.yaml"))
+    assert spec.command == ("train.py",) and spec.model == "llama3-8b"
+    assert "command: [\"train.py\"]   # placeholder" in (repo / "slurmgpu.yaml").read_text()
+    assert "train.py is a placeholder" in r.stderr
+    nxt = [l for l in r.stderr.splitlines() if l.startswith("next: ")]
+    assert nxt == ["next: slurmgpu gen -o job.sbatch"]
+    argv = shlex.split(nxt[0][len("next: "):])
+    assert argv[0] == "slurmgpu"
+    r = run(*argv[1:])  # what init says to run next works
+    assert r.exit_code == 0, r.stderr
+    assert (repo / "job.sbatch").is_file() and (repo / "job.sbatch").read_text().endswith("    train.py\n")
+    r = run("check", "job.sbatch")
+    assert r.exit_code == 0, r.stderr + r.stdout
+
+
+def test_init_next_names_the_spec_and_site_when_not_the_defaults(repo, tmp_path):
+    other = tmp_path / "other repo"
+    other.mkdir()
+    (other / "train.py").write_text("")
+    r = run("init", "--dir", str(other), "--site", "aws-p5", "--launcher", "srun")
+    assert r.exit_code == 0, r.stderr
+    assert "placeholder (there is no" not in r.stderr  # train.py exists there
+    nxt = [l for l in r.stderr.splitlines() if l.startswith("next: ")][0]
+    argv = shlex.split(nxt[len("next: "):])
+    assert argv == ["slurmgpu", "gen", str((other / "slurmgpu.yaml").resolve()), "--site", "aws-p5", "-o", "job.sbatch"]
+    r = run(*argv[1:])
+    assert r.exit_code == 0, r.stderr
+    assert "#SBATCH --job-name=\"other repo\"\n" in (repo / "job.sbatch").read_text()
+
+
+def test_init_with_an_entry_point_launcher_writes_no_placeholder(repo):
+    r = run("init", "--model", "llama3-8b", "--launcher", "megatron", "--nodes", "1")
+    assert r.exit_code == 0, r.stderr
+    assert load_spec(str(repo / "slurmgpu.yaml")).command == ()
+    assert "placeholder" not in r.stderr
+    assert run("gen", "-o", "job.sbatch").exit_code == 0
 
 
 def test_init_asks_nothing_without_a_terminal(repo):

@@ -276,3 +276,69 @@ def test_hostile_job_through_real_slurm(tmp_path, slurm_cluster):
     for r in ran:
         assert r["argv"][-len(req.launch.program):] == list(req.launch.program)
         assert r["env"]["HOSTILE"] == spec.env["HOSTILE"]
+
+
+# ---------------------------------------------------------------------------
+# Paths: $USER, $HOME, $SCRATCH, $SLURM_JOB_ID expand on the node; nothing else does.
+
+PATH_ENV = {"USER": "alice", "OTHER": "NOT-EXPANDED"}
+
+
+def path_spec(tmp_path, launcher, container):
+    ckpt = (str(tmp_path) + "/ck $USER/${SLURM_JOB_ID}/$(touch PWNED_p1) `touch PWNED_p2` $OTHER ${OTHER} "
+            "it's \"q\" $USERNAME ;touch PWNED_p3")
+    runtime = {"pyxis": ContainerSpec(runtime="pyxis", image="nvcr.io#nvidia/pytorch:24.04-py3",
+                                      mounts=("$SCRATCH/data:/data", "/d/$(touch PWNED_m) $USER:/e")),
+               "apptainer": ContainerSpec(runtime="apptainer", image="/images/x.sif",
+                                          mounts=("${SCRATCH}/data:/data", "/d/`touch PWNED_m` $USER:/e")),
+               "none": ContainerSpec(runtime="none")}[container]
+    cmd = {"torchrun": ("train.py",)}.get(launcher, ())
+    return JobSpec(launcher=launcher, nodes=2, command=cmd, checkpoint_dir=ckpt, container=runtime, preflight=False,
+                   env={"NOTE": "$USER $(touch PWNED_env)"}, args=("--data", "$SCRATCH/tok"))
+
+
+@pytest.mark.parametrize("launcher", ["megatron", "torchrun"])
+@pytest.mark.parametrize("container", ["none", "pyxis", "apptainer"])
+def test_path_variables_expand_on_the_node_and_nothing_else(tmp_path, stubs, launcher, container):
+    work = tmp_path / "work"
+    work.mkdir()
+    spec = path_spec(tmp_path, launcher, container)
+    text, req = generate("dgx-h100", spec)
+    script = work / "job.sh"
+    script.write_text(text)
+    env = script_env(tmp_path, stubs, SCRATCH=str(tmp_path / "scratch"), **PATH_ENV)
+    r = subprocess.run(["bash", str(script)], cwd=str(work), env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert pwned(tmp_path) == [], "an injected command ran"
+    want_ckpt = (str(tmp_path) + "/ck alice/4242/$(touch PWNED_p1) `touch PWNED_p2` $OTHER ${OTHER} "
+                 "it's \"q\" $USERNAME ;touch PWNED_p3")
+    assert R.expand_path(spec.checkpoint_dir, env) == want_ckpt
+    recs = records(tmp_path)
+    ran = [x for x in recs if x["prog"] == "torchrun"]
+    assert len(ran) == 1, recs
+    assert ran[0]["env"]["SLURMGPU_CHECKPOINT_DIR"] == want_ckpt and os.path.isdir(want_ckpt)
+    got = ran[0]["argv"]
+    assert got[got.index("--data") + 1] == "$SCRATCH/tok"  # a program argument: literal
+    if launcher == "megatron":
+        assert got[got.index("--save") + 1] == want_ckpt and got[got.index("--load") + 1] == want_ckpt
+    scratch = str(tmp_path / "scratch")
+    if container == "pyxis":
+        srun_main = [x for x in recs if x["prog"] == "srun"][-1]["argv"]
+        assert "--container-mounts=%s:%s,%s/data:/data,/d/$(touch PWNED_m) alice:/e" % (work, work, scratch) \
+            in srun_main
+    if container == "apptainer":
+        app = [x for x in recs if x["prog"] == "apptainer"][0]["argv"]
+        assert app[app.index("--bind") + 1] == "%s/data:/data,/d/`touch PWNED_m` alice:/e" % scratch
+
+
+def test_path_values_pass_shellcheck(tmp_path):
+    files = []
+    for launcher in ("megatron", "torchrun"):
+        for container in ("none", "pyxis", "apptainer"):
+            text, _ = generate("dgx-h100", path_spec(tmp_path, launcher, container))
+            assert "${USER}" in text
+            p = tmp_path / ("%s-%s.sh" % (launcher, container))
+            p.write_text(text)
+            files.append(str(p))
+    r = subprocess.run(["shellcheck", "--severity=style"] + files, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -17,8 +18,10 @@ def _run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 
-@pytest.mark.slow
-def test_wheel_installs_into_a_fresh_venv_with_presets_and_templates(tmp_path):
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """The wheel, built from this tree and installed with its dependencies into a fresh venv."""
+    tmp_path = tmp_path_factory.mktemp("packaging")
     wheel_dir = tmp_path / "wheel"
     r = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
               str(wheel_dir), str(ROOT)])
@@ -29,15 +32,30 @@ def test_wheel_installs_into_a_fresh_venv_with_presets_and_templates(tmp_path):
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     py = env_dir / "bin" / "python"
-    r = _run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheels[0])])
+    # Without PYTHONPATH: pip would take the source tree's slurmgpu.egg-info (left by the wheel
+    # build) for an installed slurmgpu and skip the wheel.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    r = _run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheels[0])], env=env)
     assert r.returncode == 0, r.stderr
+    return env_dir
+
+
+def _clean_env(home):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURMGPU_", "PYTHON", "XDG_"))}
+    env["HOME"] = str(home)
+    return env
+
+
+@pytest.mark.slow
+def test_wheel_installs_into_a_fresh_venv_with_presets_and_templates(installed, tmp_path):
+    env_dir = installed
+    py = env_dir / "bin" / "python"
 
     # Run from an empty directory so nothing can come from the source tree.
     work = tmp_path / "elsewhere"
     work.mkdir()
     exe = env_dir / "bin" / "slurmgpu"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURMGPU_", "PYTHON"))}
-    env["HOME"] = str(work)
+    env = _clean_env(work)
     r = _run([str(exe), "site", "list", "--json"], cwd=work, env=env)
     assert r.returncode == 0, r.stderr
     listed = {row["name"] for row in json.loads(r.stdout)}
@@ -59,6 +77,56 @@ def test_wheel_installs_into_a_fresh_venv_with_presets_and_templates(tmp_path):
     r = _run([str(exe), "site", "validate"] + [str(p) for p in sorted((ROOT / "site-configs").glob("*.yaml"))],
              cwd=work, env=env)
     assert r.returncode == 0, r.stderr + r.stdout
+
+
+README_MAIN = ("gen", "--model", "llama3-70b", "--launcher", "megatron", "--nodes", "8")
+
+
+@pytest.mark.slow
+def test_readme_main_command_and_tour_in_a_fresh_venv_without_lua(installed, tmp_path):
+    """`pip install .` then the README, word for word, with no Lua binary on PATH: lupa is a dependency."""
+    import time
+
+    bin_dir = installed / "bin"
+    env = _clean_env(tmp_path / "home")
+    env["PATH"] = str(bin_dir)  # the venv only: no lua5.1, lua or luajit from the system
+    env["SLURMGPU_SYSTEM_SITE"] = str(tmp_path / "no-admin-site.yaml")  # this machine's /etc plays no part
+    for lua in ("lua5.1", "lua", "luajit"):
+        assert not shutil.which(lua, path=env["PATH"])
+    exe = str(bin_dir / "slurmgpu")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    times = []
+    for _ in range(2):  # cold (empty template cache), then warm
+        t0 = time.perf_counter()
+        r = _run([exe] + list(README_MAIN), cwd=str(elsewhere), env=env)
+        times.append(time.perf_counter() - t0)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("#!/bin/bash\n# slurmgpu: site=dgx-h100 ") and " nodes=8 " in r.stdout
+    print("fresh-venv `slurmgpu %s`: %.2f s cold, %.2f s warm" % (" ".join(README_MAIN), times[0], times[1]))
+    r = _run([str(bin_dir / "python"), "-c", "import lupa, slurmgpu; print(lupa.__file__, slurmgpu.__file__)"],
+             env=env, cwd=str(tmp_path))
+    assert r.returncode == 0 and r.stdout.count(str(installed)) == 2, r.stdout + r.stderr
+
+    tour = tmp_path / "tour"
+    tour.mkdir()
+    steps = [
+        (tour, ["init", "--model", "llama3-8b", "--launcher", "torchrun"]),
+        (tour, ["gen", "-o", "job.sbatch"]),
+        (tour, ["check", "job.sbatch"]),
+        (tour, ["templates", "eject", "parts/launch_torchrun.j2"]),
+        (tour, ["gen"]),
+        (elsewhere, list(README_MAIN)),
+        (elsewhere, ["gen", "--model", "llama3-8b", "--launcher", "torchrun", "--", "train.py"]),
+    ]
+    codes = []
+    for cwd, args in steps:
+        r = _run([exe] + args, cwd=str(cwd), env=env)
+        codes.append(r.returncode)
+        print("slurmgpu %s  (in %s) -> exit %d" % (" ".join(args), cwd.name, r.returncode))
+        assert r.returncode == 0, "slurmgpu %s: %s" % (" ".join(args), r.stderr)
+    assert "accepted" in _run([exe, "check", "job.sbatch"], cwd=str(tour), env=env).stdout
+    assert (tour / ".slurmgpu" / "templates" / "parts" / "launch_torchrun.j2").is_file()
 
 
 def test_code_needs_no_more_than_python_39():

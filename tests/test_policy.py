@@ -390,7 +390,8 @@ def test_cli_render_and_install(tmp_path):
     res = r.invoke(main, ["admin", "render-filter", "--site", "dgx-h100", "--kind", "cli_filter", "-o", str(out)])
     assert res.exit_code == 0 and out.read_text() == render_filter(dgx(), "cli_filter")
     assert r.invoke(main, ["admin", "render-filter", "--site", "dgx-h100", "--kind", "nope"]).exit_code == 2
-    res = r.invoke(main, ["admin", "install", "--site", "dgx-h100", "--conf-dir", str(tmp_path), "--kind", "all"])
+    res = r.invoke(main, ["admin", "install", "--site", "dgx-h100", "--allow-preset", "--conf-dir", str(tmp_path),
+                          "--kind", "all"])
     assert res.exit_code == 0, res.output
     assert "add to slurm.conf: JobSubmitPlugins=lua" in res.output
     assert "add to slurm.conf: CliFilterPlugins=lua" in res.output

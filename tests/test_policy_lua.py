@@ -392,3 +392,42 @@ def test_argv_is_not_read_as_shell_text(tmp_path):
     assert hash_arg == ["reject", "flags"]
     assert forged == ["reject", "flags"]
     assert long == ["reject", "flags"]
+
+
+# ---------------------------------------------------------------------------
+# a GPU job on a partition the site does not describe: accepted, logged once per name
+
+UNKNOWN_PARTITION = r"""
+local parts = %(parts)s
+local function desc(p, gres)
+  return {script = "#!/bin/bash\nsrun x --tp 16\n", partition = p, tres_per_node = gres,
+          min_nodes = 2, max_nodes = 2, user_name = "bob", user_id = 1000}
+end
+local subs = {{"h100", "gres:gpu:8"}, {"h100", "gres:gpu:8"}, {"cpu", nil}, {"a100", "gres:gpu:4"},
+              {"h100,a100", "gres:gpu:8"}, {"gpu", "gres:gpu:8"}}
+for i = 1, #subs do
+  local rc, msgs, log = S.submit(desc(subs[i][1], subs[i][2]), parts, 1000)
+  out({rc = rc, msgs = msgs, log = log})
+end
+-- job_modify moving a held job to an unknown partition logs through the same memory
+S.reset()
+local rec = S.job_desc({partition = "gpu", tres_per_node = "gres:gpu:8", min_nodes = 2, max_nodes = 2,
+                        user_name = "bob", user_id = 1000})
+local rc = slurm_job_modify(S.job_desc({partition = "b200"}), rec, S.part_list(parts), 1000)
+out({rc = rc, log = S.log})
+"""
+
+
+def test_unknown_gpu_partition_is_logged_once_under_lua51(tmp_path):
+    site = load_site(str(ROOT / "tests" / "data" / "sites" / "testcluster.yaml"))
+    results = run_lua(tmp_path, UNKNOWN_PARTITION % {"parts": lua_literal(part_list(site))},
+                      render_filter(site, "job_submit"))
+    *subs, modify = results
+    assert [r["rc"] for r in subs] == [0, 0, 0, 0, 0, 2072]  # only the described partition rejects TP=16
+    warned = [[line for line in r["log"] if "unknown-partition" in line] for r in subs]
+    assert [len(w) for w in warned] == [1, 0, 0, 1, 0, 0], warned
+    assert warned[0][0].startswith("info: slurmgpu-filter: warning unknown-partition=h100: partition 'h100' is "
+                                   "not described by site 'testcluster' (it describes: gpu, gpu4, pcie)")
+    assert "unknown-partition=a100:" in warned[3][0]
+    assert all(not [m for m in r["msgs"] if "not described" in m] for r in subs)  # users are not told
+    assert modify["rc"] == 0 and [line for line in modify["log"] if "unknown-partition=b200:" in line]

@@ -52,7 +52,8 @@ def render_spec(site, spec, layout=None, model=None, dirs=None, regen="slurmgpu 
 # Quoting
 
 HOSTILE = ["plain", "two words", "it's", 'say "hi"', "$HOME", "`id`", "$(touch x)", "a;b", "a|b&&c", "~/x", "*",
-           "back\\slash", "new\nline", "tab\there", "", "--", "-", "=lead", "x=~/y", "#hash", "caf\u00e9", "\x01ctl"]
+           "back\\slash", "new\nline", "ends in a newline\n", "trail\n", "tab\there", "", "--", "-", "=lead", "x=~/y",
+           "#hash", "caf\u00e9", "\x01ctl"]
 
 
 def _bash_words(words):
@@ -81,6 +82,79 @@ def test_shquote_stays_on_one_line():
 def test_shquote_refuses_nul():
     with pytest.raises(TemplateError):
         R.shquote("a\0b")
+
+
+# Path values: only the allow-listed variables expand, when the script runs.
+PATH_ENV = {"USER": "alice", "HOME": "/home/alice", "SCRATCH": "/lustre/alice", "SLURM_JOB_ID": "4242",
+            "OTHER": "NOT-EXPANDED", "USERNAME": "NOT-EXPANDED"}
+HOSTILE_PATHS = [
+    "/scratch/$USER/ckpt", "/scratch/${USER}/ckpt", "$SCRATCH/run-$SLURM_JOB_ID", "${HOME}/x",
+    "/p/$USER/$(touch PWNED_a)", "/p/${USER}/`touch PWNED_b`", "/p/$USER/$OTHER/${OTHER}", "/p/$USERNAME/$USER_x",
+    "/p/$USER/it's \"dq\" 'sq'", "/p/$USER/new\nline\ttab", "/p/$USER/back\\slash", "/p/$$USER", "/p/${USER",
+    "/p/$USER!x", "$(rm -rf /)/$USER", "/plain/path", "/with space/x", "~/x", "/p/${USER:-x}", "/p/\\$USER",
+]
+
+
+def _bash_env_words(words, quote, cwd):
+    script = "set -euo pipefail; printf '%s\\0' " + " ".join(quote(w) for w in words)
+    out = subprocess.run(["bash", "-c", script], capture_output=True, check=True, env=PATH_ENV, cwd=str(cwd)).stdout
+    return out.decode("utf-8").split("\0")[:-1]
+
+
+def test_shpath_expands_only_the_path_variables(tmp_path):
+    got = _bash_env_words(HOSTILE_PATHS, R.shpath, tmp_path)
+    assert got == [R.expand_path(p, PATH_ENV) for p in HOSTILE_PATHS]
+    assert got[:4] == ["/scratch/alice/ckpt", "/scratch/alice/ckpt", "/lustre/alice/run-4242", "/home/alice/x"]
+    assert got[6] == "/p/alice/$OTHER/${OTHER}" and got[7] == "/p/$USERNAME/$USER_x"
+    assert got[9] == "/p/alice/new\nline\ttab"
+    assert not list(tmp_path.iterdir()), "an injected command ran"
+    for p in HOSTILE_PATHS:
+        assert "\n" not in R.shpath(p)
+        if "$" not in p:
+            assert R.shpath(p) == R.shquote(p)  # no variable: quoted exactly as before
+    assert R.shpath("/scratch/$USER/ckpt") == '"/scratch/${USER}/ckpt"'
+
+
+def test_shpath_stops_the_job_on_an_unset_variable():
+    r = subprocess.run(["bash", "-c", "set -euo pipefail; echo %s" % R.shpath("$SCRATCH/ckpt")],
+                       capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode != 0 and "SCRATCH" in r.stderr
+
+
+_PATH_TOKENS = st.sampled_from(["$USER", "${USER}", "$SCRATCH", "${SLURM_JOB_ID}", "$HOME", "$OTHER", "$", "{", "}",
+                                "'", '"', "`", "\\", "\n", " ", "!", "$(", ")", "/", "x", "\u00e9", "_"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_PATH_TOKENS, min_size=1, max_size=10).map("".join))
+def test_shpath_roundtrip_property(value):
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        assert _bash_env_words([value], R.shpath, d) == [R.expand_path(value, PATH_ENV)]
+        assert not list(Path(d).iterdir())
+
+
+def test_paths_in_the_script_expand_and_nothing_else_does():
+    site = preset("dgx-h100")
+    spec = _spec(launcher="megatron", command=(), checkpoint_dir="/scratch/$USER/ck $(id)",
+                 container=ContainerSpec(runtime="pyxis", image="nvcr.io#nvidia/x:$USER",
+                                         mounts=("$SCRATCH:/scratch",)),
+                 env={"NOTE": "$USER stays"}, args=("--data-path", "/data/$USER"))
+    text, req, _ = render_spec(site, spec, model=get_model("llama3.1-8b"), layout=LAY2)
+    assert "export SLURMGPU_CHECKPOINT_DIR='/scratch/'\"${USER}\"'/ck $(id)'\n" in text
+    assert "    --save '/scratch/'\"${USER}\"'/ck $(id)' \\\n" in text
+    assert "    --load '/scratch/'\"${USER}\"'/ck $(id)'\n" in text
+    assert "SLURMGPU_MOUNTS=\"$PWD:$PWD\"\",${SCRATCH}:/scratch\"\n" in text
+    # everything that is not a path stays literal
+    assert "export NOTE='$USER stays'" in text and "--data-path '/data/$USER'" in text
+    assert "SLURMGPU_IMAGE='nvcr.io#nvidia/x:$USER'" in text
+
+
+def test_a_leading_tilde_in_a_path_is_a_warning():
+    site = preset("dgx-h100")
+    _, _, warnings = render_spec(site, _spec(checkpoint_dir="~/ckpt"))
+    assert any("checkpoint_dir ~/ckpt: a leading ~ is not expanded" in w for w in warnings), warnings
 
 
 def test_sbatch_quote_escapes_what_sbatch_splits_on():
@@ -430,6 +504,23 @@ def test_template_cache_is_used_and_follows_edits(tmp_path, monkeypatch):
     assert list((tmp_path / "cache" / "jinja").iterdir())
     part.write_text("# version two\n")
     assert "# version two" in render_spec(site, _spec(), dirs=dirs)[0]
+
+
+def test_template_cache_keeps_sandboxed_and_plain_code_apart(tmp_path, monkeypatch):
+    """An override in one repo (sandboxed) must not hand its compiled code to a plain render elsewhere."""
+    monkeypatch.delenv("SLURMGPU_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    over = tmp_path / "repo" / ".slurmgpu" / "templates" / "parts"
+    over.mkdir(parents=True)
+    (over / "launch_torchrun.j2").write_text((ROOT / "templates" / "parts" / "launch_torchrun.j2").read_text())
+    site = preset("dgx-h100")
+    sandboxed = R.search_path(None, tmp_path / "repo", site)
+    plain = R.search_path(None, None, site)
+    assert [d.label for d in sandboxed] == ["repo", "built-in"] and [d.label for d in plain] == ["built-in"]
+    for dirs in (sandboxed, plain, sandboxed, plain):  # each order, with a warm cache
+        assert "torchrun \\\n" in render_spec(site, _spec(), dirs=dirs)[0]
+    assert sorted(p.name for p in (tmp_path / "cache" / "slurmgpu" / "jinja").iterdir()) == [
+        "Environment", "SandboxedEnvironment"]
 
 
 def test_site_container_without_image_runs_on_the_host():

@@ -24,6 +24,14 @@ CONTAINERS = {
     "pyxis": ContainerSpec(runtime="pyxis", image="nvcr.io#nvidia/pytorch:24.04-py3", mounts=("/data:/data",)),
     "apptainer": ContainerSpec(runtime="apptainer", image="/images/train image.sif", mounts=("/scratch:/scratch",)),
 }
+# The variant run of each case names a registry image in the other runtime's spelling, so the
+# translated reference (docker://... for Apptainer, REGISTRY#... for pyxis) is checked too; AMD
+# sites get ROCm builds (a CUDA image there is an error).
+VARIANT_IMAGE = {("pyxis", "nvidia"): "nvcr.io/nvidia/pytorch:24.04-py3",
+                 ("apptainer", "nvidia"): "nvcr.io#nvidia/pytorch:24.04-py3",
+                 ("pyxis", "amd"): "docker.io/rocm/pytorch:rocm6.1_ubuntu22.04_py3.10_pytorch_2.1.2",
+                 ("apptainer", "amd"): "rocm/pytorch:rocm6.1_ubuntu22.04_py3.10_pytorch_2.1.2"}
+BASE_IMAGE_AMD = {"pyxis": "rocm/pytorch:latest"}
 COMMAND = {"torchrun": ("train.py", "--config", "cfg.yaml"), "srun": ("python", "train.py"),
            "deepspeed": ("train.py", "--deepspeed", "ds.json"), "accelerate": ("train.py",)}
 
@@ -50,6 +58,13 @@ def _cases():
 def _render(case, tmp_path):
     name, site, part, launcher, container, nodes, variant = case
     spec = replace(_spec(launcher, container, nodes, variant), partition=part)
+    vendor = site.node_type_of(part).vendor
+    if variant:
+        image = VARIANT_IMAGE.get((container, vendor))
+    else:
+        image = BASE_IMAGE_AMD.get(container) if vendor == "amd" else None
+    if image:
+        spec = replace(spec, container=replace(spec.container, image=image))
     sizing = R.plan_layout(site, spec)
     if launcher == "megatron":  # with a model, so the model-shape arguments are rendered too
         sizing = R.Sizing(layout=sizing.layout, model=get_model("llama3.1-8b"))

@@ -124,12 +124,10 @@ local function job_from_options(options, offset)
   local nodes = opt(options, "nodes")
   if nodes then
     local a, b = string.match(nodes, "^(%d+)%-(%d+)$")
-    if a and tonumber(b) == 0 then
-      -- "1-0": not given (max 0)
-    elseif a then
+    if a and tonumber(b) ~= 0 then -- "1-0" is Slurm's "not given" (max 0)
       job.nodes_min = tonumber(a)
       if tonumber(b) >= tonumber(a) then job.nodes_max = tonumber(b) end
-    elseif string.match(nodes, "^%d+$") then
+    elseif not a and string.match(nodes, "^%d+$") then
       job.nodes_min = tonumber(nodes); job.nodes_max = tonumber(nodes)
     end
   end
@@ -174,7 +172,7 @@ local function submit(options, offset)
   return SUCCESS
 end
 
-function slurm_cli_setup_defaults(options, early_pass)
+function slurm_cli_setup_defaults(options, early_pass) -- luacheck: no unused args
   return SUCCESS
 end
 
@@ -183,13 +181,14 @@ function slurm_cli_pre_submit(options, offset)
   if ok and type(code) == "number" then return code end
   pcall(slurm.log_verbose, "%s", TAG .. " internal-error stage=cli_filter " .. P.clean(code, 300))
   if TOPO.on_internal_error == "reject" then
-    pcall(slurm.log_error, "%s", "slurmgpu: the GPU submit filter hit an internal error; please tell the cluster admins.")
+    pcall(slurm.log_error, "%s",
+      "slurmgpu: the GPU submit filter hit an internal error; please tell the cluster admins.")
     return -1
   end
   return SUCCESS
 end
 
-function slurm_cli_post_submit(offset, job_id, step_id)
+function slurm_cli_post_submit(offset, job_id, step_id) -- luacheck: no unused args
   return SUCCESS
 end
 

@@ -135,7 +135,8 @@ local function evaluate_desc(desc, part_list, uid)
   return P.decide(job, TOPO), job
 end
 
-local INTERNAL_REJECT = "slurmgpu: the GPU submit filter hit an internal error and this cluster rejects jobs when that happens; please tell the cluster admins (log tag " .. TAG .. ")."
+local INTERNAL_REJECT = "slurmgpu: the GPU submit filter hit an internal error and this cluster rejects jobs when "
+  .. "that happens; please tell the cluster admins (log tag " .. TAG .. ")."
 
 local function fallback(stage, err)
   local line = TAG .. " decision=%s internal-error stage=" .. stage .. " " .. P.clean(err, 300)
@@ -148,9 +149,17 @@ local function fallback(stage, err)
   return SUCCESS
 end
 
+-- A GPU job on a partition the site does not describe: one log line per name per slurmctld
+-- (until the script reloads), never a rejection.
+local function log_unknown(v)
+  local lines = P.unknown_log_lines(v)
+  for i = 1, #lines do log(lines[i]) end
+end
+
 local function submit(desc, part_list, uid)
   local v, job = evaluate_desc(desc, part_list, uid)
   log(P.log_line(v, job))
+  log_unknown(v)
   for i = 1, #v.messages do user(v.messages[i]) end
   for i = 1, #v.warnings do user(v.warnings[i]) end
   return v.code
@@ -208,6 +217,7 @@ local function modify(desc, rec, part_list, uid)
   if job.user == nil and job.uid ~= nil then job.user = tostring(job.uid) end
   local v = P.decide(job, TOPO)
   log(P.log_line(v, job) .. " changed=" .. table.concat(changed, ","))
+  log_unknown(v)
   -- Before 23.02 log_user in job_modify only logs an error; 23.02 is also the release that
   -- exports every ESLURM_* name, which is how the version is told apart here.
   if slurm.ESLURM_INVALID_GRES ~= nil then

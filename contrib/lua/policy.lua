@@ -19,7 +19,9 @@ render-filter), by `slurmgpu check` (through lupa) and by the SPANK plugin. Entr
 The verdict: decision ("accept"|"reject"), code (0, P.REJECT_CODE or P.ERROR_CODE),
 messages{...} (why rejected), warnings{...}, layout{tp,pp,cp,ep[,dp]}, source
 ("stamp"|"env"|"flags"|"none"), launcher, partitions{...}, rules{...}, mode, exempt,
-internal_error. All its strings are printable ASCII.
+internal_error, unknown_partitions{...} (partitions of a GPU job that the site does not
+describe) with notes{...} (one admin-facing sentence each; P.unknown_log_lines logs each name
+once per Lua state). All its strings are printable ASCII.
 ]]
 
 local P = {}
@@ -40,7 +42,6 @@ local MAX_VARS = 64        -- distinct shell variables looked up per document
 local TOKEN_MAX = 96       -- longest option name considered
 local MAX_VALUES = 32      -- values remembered per parameter
 local UNSET = 65534        -- numbers at or above this are Slurm's NO_VAL/INFINITE markers
-P.LIMITS = {scan_bytes = SCAN_MAX, hits = MAX_HITS}
 
 -- Option names (leading -/+ stripped, last dotted part, '_' -> '-') -> parameter.
 local NAMES = {
@@ -804,10 +805,12 @@ local function check_partition(ctx, pname, part)
 
   if tp > 1 and g.bad and multi then
     add("reject", "gpu-request-unreadable", format(
-      "cannot read the GPU request '%s' (%s) of this multi-node job with TP=%d on %s. Fix: ask for GPUs per node, e.g. --gpus-per-node=%d.",
+      "cannot read the GPU request '%s' (%s) of this multi-node job with TP=%d on %s. "
+        .. "Fix: ask for GPUs per node, e.g. --gpus-per-node=%d.",
       clean(g.bad_text or "", 48), g.bad, tp, label, hw))
   elseif g.bad then
-    add("warn", "gpu-request-unreadable", format("cannot read the GPU request '%s' (%s).", clean(g.bad_text or "", 48), g.bad))
+    add("warn", "gpu-request-unreadable",
+      format("cannot read the GPU request '%s' (%s).", clean(g.bad_text or "", 48), g.bad))
   end
 
   if tp > 1 and multi and g.unknown then
@@ -820,7 +823,8 @@ local function check_partition(ctx, pname, part)
       fix = format("--nodes=%d --gpus-per-node=%d", nmin, hw)
     end
     add("reject", "gpus-per-node-unknown", format(
-      "TP=%d%s on a multi-node job, but %s does not fix the GPUs per node: Slurm may place them unevenly (e.g. 8+4), so TP groups could straddle nodes on %s. Fix: ask for GPUs per node, e.g. %s.",
+      "TP=%d%s on a multi-node job, but %s does not fix the GPUs per node: Slurm may place them unevenly "
+        .. "(e.g. 8+4), so TP groups could straddle nodes on %s. Fix: ask for GPUs per node, e.g. %s.",
       tp, where(), g.unknown, label, fix))
   end
 
@@ -834,7 +838,8 @@ local function check_partition(ctx, pname, part)
       local ok = function(t) return unit % t == 0 end
       if part.link == "pcie" then
         add("reject", "tp-exceeds-domain", format(
-          "TP=%d%s on %s: every tensor-parallel all-reduce of this %s-node job would run over PCIe, no faster than the network between nodes. Fix: %s.",
+          "TP=%d%s on %s: every tensor-parallel all-reduce of this %s-node job would run over PCIe, "
+            .. "no faster than the network between nodes. Fix: %s.",
           tp, where(), label, tostring(nmin), tp_fix(tp, L.pp, ok)))
       elseif tp > d or d % tp ~= 0 then
         local what
@@ -847,7 +852,8 @@ local function check_partition(ctx, pname, part)
         if tp <= d then first = floor(d / tp) * tp end
         local last = first + tp - 1
         add("reject", "tp-exceeds-domain", format(
-          "%s on %s: this %s-node job would run tensor-parallel ranks %d-%d across nodes %d-%d over the network. Fix: %s.",
+          "%s on %s: this %s-node job would run tensor-parallel ranks %d-%d across nodes %d-%d over the network. "
+            .. "Fix: %s.",
           what, label, tostring(nmin), first, last, floor(first / rpn), floor(last / rpn), tp_fix(tp, L.pp, ok)))
       elseif rpn % tp ~= 0 then
         local first = 0
@@ -902,11 +908,13 @@ local function check_partition(ctx, pname, part)
   end
 
   if det.truncated then
-    local what = format("the script is too large or repetitive to check completely (over %d option-like words, or over %d MB)",
-                        MAX_HITS, floor(SCAN_MAX / 1048576))
+    local what = format(
+      "the script is too large or repetitive to check completely (over %d option-like words, or over %d MB)",
+      MAX_HITS, floor(SCAN_MAX / 1048576))
     if multi then
       add("reject", "scan-truncated", format(
-        "%s, so this multi-node job on partition '%s' cannot be cleared. Fix: keep the batch script short (move data and generated configs into files).",
+        "%s, so this multi-node job on partition '%s' cannot be cleared. "
+          .. "Fix: keep the batch script short (move data and generated configs into files).",
         what, pname))
     else
       add("warn", "scan-truncated", what .. "; only its first part was checked.")
@@ -944,11 +952,13 @@ local function check_partition(ctx, pname, part)
     end
   end
   if g.none and tp > 1 then
-    add("warn", "no-gpus", format("TP=%d but the job asks for no GPUs on partition '%s'. Add --gpus-per-node=%d.", tp, pname, hw))
+    add("warn", "no-gpus",
+      format("TP=%d but the job asks for no GPUs on partition '%s'. Add --gpus-per-node=%d.", tp, pname, hw))
   end
   if multi and part.link == "pcie" and not g.none then
     add("warn", "pcie-multinode", format(
-      "partition '%s' has PCIe-only GPUs (no NVLink): a multi-node job there sends every collective over the network; prefer one node, or pipeline parallelism across nodes.",
+      "partition '%s' has PCIe-only GPUs (no NVLink): a multi-node job there sends every collective over the "
+        .. "network; prefer one node, or pipeline parallelism across nodes.",
       pname))
   end
   -- NCCL settings live in the script or the environment: only checked when both are visible
@@ -961,7 +971,8 @@ local function check_partition(ctx, pname, part)
     end
     if #missing > 0 then
       add("warn", "nccl-env-missing", format(
-        "multi-node job on partition '%s' (%s) does not set %s; NCCL may pick the wrong network (set it in the script, or see 'slurmgpu site show').",
+        "multi-node job on partition '%s' (%s) does not set %s; NCCL may pick the wrong network "
+          .. "(set it in the script, or see 'slurmgpu site show').",
         pname, tostring(part.fabric), concat(missing, ", ")))
     end
   end
@@ -973,7 +984,74 @@ end
 
 local function new_verdict()
   return {decision = "accept", code = 0, messages = {}, warnings = {}, layout = {tp = 1, pp = 1, cp = 1, ep = 1},
-          source = "none", launcher = "", partitions = {}, rules = {}, mode = "enforce", exempt = false}
+          source = "none", launcher = "", partitions = {}, rules = {}, mode = "enforce", exempt = false,
+          unknown_partitions = {}, notes = {}}
+end
+
+-- Whether the job asks for GPUs in any form (an unreadable GPU request counts).
+local function asks_for_gpus(job)
+  local g = posnum(job.gpus_per_node)
+  if g and g > 0 then return true end
+  local n, err = P.parse_gpus(job.tres_per_node)
+  if err or (n and n > 0) then return true end
+  n, err = P.parse_gpus(job.tres_per_job)
+  if err or (n and n > 0) then return true end
+  n, err = P.parse_gpus(job.tres_per_task)
+  if err or (n and n > 0) then return true end
+  n, err = P.parse_gpus(job.tres_per_socket)
+  return err ~= nil or (n ~= nil and n > 0)
+end
+
+-- The admin-facing note for a GPU job on a partition the site table does not describe: the
+-- filter checks nothing there, which must never pass silently (slurmgpu admin install compares
+-- the site with the cluster's partitions to prevent it).
+local function unknown_note(pname, topo)
+  local order = type(topo.partition_order) == "table" and topo.partition_order or {}
+  local known = {}
+  for i = 1, #order do
+    if i > 16 then known[#known + 1] = "..."; break end
+    known[#known + 1] = clean(order[i], 64)
+  end
+  return format("partition '%s' is not described by site '%s' (it describes: %s), so the filter "
+    .. "checks no GPU job there; add it to the site config and install the filter again",
+    clean(pname, 64), clean(topo.site or "?", 64), #known > 0 and concat(known, ", ") or "none")
+end
+
+-- Unknown partition names already logged by this Lua state (slurmctld keeps one state until
+-- the script is reloaded): each is logged once, and at most MAX_UNKNOWN names are remembered.
+local MAX_UNKNOWN = 64
+local unknown_seen, unknown_count, unknown_full = {}, 0, false
+
+-- true the first time `name` is seen; "full" once when the table is full; false otherwise.
+function P.first_unknown(name)
+  local key = clean(name, 64)
+  if unknown_seen[key] then return false end
+  if unknown_count >= MAX_UNKNOWN then
+    if unknown_full then return false end
+    unknown_full = true
+    return "full"
+  end
+  unknown_count = unknown_count + 1
+  unknown_seen[key] = true
+  return true
+end
+
+-- The log lines for a verdict's unknown partitions, each name once per Lua state.
+function P.unknown_log_lines(v)
+  local out = {}
+  local u = type(v) == "table" and v.unknown_partitions or nil
+  if type(u) ~= "table" then return out end
+  for i = 1, #u do
+    local first = P.first_unknown(u[i])
+    if first == true then
+      out[#out + 1] = P.TAG .. " warning unknown-partition=" .. clean(u[i], 64) .. ": " .. tostring(v.notes[i])
+        .. " (logged once per partition name until the filter reloads)"
+    elseif first == "full" then
+      out[#out + 1] = P.TAG .. " warning unknown-partition: more than " .. MAX_UNKNOWN
+        .. " unknown partition names; no more are logged until the filter reloads"
+    end
+  end
+  return out
 end
 
 local function push_unique(list, seen, text)
@@ -1026,7 +1104,8 @@ function P.evaluate(job, topo)
   v.source = det.source
   v.launcher = det.launcher or ""
   local ctx = {job = job, det = det, layouts = {}}
-  local seen_m, seen_w, seen_r = {}, {}, {}
+  local seen_m, seen_w, seen_r, seen_u = {}, {}, {}, {}
+  local unknown = {}
   local strictest = nil
   local names = partitions_of(job, topo)
   local parts = type(topo.partitions) == "table" and topo.partitions or {}
@@ -1051,6 +1130,15 @@ function P.evaluate(job, topo)
           end
         end
       end
+    elseif not seen_u[pname] then
+      seen_u[pname] = true
+      unknown[#unknown + 1] = pname
+    end
+  end
+  if #unknown > 0 and asks_for_gpus(job) then
+    for i = 1, #unknown do
+      v.unknown_partitions[i] = clean(unknown[i], 64)
+      v.notes[i] = unknown_note(unknown[i], topo)
     end
   end
   v.mode = strictest or "off"
@@ -1080,7 +1168,8 @@ function P.evaluate(job, topo)
   return v
 end
 
-local INTERNAL_REJECT = "slurmgpu: the GPU submit filter hit an internal error and this cluster rejects jobs when that happens; please tell the cluster admins (log tag " .. P.TAG .. ")."
+local INTERNAL_REJECT = "slurmgpu: the GPU submit filter hit an internal error and this cluster rejects jobs when "
+  .. "that happens; please tell the cluster admins (log tag " .. P.TAG .. ")."
 
 -- The verdict, never an error: a bug accepts (default) or rejects per topo.on_internal_error.
 function P.decide(job, topo)
@@ -1106,7 +1195,8 @@ function P.log_line(v, job)
     parts[#parts + 1] = "origin=" .. clean(job.origin or "?", 16)
     parts[#parts + 1] = "user=" .. clean(job.user or "?", 32)
     if job.account then parts[#parts + 1] = "account=" .. clean(job.account, 32) end
-    parts[#parts + 1] = "partition=" .. clean(job.partition or ("(default " .. tostring(job.default_partition or "?") .. ")"), 64)
+    local partition = job.partition or ("(default " .. tostring(job.default_partition or "?") .. ")")
+    parts[#parts + 1] = "partition=" .. clean(partition, 64)
     if job.het_offset then parts[#parts + 1] = "het_offset=" .. tostring(job.het_offset) end
   end
   parts[#parts + 1] = format("tp=%s pp=%s cp=%s ep=%s", tostring(L.tp), tostring(L.pp), tostring(L.cp), tostring(L.ep))

@@ -172,7 +172,8 @@ S.json = json
 function S.export(v)
   return {decision = v.decision, code = v.code, messages = v.messages, warnings = v.warnings,
           layout = v.layout, source = v.source, launcher = v.launcher, partitions = v.partitions,
-          rules = v.rules, mode = v.mode, exempt = v.exempt, internal_error = v.internal_error}
+          rules = v.rules, mode = v.mode, exempt = v.exempt, internal_error = v.internal_error,
+          unknown_partitions = v.unknown_partitions, notes = v.notes}
 end
 
 slurmgpu_stub = S

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Install what the local Slurm test cluster (contrib/testcluster/cluster.py) and the
 # Lua/shell checks need, from Debian's archive: Slurm 22.05 daemons and clients, munge,
-# Lua 5.1 (the version bookworm's slurmctld embeds), shellcheck, and the Slurm/Lua
-# headers for building plugins.  Run as root.  Idempotent: when everything is already
+# Lua 5.1 (the version bookworm's slurmctld embeds), shellcheck and luacheck (`make lint`),
+# and the Slurm/Lua headers for building plugins.  Run as root.  Idempotent: when everything is already
 # installed it changes nothing and does not touch the network.
 set -euo pipefail
 
-PACKAGES=(slurmctld slurmd slurm-client munge lua5.1 shellcheck libslurm-dev liblua5.1-dev)
+PACKAGES=(slurmctld slurmd slurm-client munge lua5.1 shellcheck lua-check libslurm-dev liblua5.1-dev)
 
 die() {
     echo "install-deps.sh: error: $*" >&2
@@ -39,7 +39,7 @@ else
         || die "apt-get install ${missing[*]} failed"
 fi
 
-for cmd in slurmctld slurmd sbatch munged lua5.1 shellcheck; do
+for cmd in slurmctld slurmd sbatch munged lua5.1 shellcheck luacheck; do
     command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] \
         || die "$cmd is still missing after installation"
 done

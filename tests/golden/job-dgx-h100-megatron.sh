@@ -47,7 +47,9 @@ SLURMGPU_IMAGE='nvcr.io#nvidia/nemo:24.07'
 SLURMGPU_MOUNTS="$PWD:$PWD",/data:/data:ro
 
 # --- rendezvous: the first node of the allocation; a per-job port so jobs sharing a node do not collide ---
-MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+# all host names, then the first: piping them into head would kill scontrol (SIGPIPE) on long lists
+SLURMGPU_HOSTS=$(scontrol show hostnames "$SLURM_JOB_NODELIST")
+MASTER_ADDR=${SLURMGPU_HOSTS%%$'\n'*}
 MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
 export MASTER_ADDR MASTER_PORT
 

@@ -38,7 +38,9 @@ export NCCL_SOCKET_IFNAME='=bond0'  # bootstrap/socket interface: exact interfac
 export SLURMGPU_SITE=hgx-h100-roce SLURMGPU_TP=1 SLURMGPU_PP=1 SLURMGPU_DP=16 SLURMGPU_CP=1 SLURMGPU_EP=1 SLURMGPU_MICRO_BATCH=1
 
 # --- rendezvous: the first node of the allocation; a per-job port so jobs sharing a node do not collide ---
-MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+# all host names, then the first: piping them into head would kill scontrol (SIGPIPE) on long lists
+SLURMGPU_HOSTS=$(scontrol show hostnames "$SLURM_JOB_NODELIST")
+MASTER_ADDR=${SLURMGPU_HOSTS%%$'\n'*}
 MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
 export MASTER_ADDR MASTER_PORT
 

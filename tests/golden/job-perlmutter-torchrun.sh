@@ -48,7 +48,9 @@ export SLURMGPU_SITE=perlmutter SLURMGPU_TP=1 SLURMGPU_PP=1 SLURMGPU_DP=16 SLURM
 export WANDB_PROJECT='demo run'
 
 # --- rendezvous: the first node of the allocation; a per-job port so jobs sharing a node do not collide ---
-MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+# all host names, then the first: piping them into head would kill scontrol (SIGPIPE) on long lists
+SLURMGPU_HOSTS=$(scontrol show hostnames "$SLURM_JOB_NODELIST")
+MASTER_ADDR=${SLURMGPU_HOSTS%%$'\n'*}
 MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
 export MASTER_ADDR MASTER_PORT
 
