@@ -26,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from slurmgpu.jobdesc import job_desc  # noqa: E402
-from slurmgpu.policy import lua_dir, lua_literal, part_list, render_filter  # noqa: E402
-from slurmgpu.site import load_site, preset_dir  # noqa: E402
+from slurmgpu.policy import lua_dir, lua_literal, part_list, render_filter
+from slurmgpu.site import load_site, preset_dir
+from slurmgpu.slurm import job_desc
 
 TARGETS_MS = {"typical 10 KB": 1.0, "4 MB (10 KB + embedded data)": 100.0}
 

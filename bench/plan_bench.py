@@ -16,9 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from slurmgpu.models import get_model  # noqa: E402
-from slurmgpu.plan import PlanRequest, make_plan  # noqa: E402
-from slurmgpu.site import load_site, preset_dir  # noqa: E402
+from slurmgpu.plan import PlanRequest, get_model, make_plan
+from slurmgpu.site import load_site, preset_dir
 
 TARGET_S = 0.5
 

@@ -163,9 +163,9 @@ def run_batch(ctl: Controller, script: Path, n: int, mode: str, concurrency: int
 
 def filter_cost_us(script_text: str, repeat: int = 200) -> float:
     """Median microseconds of one slurm_job_submit call of the rendered filter (lupa, in-process)."""
-    from slurmgpu.jobdesc import job_desc
     from slurmgpu.policy import PolicyRunner
     from slurmgpu.site import load_site
+    from slurmgpu.slurm import job_desc
 
     runner = PolicyRunner(load_site(str(SITE_FILE)), backend="lupa")
     desc = job_desc(script_text, [], env={"PATH": "/usr/bin"}, script_path="job.sh", user="root", uid=0)

@@ -17,10 +17,9 @@ import yaml
 from click.testing import CliRunner
 
 from slurmgpu.cli import main
-from slurmgpu.cluster_check import check_site_partitions
-from slurmgpu.policy import render_filter, written_by_slurmgpu
-from slurmgpu.runner import SubprocessRunner
+from slurmgpu.policy import check_site_partitions, render_filter, written_by_slurmgpu
 from slurmgpu.site import load_site
+from slurmgpu.slurm import SubprocessRunner
 
 pytestmark = pytest.mark.cluster
 

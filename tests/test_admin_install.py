@@ -23,13 +23,22 @@ import pytest
 from click.testing import CliRunner
 
 from slurmgpu.cli import main
-from slurmgpu.cluster_check import NODE_CMD, PARTITION_CMD, ClusterPartition, check_site_partitions, compare
 from slurmgpu.errors import Refused
-from slurmgpu.policy import (PolicyRunner, backup_file, install_filter, plan_install, render_filter,
-                             written_by_slurmgpu)
-from slurmgpu.runner import CommandResult
+from slurmgpu.policy import (
+    NODE_CMD,
+    PARTITION_CMD,
+    ClusterPartition,
+    PolicyRunner,
+    backup_file,
+    check_site_partitions,
+    compare,
+    install_filter,
+    plan_install,
+    render_filter,
+    written_by_slurmgpu,
+)
 from slurmgpu.site import load_site, preset_dir
-from slurmgpu.slurm_parse import parse_scontrol_partitions, tres_gpus
+from slurmgpu.slurm import CommandResult, parse_scontrol_partitions, tres_gpus
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTCLUSTER = ROOT / "tests" / "data" / "sites" / "testcluster.yaml"

@@ -20,14 +20,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from slurmgpu import render as R
+from slurmgpu import job as J
 from slurmgpu.errors import ConfigError, PlanError, PolicyRejection
-from slurmgpu.layout import Layout
-from slurmgpu.models import ModelSpec
-from slurmgpu.plan import check_layout_rules, segment_for
+from slurmgpu.job import JobSpec
+from slurmgpu.plan import Layout, ModelSpec, check_layout_rules, segment_for
 from slurmgpu.policy import PolicyRunner, check_script
 from slurmgpu.site import load_site, preset_dir, preset_names
-from slurmgpu.spec import JobSpec
 
 # A model whose heads divide by every TP tried, so only placement rules can object.
 WIDE = ModelSpec(name="wide", layers=144, hidden=147456, heads=1152, kv_heads=1152, ffn=4 * 147456,
@@ -111,7 +109,7 @@ def _generate(name: str, pname: str, nodes: int, tp: int, segment: Optional[int]
     spec = JobSpec(launcher="torchrun", partition=pname, nodes=nodes, parallel={"tp": tp}, segment=segment,
                    command=("train.py",))
     try:
-        gen = R.generate(site, spec, R.search_path(None, None, site))
+        gen = J.generate(site, spec, J.search_path(None, None, site))
     except (PolicyRejection, PlanError, ConfigError) as exc:
         return "refused", str(exc)
     return "written", gen.script

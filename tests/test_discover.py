@@ -17,16 +17,32 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurmgpu.cli import main
-from slurmgpu.discover import (build_draft, discover, group_nodes, pyslurm_mismatch, pyslurm_status,
-                               read_cluster)
+from slurmgpu.discover import (
+    build_draft,
+    check,
+    discover,
+    group_nodes,
+    pyslurm_mismatch,
+    pyslurm_status,
+    read_cluster,
+    render,
+    scalar,
+)
 from slurmgpu.errors import SlurmError
-from slurmgpu.gpus import GPU_TABLE, lookup
-from slurmgpu.probe import probe
-from slurmgpu.runner import NOT_FOUND, CommandResult
-from slurmgpu.site import load_site, preset_dir
-from slurmgpu.site_draft import check, render, scalar
-from slurmgpu.slurm_parse import (Gres, parse_gres, parse_hostlist, parse_scontrol_nodes, parse_scontrol_partitions,
-                                  parse_scontrol_records, parse_sinfo_json, parse_version)
+from slurmgpu.node import probe
+from slurmgpu.site import GPU_TABLE, load_site, lookup, preset_dir
+from slurmgpu.slurm import (
+    NOT_FOUND,
+    CommandResult,
+    Gres,
+    parse_gres,
+    parse_hostlist,
+    parse_scontrol_nodes,
+    parse_scontrol_partitions,
+    parse_scontrol_records,
+    parse_sinfo_json,
+    parse_version,
+)
 
 DATA = Path(__file__).parent / "data"
 SLURM = DATA / "slurm"

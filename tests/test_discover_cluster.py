@@ -15,10 +15,9 @@ import time
 
 import pytest
 
-from slurmgpu.discover import discover
-from slurmgpu.runner import SubprocessRunner
+from slurmgpu.discover import check, discover, render
 from slurmgpu.site import load_site
-from slurmgpu.site_draft import check, render
+from slurmgpu.slurm import SubprocessRunner
 
 pytestmark = pytest.mark.cluster
 

@@ -10,12 +10,21 @@ from typing import Sequence
 
 import pytest
 
-from slurmgpu.doctor import (diagnose, expand_output_pattern, fill, find_job_log, match_lines, read_log,
-                             read_stamp, render_text)
 from slurmgpu.errors import SlurmError
-from slurmgpu.runner import CommandResult
-from slurmgpu.signatures import CATALOGUE, by_id
+from slurmgpu.node import (
+    CATALOGUE,
+    by_id,
+    diagnose,
+    expand_output_pattern,
+    fill,
+    find_job_log,
+    match_lines,
+    read_log,
+    read_stamp,
+    render_text,
+)
 from slurmgpu.site import load_site, preset_dir
+from slurmgpu.slurm import CommandResult
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data", "doctor")
@@ -128,8 +137,7 @@ def test_fill_drops_segments_with_unknown_fields():
 
 
 def test_oom_advice_gives_the_estimate_and_the_planners_layout(site):
-    from slurmgpu.memory import TrainShape, training_memory
-    from slurmgpu.models import get_model
+    from slurmgpu.plan import TrainShape, get_model, training_memory
 
     d = diagnose(read("cuda-oom.log"), site=site)
     adv = " ".join(d.matches[0].advice)

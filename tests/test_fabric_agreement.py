@@ -7,14 +7,14 @@ from dataclasses import replace
 
 import pytest
 
-from slurmgpu import render as R
-from slurmgpu.fabric import FABRIC_TABLE, OFI_NET, derived_names, fabric_env, socket_ifname
-from slurmgpu.layout import Layout
-from slurmgpu.ncclenv import parse_devlist
+from slurmgpu import job as J
+from slurmgpu.job import JobSpec
+from slurmgpu.nccl import FABRIC_TABLE, OFI_NET, derived_names, fabric_env, parse_devlist, socket_ifname
+from slurmgpu.node import Gpu, implied_nccl_env
+from slurmgpu.plan import Layout
 from slurmgpu.policy import check_script, topology_table
-from slurmgpu.probe import Gpu, implied_nccl_env
-from slurmgpu.site import FABRICS, load_site, preset_dir, preset_names
-from slurmgpu.spec import JobSpec
+from slurmgpu.site import load_site, preset_dir, preset_names
+from slurmgpu.vocab import FABRICS
 
 _SITES = {n: load_site(str(preset_dir() / (n + ".yaml"))) for n in preset_names()}
 
@@ -77,7 +77,7 @@ def test_a_generated_multi_node_script_sets_what_the_policy_asks_for(name, pname
     if site.partitions[pname].max_nodes_per_job < 2:
         pytest.skip("single-node partition")
     spec = JobSpec(launcher="torchrun", partition=pname, nodes=2, command=("train.py",))
-    gen = R.generate(site, spec, R.search_path(None, None, site))
+    gen = J.generate(site, spec, J.search_path(None, None, site))
     v = check_script(site, gen.script)
     assert v.decision == "accept" and "nccl-env-missing" not in v.rules, v.warnings
     # and the same script without the fabric block is warned about, where the policy asks for something

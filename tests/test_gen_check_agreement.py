@@ -19,12 +19,11 @@ from typing import Dict, Iterator, Optional, Tuple
 
 import pytest
 
-from slurmgpu import render as R
+from slurmgpu import job as J
 from slurmgpu.errors import ConfigError, PlanError, PolicyRejection
-from slurmgpu.launchers import NAMES
+from slurmgpu.job import NAMES, JobSpec
 from slurmgpu.policy import check_script
 from slurmgpu.site import load_site, preset_dir, preset_names
-from slurmgpu.spec import JobSpec
 
 pytest.importorskip("lupa")
 
@@ -101,7 +100,7 @@ def run_case(case: Case) -> Tuple[str, str]:
     """('written'|'refused'|'violation', detail)."""
     site = _SITES[case[0]]
     try:
-        gen = R.generate(site, _spec(case), R.search_path(None, None, site), "slurmgpu gen agree")
+        gen = J.generate(site, _spec(case), J.search_path(None, None, site), "slurmgpu gen agree")
     except PolicyRejection as exc:
         return "violation", "gen's own policy refused its script: %s" % exc
     except (PlanError, ConfigError) as exc:

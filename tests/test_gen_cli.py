@@ -13,12 +13,11 @@ import pytest
 from click.testing import CliRunner
 
 from slurmgpu.cli import main
-from tests.cluster_fixtures import dgx_site_for
-from slurmgpu.models import get_model
-from slurmgpu.plan import PlanRequest, make_plan
+from slurmgpu.job import load_spec
+from slurmgpu.plan import PlanRequest, get_model, make_plan
 from slurmgpu.render import shquote
 from slurmgpu.site import load_site, preset_dir
-from slurmgpu.spec import load_spec
+from tests.cluster_fixtures import dgx_site_for
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,10 +17,11 @@ import time
 
 import pytest
 
+from slurmgpu import job as J
 from slurmgpu import render as R
-from tests.cluster_fixtures import dgx_site_for
+from slurmgpu.job import ContainerSpec, JobSpec
 from slurmgpu.site import load_site, preset_dir
-from slurmgpu.spec import ContainerSpec, JobSpec
+from tests.cluster_fixtures import dgx_site_for
 
 STUB = r'''
 import json, os, signal, sys, time
@@ -106,8 +107,8 @@ def records(tmp_path):
 
 def generate(site_name, spec):
     site = load_site(str(preset_dir() / (site_name + ".yaml")))
-    req, _ = R.build_request(site, spec, R.plan_layout(site, spec), "slurmgpu gen hostile")
-    return R.render(req, R.search_path(None, None, site)), req
+    req, _ = J.build_request(site, spec, J.plan_layout(site, spec), "slurmgpu gen hostile")
+    return J.render_request(req, J.search_path(None, None, site)), req
 
 
 def pwned(tmp_path):
@@ -258,8 +259,8 @@ def test_hostile_job_through_real_slurm(tmp_path, slurm_cluster):
     spec = JobSpec(name='pwn"; touch PWNED_name; echo " #x', launcher="torchrun", nodes=2,
                    command=("train.py",) + HOSTILE_ARGS, preflight=False, mem="1000M",
                    output=str(work / "out %j.log"), env={"HOSTILE": "$(touch PWNED_env) 'q'"})
-    req, _ = R.build_request(site, spec, R.plan_layout(site, spec), "slurmgpu gen hostile")
-    text = R.render(req, R.search_path(None, None, site))
+    req, _ = J.build_request(site, spec, J.plan_layout(site, spec), "slurmgpu gen hostile")
+    text = J.render_request(req, J.search_path(None, None, site))
     env = {"PATH": "%s:%s" % (stubs, os.environ.get("PATH", "")), "STUB_RECORD": str(tmp_path / "record.jsonl")}
     (tmp_path / "record.jsonl").touch()
     os.chmod(str(tmp_path / "record.jsonl"), 0o666)

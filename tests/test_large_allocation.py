@@ -13,10 +13,9 @@ import subprocess
 
 import pytest
 
-from slurmgpu import render as R
-from slurmgpu.launchers import NAMES
+from slurmgpu import job as J
+from slurmgpu.job import NAMES, JobSpec
 from slurmgpu.site import load_site, preset_dir
-from slurmgpu.spec import JobSpec
 
 RUNS = 20
 NODELIST = "gpu[0001-2000]"
@@ -44,8 +43,8 @@ def rendezvous_snippet(launcher):
     site = load_site(str(preset_dir() / "dgx-h100.yaml"))
     spec = JobSpec(launcher=launcher, nodes=2, command=COMMAND.get(launcher, ()), weights="org/model",
                    preflight=False)
-    req, _ = R.build_request(site, spec, R.plan_layout(site, spec), "slurmgpu gen big")
-    lines = R.render(req, R.search_path(None, None, site)).splitlines()
+    req, _ = J.build_request(site, spec, J.plan_layout(site, spec), "slurmgpu gen big")
+    lines = J.render_request(req, J.search_path(None, None, site)).splitlines()
     assert "set -euo pipefail" in lines
     start = next(i for i, l in enumerate(lines) if l.startswith("# --- rendezvous"))
     end = lines.index("export MASTER_ADDR MASTER_PORT", start)
@@ -81,7 +80,7 @@ def test_no_template_pipes_into_a_command_that_stops_reading():
     import re
 
     bad = re.compile(r"\|\s*(head|grep\s+-[A-Za-z]*[qm]|sed\s+(-n\s+)?'?[0-9]*q|awk\s+'[^']*exit)")
-    tdir = R.builtin_dir()
+    tdir = J.builtin_dir()
     found = []
     for root, _, files in os.walk(tdir):
         for name in files:

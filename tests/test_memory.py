@@ -5,9 +5,17 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from slurmgpu.memory import (TrainShape, activation_bytes_per_layer, inference_memory, kv_cache_bytes,
-                             layer_act_base, model_states_bytes, stage_layers, training_memory)
-from slurmgpu.models import get_model
+from slurmgpu.plan import (
+    TrainShape,
+    activation_bytes_per_layer,
+    get_model,
+    inference_memory,
+    kv_cache_bytes,
+    layer_act_base,
+    model_states_bytes,
+    stage_layers,
+    training_memory,
+)
 
 GiB = 2 ** 30
 

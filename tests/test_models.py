@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurmgpu.errors import ConfigError
-from slurmgpu.models import catalogue, get_model, load_model_file, model_from_params
+from slurmgpu.plan import catalogue, get_model, load_model_file, model_from_params
 
 # Published totals: exact figures are Hugging Face safetensors parameter counts of the official
 # releases; rounded ones are the papers' / model cards' (Mixtral paper: 47B total, 13B active;

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurmgpu.ncclenv import PATH_LEVELS, VARS, errors, lint_env, parse_devlist, prefix_traps
-from slurmgpu.probe import probe
+from slurmgpu.nccl import PATH_LEVELS, VARS, errors, lint_env, parse_devlist, prefix_traps
+from slurmgpu.node import probe
 from slurmgpu.site import load_site, preset_dir, preset_names
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -216,8 +216,7 @@ def test_every_preset_env_is_clean(preset):
 
 @pytest.mark.parametrize("fixture", ["dgx-h100", "roce-a100", "efa-p5"])
 def test_env_probe_implies_is_clean(fixture):
-    from slurmgpu.preflight import FixtureRunner
-    from slurmgpu.probe import read_net_sysfs
+    from slurmgpu.node import FixtureRunner, read_net_sysfs
 
     d = os.path.join(PROBE, fixture)
     r = probe(sysfs=os.path.join(d, "sys"), runner=FixtureRunner(d), hostname="n1", net_reader=read_net_sysfs)
@@ -235,7 +234,7 @@ def test_env_probe_implies_is_clean(fixture):
     ("dgx-h100", "=bond1", False),
 ])
 def test_socket_ifname_compared_with_lists_and_prefixes_from_the_site(preset, value, ok):
-    from slurmgpu.ncclenv import lint_env
+    from slurmgpu.nccl import lint_env
     from slurmgpu.site import load_site, preset_dir
 
     nt = load_site(str(preset_dir() / (preset + ".yaml"))).node_type_of()

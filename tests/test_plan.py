@@ -10,11 +10,19 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from slurmgpu.diagram import render
 from slurmgpu.errors import PlanError
-from slurmgpu.layout import Layout, tp_group_nodes
-from slurmgpu.models import catalogue, get_model, model_from_params
-from slurmgpu.plan import PlanRequest, check_layout_rules, format_plan, make_plan
+from slurmgpu.plan import (
+    Layout,
+    PlanRequest,
+    catalogue,
+    check_layout_rules,
+    format_plan,
+    get_model,
+    make_plan,
+    model_from_params,
+    render,
+    tp_group_nodes,
+)
 from slurmgpu.site import load_site, preset_dir, preset_names
 
 
@@ -355,8 +363,8 @@ def test_cli_params_and_diagram():
 
 def test_hardware_figures_come_from_the_gpu_table():
     """HBM bandwidth and FP8 support live in slurmgpu.gpus.GPU_TABLE (one table for GPU facts)."""
-    from slurmgpu.gpus import GPU_TABLE, lookup
     from slurmgpu.plan import hardware
+    from slurmgpu.site import GPU_TABLE, lookup
 
     assert all(f.hbm_gbs > 0 for f in GPU_TABLE.values())
     for name in preset_names():

@@ -18,14 +18,20 @@ from typing import Dict
 import pytest
 from click.testing import CliRunner
 
-from tests.policy_cases.cases import load_cases, problems
 from slurmgpu.cli import main
 from slurmgpu.errors import ConfigError, SlurmgpuError
-from slurmgpu.jobdesc import job_desc, split_command
 from slurmgpu.policy import (
-    PolicyRunner, Verdict, check_script, install_filter, lua_literal, render_filter, topology_table,
+    PolicyRunner,
+    Verdict,
+    check_script,
+    install_filter,
+    lua_literal,
+    render_filter,
+    topology_table,
 )
 from slurmgpu.site import load_site, preset_dir, preset_names, resolve_site_ref
+from slurmgpu.slurm import job_desc, split_command
+from tests.policy_cases.cases import load_cases, problems
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = load_cases()

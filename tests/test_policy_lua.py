@@ -19,9 +19,9 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from slurmgpu.jobdesc import job_desc
 from slurmgpu.policy import lua_dir, lua_literal, part_list, render_filter, topology_lua
 from slurmgpu.site import load_site, preset_dir, resolve_site_ref
+from slurmgpu.slurm import job_desc
 from tests.policy_cases.cases import load_cases, problems
 
 LUA = shutil.which("lua5.1")

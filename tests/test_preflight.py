@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurmgpu import preflight as pf
-from slurmgpu.probe import probe, read_net_sysfs
+from slurmgpu.node import preflight as pf
+from slurmgpu.node import probe, read_net_sysfs
 from slurmgpu.site import load_site, preset_dir
-from slurmgpu.slurm_parse import parse_hostlist
+from slurmgpu.slurm import parse_hostlist
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROBE = os.path.join(ROOT, "tests", "data", "probe")
@@ -363,7 +363,8 @@ def test_compress_hostlist_inverts_slurm_expansion(items, width):
 
 
 def test_one_hostlist_codec_for_preflight_and_discover():
-    from slurmgpu import discover, slurm_parse
+    from slurmgpu.discover import cluster as discover
+    from slurmgpu.slurm import parse as slurm_parse
 
     assert pf.compress_hostlist is slurm_parse.compress_hostlist is discover.compress_hostlist
     assert not hasattr(discover, "_compress")
@@ -468,7 +469,7 @@ def test_preflight_thresholds_default_to_the_site_models_one_place():
     loader, preflight's own defaults and the CLI help read it from there."""
     import inspect
 
-    from slurmgpu import preflight as PF
+    from slurmgpu.node import preflight as PF
     from slurmgpu.site import SitePreflight, load_site, preset_dir
 
     d = SitePreflight()

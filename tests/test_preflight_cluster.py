@@ -95,7 +95,7 @@ def test_preflight_runs_on_every_node_then_the_launcher(slurm_cluster, site_file
     table_row = [l for l in out.splitlines() if l.split()[1:3] == ["all", "ok"]]
     assert table_row, out
     # both allocated nodes reported (merged into one row), and only then did the launcher run
-    from slurmgpu.slurm_parse import parse_hostlist
+    from slurmgpu.slurm import parse_hostlist
 
     allocated = parse_hostlist(res.info["NodeList"])
     assert sorted(parse_hostlist(table_row[0].split()[0])) == sorted(allocated)

@@ -15,15 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurmgpu import launchers as L
+from slurmgpu import job as J
 from slurmgpu import render as R
 from slurmgpu.errors import ConfigError, PlanError, TemplateError
-from slurmgpu.fabric import cuda_device_max_connections, fabric_env, socket_ifname
-from slurmgpu.layout import Layout
-from slurmgpu.models import get_model
-from slurmgpu.ncclenv import parse_devlist
+from slurmgpu.job import ContainerSpec, JobSpec, apply_overrides, load_spec
+from slurmgpu.job import launchers as L
+from slurmgpu.nccl import cuda_device_max_connections, fabric_env, parse_devlist, socket_ifname
+from slurmgpu.plan import Layout, get_model
 from slurmgpu.site import load_site, preset_dir, preset_names
-from slurmgpu.spec import ContainerSpec, JobSpec, apply_overrides, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden"
@@ -43,9 +42,9 @@ def _no_template_cache(monkeypatch):
 
 
 def render_spec(site, spec, layout=None, model=None, dirs=None, regen="slurmgpu gen test"):
-    sizing = R.plan_layout(site, spec) if layout is None else R.Sizing(layout=layout, model=model)
-    req, warnings = R.build_request(site, spec, sizing, regen)
-    return R.render(req, dirs or R.search_path(None, None, site)), req, warnings
+    sizing = J.plan_layout(site, spec) if layout is None else J.Sizing(layout=layout, model=model)
+    req, warnings = J.build_request(site, spec, sizing, regen)
+    return J.render_request(req, dirs or J.search_path(None, None, site)), req, warnings
 
 
 # ---------------------------------------------------------------------------
@@ -354,15 +353,15 @@ def test_user_arguments_may_not_contradict_the_layout():
 
 def test_layout_from_pins():
     nt = node_of(preset("dgx-h100"))
-    assert R.layout_from_pins(nt, 2, None, {}) == Layout(tp=1, pp=1, dp=16, nodes=2, gpus_per_node=8)
-    assert R.layout_from_pins(nt, 2, None, {"tp": 8}).dp == 2
-    assert R.layout_from_pins(nt, None, 4, {}) == Layout(dp=4, nodes=1, gpus_per_node=4)
+    assert J.layout_from_pins(nt, 2, None, {}) == Layout(tp=1, pp=1, dp=16, nodes=2, gpus_per_node=8)
+    assert J.layout_from_pins(nt, 2, None, {"tp": 8}).dp == 2
+    assert J.layout_from_pins(nt, None, 4, {}) == Layout(dp=4, nodes=1, gpus_per_node=4)
     with pytest.raises(PlanError, match="does not divide"):
-        R.layout_from_pins(nt, 2, None, {"tp": 3})
+        J.layout_from_pins(nt, 2, None, {"tp": 3})
     with pytest.raises(PlanError, match="whole number"):
-        R.layout_from_pins(nt, None, 12, {})
+        J.layout_from_pins(nt, None, 12, {})
     with pytest.raises(PlanError, match="ep=3"):
-        R.layout_from_pins(nt, 2, None, {"ep": 3})
+        J.layout_from_pins(nt, 2, None, {"ep": 3})
 
 
 def test_segment_keeps_tp_groups_inside_an_nvl72_domain():
@@ -370,17 +369,17 @@ def test_segment_keeps_tp_groups_inside_an_nvl72_domain():
     nt = node_of(site)
     span = 8 // nt.gpus
     lay = Layout(tp=8, nodes=4, gpus_per_node=nt.gpus, dp=2)
-    assert R.segment_for(site, nt, lay, None) == 4  # the job fits in one domain
+    assert J.segment_for(site, nt, lay, None) == 4  # the job fits in one domain
     big = replace(lay, nodes=2 * nt.domain_nodes, dp=(2 * nt.domain_nodes * nt.gpus) // 8)
-    seg = R.segment_for(site, nt, big, None)
+    seg = J.segment_for(site, nt, big, None)
     assert seg % span == 0 and big.nodes % seg == 0 and seg <= nt.domain_nodes
     with pytest.raises(ConfigError, match="--segment=3") as err:
-        R.segment_for(site, nt, lay, 3)
+        J.segment_for(site, nt, lay, 3)
     assert "segment: segment:" not in str(err.value)
     h100 = preset("dgx-h100")
-    assert R.segment_for(h100, node_of(h100), LAY2, None) is None
+    assert J.segment_for(h100, node_of(h100), LAY2, None) is None
     with pytest.raises(ConfigError, match="topology/block"):
-        R.segment_for(h100, node_of(h100), LAY2, 2)
+        J.segment_for(h100, node_of(h100), LAY2, 2)
 
 
 def test_segment_for_tp_groups_that_cross_trays_is_the_planners_and_the_policys():
@@ -389,11 +388,11 @@ def test_segment_for_tp_groups_that_cross_trays_is_the_planners_and_the_policys(
     site = preset("gb200-nvl72")
     nt = node_of(site)
     lay = Layout(tp=6, nodes=30, gpus_per_node=4, dp=20)
-    assert R.segment_for(site, nt, lay, None) == 15
-    assert R.segment_for(site, nt, lay, 3) == 3  # what the policy proposes in its fix
-    assert R.segment_for(site, nt, replace(lay, nodes=9, dp=6), None) == 9
+    assert J.segment_for(site, nt, lay, None) == 15
+    assert J.segment_for(site, nt, lay, 3) == 3  # what the policy proposes in its fix
+    assert J.segment_for(site, nt, replace(lay, nodes=9, dp=6), None) == 9
     with pytest.raises(ConfigError, match=r"multiple of 3"):
-        R.segment_for(site, nt, lay, 10)
+        J.segment_for(site, nt, lay, 10)
 
 
 def test_suggestion_never_proposes_the_tp_just_refused():
@@ -402,7 +401,7 @@ def test_suggestion_never_proposes_the_tp_just_refused():
     site = preset("dgx-h100")
     spec = JobSpec(launcher="torchrun", nodes=3, parallel={"tp": 6}, command=("t.py",))
     with pytest.raises(PolicyRejection) as err:
-        R.generate(site, spec, R.search_path(None, None, site))
+        J.generate(site, spec, J.search_path(None, None, site))
     text = str(err.value)
     assert "TP=6" in text and "NVLink domain" in text
     line = [x for x in text.splitlines() if x.startswith("suggestion:")][0]
@@ -429,7 +428,7 @@ def test_search_path_order(tmp_path):
     site = replace(preset("dgx-h100"), template_dir=str(tmp_path / "site"))
     for d in ("cli", "repo/.slurmgpu/templates", "site"):
         (tmp_path / d / "parts").mkdir(parents=True)
-    dirs = R.search_path(str(tmp_path / "cli"), tmp_path / "repo", site)
+    dirs = J.search_path(str(tmp_path / "cli"), tmp_path / "repo", site)
     assert [d.label for d in dirs] == ["--templates", "repo", "site", "built-in"]
     part = "parts/rendezvous.j2"
     for label, d in (("site", "site"), ("repo", "repo/.slurmgpu/templates"), ("cli", "cli")):
@@ -441,11 +440,11 @@ def test_search_path_order(tmp_path):
 
 def test_missing_template_lists_every_place(tmp_path):
     site = preset("dgx-h100")
-    dirs = R.search_path(str(tmp_path), None, site)
+    dirs = J.search_path(str(tmp_path), None, site)
     with pytest.raises(TemplateError) as exc:
         render_spec(site, _spec(template="nope.sh.j2"), dirs=dirs)
     msg = str(exc.value)
-    assert "nope.sh.j2" in msg and str(tmp_path) in msg and R.builtin_dir() in msg
+    assert "nope.sh.j2" in msg and str(tmp_path) in msg and J.builtin_dir() in msg
 
 
 def test_syntax_error_names_file_and_line(tmp_path):
@@ -453,7 +452,7 @@ def test_syntax_error_names_file_and_line(tmp_path):
     (tmp_path / "parts" / "preflight.j2").write_text("# ok\n# still ok\n{% if %}\n")
     site = preset("dgx-h100")
     with pytest.raises(TemplateError) as exc:
-        render_spec(site, _spec(), dirs=R.search_path(str(tmp_path), None, site))
+        render_spec(site, _spec(), dirs=J.search_path(str(tmp_path), None, site))
     assert "preflight.j2:3" in str(exc.value)
 
 
@@ -462,7 +461,7 @@ def test_undefined_variable_names_file_and_line(tmp_path):
     (tmp_path / "parts" / "preflight.j2").write_text("# a\n# b\necho {{ no_such_thing }}\n")
     site = preset("dgx-h100")
     with pytest.raises(TemplateError) as exc:
-        render_spec(site, _spec(), dirs=R.search_path(str(tmp_path), None, site))
+        render_spec(site, _spec(), dirs=J.search_path(str(tmp_path), None, site))
     assert "preflight.j2:3" in str(exc.value) and "no_such_thing" in str(exc.value)
 
 
@@ -471,7 +470,7 @@ def test_repo_templates_are_sandboxed(tmp_path):
     (tmp_path / "parts" / "preflight.j2").write_text("{{ ''.__class__.__mro__[1].__subclasses__() }}\n")
     site = preset("dgx-h100")
     with pytest.raises(TemplateError, match="preflight.j2"):
-        render_spec(site, _spec(), dirs=R.search_path(str(tmp_path), None, site))
+        render_spec(site, _spec(), dirs=J.search_path(str(tmp_path), None, site))
 
 
 def test_output_is_deterministic_and_has_no_machine_paths():
@@ -499,7 +498,7 @@ def test_template_cache_is_used_and_follows_edits(tmp_path, monkeypatch):
     part = tmp_path / "t" / "parts" / "preflight.j2"
     part.write_text("# version one\n")
     site = preset("dgx-h100")
-    dirs = R.search_path(str(tmp_path / "t"), None, site)
+    dirs = J.search_path(str(tmp_path / "t"), None, site)
     assert "# version one" in render_spec(site, _spec(), dirs=dirs)[0]
     assert list((tmp_path / "cache" / "jinja").iterdir())
     part.write_text("# version two\n")
@@ -514,8 +513,8 @@ def test_template_cache_keeps_sandboxed_and_plain_code_apart(tmp_path, monkeypat
     over.mkdir(parents=True)
     (over / "launch_torchrun.j2").write_text((ROOT / "templates" / "parts" / "launch_torchrun.j2").read_text())
     site = preset("dgx-h100")
-    sandboxed = R.search_path(None, tmp_path / "repo", site)
-    plain = R.search_path(None, None, site)
+    sandboxed = J.search_path(None, tmp_path / "repo", site)
+    plain = J.search_path(None, None, site)
     assert [d.label for d in sandboxed] == ["repo", "built-in"] and [d.label for d in plain] == ["built-in"]
     for dirs in (sandboxed, plain, sandboxed, plain):  # each order, with a warm cache
         assert "torchrun \\\n" in render_spec(site, _spec(), dirs=dirs)[0]

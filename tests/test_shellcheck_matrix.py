@@ -13,11 +13,10 @@ from dataclasses import replace
 
 import pytest
 
-from slurmgpu import render as R
-from slurmgpu.launchers import NAMES
-from slurmgpu.models import get_model
+from slurmgpu import job as J
+from slurmgpu.job import NAMES, ContainerSpec, JobSpec
+from slurmgpu.plan import get_model
 from slurmgpu.site import load_site, preset_dir, preset_names
-from slurmgpu.spec import ContainerSpec, JobSpec
 
 CONTAINERS = {
     "none": ContainerSpec(runtime="none"),
@@ -65,11 +64,11 @@ def _render(case, tmp_path):
         image = BASE_IMAGE_AMD.get(container) if vendor == "amd" else None
     if image:
         spec = replace(spec, container=replace(spec.container, image=image))
-    sizing = R.plan_layout(site, spec)
+    sizing = J.plan_layout(site, spec)
     if launcher == "megatron":  # with a model, so the model-shape arguments are rendered too
-        sizing = R.Sizing(layout=sizing.layout, model=get_model("llama3.1-8b"))
-    req, _ = R.build_request(site, spec, sizing, "slurmgpu gen matrix")
-    text = R.render(req, R.search_path(None, None, site))
+        sizing = J.Sizing(layout=sizing.layout, model=get_model("llama3.1-8b"))
+    req, _ = J.build_request(site, spec, sizing, "slurmgpu gen matrix")
+    text = J.render_request(req, J.search_path(None, None, site))
     path = tmp_path / ("%s-%s-%s-%s-%dn-%d.sh" % (name, part, launcher, container, nodes, variant))
     path.write_text(text)
     return str(path)
@@ -114,8 +113,8 @@ def test_each_fabric_kind_and_vendor_is_in_the_matrix():
 def test_directives_are_explained():
     site = load_site(str(preset_dir() / "dgx-h100.yaml"))
     spec = _spec("vllm", "apptainer", 2, 1)
-    req, _ = R.build_request(site, spec, R.plan_layout(site, spec), "x")
-    text = R.render(req, R.search_path(None, None, site))
+    req, _ = J.build_request(site, spec, J.plan_layout(site, spec), "x")
+    text = J.render_request(req, J.search_path(None, None, site))
     directives = [l for l in text.splitlines() if l.lstrip().startswith("# shellcheck")]
     assert directives == ["# shellcheck disable=SC2016 # single quotes in this script are deliberate: "
                           "the text inside stays literal"]

@@ -22,9 +22,8 @@ from click.testing import CliRunner
 from slurmgpu import __version__
 from slurmgpu.cli import main
 from slurmgpu.errors import ConfigError
-from slurmgpu.site import (
-    DEFAULT_SITE, FABRICS, LINKS, load_site, preset_dir, preset_names, resolve_site, site_search,
-)
+from slurmgpu.site import DEFAULT_SITE, LINKS, load_site, preset_dir, preset_names, resolve_site, site_search
+from slurmgpu.vocab import FABRICS
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_SITE = Path(__file__).resolve().parent / "data" / "sites" / "testcluster.yaml"

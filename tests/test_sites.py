@@ -16,12 +16,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from slurmgpu import render as R
+from slurmgpu import job as J
 from slurmgpu.cli import main
 from slurmgpu.errors import ConfigError
-from slurmgpu.images import ImageError, parse_image, spell
+from slurmgpu.job import ContainerSpec, ImageError, JobSpec, for_site, load_spec, parse_image, spell
 from slurmgpu.site import load_site, preset_dir
-from slurmgpu.spec import ContainerSpec, JobSpec, for_site, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 GEN_MD = ROOT / "docs" / "gen.md"
@@ -143,8 +142,8 @@ def test_cuda_image_on_amd_and_rocm_image_on_nvidia_are_errors_naming_both():
 # The renderer: the image the templates see
 
 def render_spec(site, spec):
-    req, warnings = R.build_request(site, spec, R.plan_layout(site, spec), "slurmgpu gen test")
-    return R.render(req, R.search_path(None, None, site)), req, warnings
+    req, warnings = J.build_request(site, spec, J.plan_layout(site, spec), "slurmgpu gen test")
+    return J.render_request(req, J.search_path(None, None, site)), req, warnings
 
 
 def _spec(**kw):

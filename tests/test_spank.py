@@ -22,9 +22,9 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import pytest
 
-from slurmgpu.jobdesc import job_desc
 from slurmgpu.policy import PolicyRunner, install_filter, plugstack_loads_spank, render_filter
 from slurmgpu.site import Site, load_site, preset_dir
+from slurmgpu.slurm import job_desc
 
 ROOT = Path(__file__).resolve().parent.parent
 SPANK_SRC = ROOT / "contrib" / "spank"

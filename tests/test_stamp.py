@@ -7,8 +7,8 @@ from typing import Any, Dict, Optional
 
 import pytest
 
-from slurmgpu.doctor import read_stamp
-from slurmgpu.layout import Layout
+from slurmgpu.node import read_stamp
+from slurmgpu.plan import Layout
 from slurmgpu.policy import lua_dir
 from slurmgpu.stamp import KEYS, format_stamp, parse_stamp, stamp_int
 

@@ -213,8 +213,9 @@ def test_the_console_script_quiets_the_collector_only_for_a_moment():
     assert r.stdout.split() == ["True", "True"]
     import gc
 
-    from slurmgpu.cli import main
     from click.testing import CliRunner
+
+    from slurmgpu.cli import main
 
     assert CliRunner().invoke(main, ["--version"]).exit_code == 0 and gc.isenabled()
 

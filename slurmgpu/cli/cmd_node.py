@@ -1,0 +1,171 @@
+"""`preflight` and `doctor`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Optional
+
+import click
+
+from .. import vocab
+from ..errors import SlurmgpuError
+from ..site import SitePreflight
+from .app import main
+from .common import _emit_json, _load_site
+
+
+@main.command("preflight")
+@click.option("--site", "site_name", metavar="NAME|PATH", help="Site config (default: the site in effect).")
+@click.option("--partition", help="Partition whose node type to expect (default: $SLURM_JOB_PARTITION, "
+                                  "else the site's default).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--record", is_flag=True, help="Print this node's result as SLURMGPU-PREFLIGHT record lines for "
+                                              "--aggregate (what generated scripts run on every node).")
+@click.option("--aggregate", metavar="FILE", help="Read the record lines of all nodes (FILE, or - for stdin), print "
+                                                  "one table, failing nodes first; exit 1 if any node failed.")
+@click.option("--nodes", "expect_nodes", metavar="HOSTLIST", help="With --aggregate: nodes that must report, e.g. "
+                                                                  "\"$SLURM_JOB_NODELIST\".")
+@click.option("--bandwidth", is_flag=True, help="Run a short NCCL all-reduce instead (one task per GPU, needs "
+                                                 "PyTorch); fails below --min-bandwidth-fraction of the links' speed.")
+@click.option("--bandwidth-size-mb", type=click.IntRange(1, 16384), default=256, show_default=True,
+              help="All-reduce buffer for --bandwidth.")
+@click.option("--min-bandwidth-fraction", type=click.FloatRange(0.0, 1.0),
+              help="--bandwidth fails below this share of the expected bus bandwidth "
+                   "(default: the site's preflight.min_bandwidth_fraction, %g unless set)."
+                   % SitePreflight.min_bandwidth_fraction)
+@click.option("--bandwidth-backend", type=click.Choice(("auto", "nccl", "gloo")), default="auto", show_default=True,
+              help="auto = NCCL on GPUs; gloo times a CPU all-reduce (to test the fan-out without GPUs).")
+@click.option("--port", "rdzv_port", type=click.IntRange(1, 65535), help="Rendezvous port that must be free on "
+                                                                        "the first node (default: $MASTER_PORT or 29500).")
+@click.option("--first-node/--not-first-node", default=None, help="Whether this node hosts the rendezvous "
+                                                                  "(default: $SLURM_NODEID is 0).")
+@click.option("--container-runtime", type=click.Choice(vocab.RUNTIMES),
+              help="Runtime the job uses (default: the site's).")
+@click.option("--checkpoint-dir", metavar="DIR", help="Where the job writes checkpoints (default: "
+                                                       "$SLURMGPU_CHECKPOINT_DIR, else the site's paths.checkpoint).")
+@click.option("--min-free-gb", type=click.FloatRange(0.0),
+              help="Free space the checkpoint directory needs (default: the site's preflight.min_free_gb, %g)."
+                   % SitePreflight.min_free_gb)
+@click.option("--strict", is_flag=True, help="Treat warnings as failures.")
+def preflight_cmd(site_name: Optional[str], partition: Optional[str], as_json: bool, record: bool,
+                  aggregate: Optional[str], expect_nodes: Optional[str], bandwidth: bool, bandwidth_size_mb: int,
+                  min_bandwidth_fraction: Optional[float], bandwidth_backend: str, rdzv_port: Optional[int],
+                  first_node: Optional[bool],
+                  container_runtime: Optional[str], checkpoint_dir: Optional[str], min_free_gb: Optional[float],
+                  strict: bool) -> None:
+    """Check this node before a multi-node job starts; exit 1 with node, check, found, expected, fix.
+
+    Checks GPUs (count, model) and NVLink, every HCA of NCCL_IB_HCA (exists, ACTIVE, link layer),
+    the socket interface, the NCCL variables (values NCCL ignores silently, prefix lists such as
+    mlx5_1 that also match mlx5_10), the rendezvous port, the container runtime and checkpoint space.
+
+    Generated scripts run it on every node and aggregate the records (docs/preflight.md).
+    For tests, SLURMGPU_PROBE_FIXTURE=DIR reads a recorded node instead of this one.
+
+    \b
+    Examples:
+      slurmgpu preflight                          # this node, as a table
+      srun -N "$SLURM_JOB_NUM_NODES" -n "$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 \\
+          slurmgpu preflight --record \\
+        | slurmgpu preflight --aggregate - --nodes "$SLURM_JOB_NODELIST"
+      srun --ntasks-per-node=8 slurmgpu preflight --bandwidth --record \\
+        | slurmgpu preflight --aggregate - --nodes "$SLURM_JOB_NODELIST"
+    """
+    from ..node import preflight as pf
+
+    if aggregate:
+        _preflight_aggregate(pf, aggregate, expect_nodes, as_json, site_name, strict)
+        return
+    node = pf.node_name(os.environ)
+    try:
+        s = _load_site(site_name, quiet=record or as_json)
+        opts = pf.Options(partition=partition, rdzv_port=rdzv_port, first_node=first_node,
+                          container_runtime=container_runtime, checkpoint_dir=checkpoint_dir,
+                          min_free_gb=s.preflight.min_free_gb if min_free_gb is None else min_free_gb)
+        if min_bandwidth_fraction is None:
+            min_bandwidth_fraction = s.preflight.min_bandwidth_fraction
+        if bandwidth:
+            rep = pf.bandwidth_report(s, os.environ, opts, size_mb=bandwidth_size_mb,
+                                      fraction=min_bandwidth_fraction, backend=bandwidth_backend)
+            if rep is None:  # not local rank 0: rank 0 of the node reports
+                return
+        else:
+            rep = pf.preflight_node(s, os.environ, opts)
+    except Exception as exc:  # in --record mode every node must still report, even a crash
+        if not record:
+            raise
+        rep = pf.NodeReport(node, site_name or "", (pf.CheckResult(
+            node, "bandwidth" if bandwidth else "preflight", "fail",
+            "%s: %s" % (type(exc).__name__, (str(exc).splitlines() or [""])[0]), "the check runs",
+            "run `slurmgpu preflight%s` on %s to see the whole error" % (" --bandwidth" if bandwidth else "", node)),))
+    failed = not rep.ok or (strict and any(r.status == "warn" for r in rep.results))
+    if record:
+        click.echo(rep.record())
+    elif as_json:
+        _emit_json(rep.to_dict())
+    else:
+        click.echo(pf.render_table(pf.Aggregate(reports=[rep]), rep.site), nl=False)
+    if failed:
+        sys.exit(1)
+
+
+def _preflight_aggregate(pf: Any, source: str, expect_nodes: Optional[str], as_json: bool,
+                         site_name: Optional[str], strict: bool) -> None:
+    from ..slurm import parse_hostlist
+
+    try:
+        fh = sys.stdin if source == "-" else open(source, errors="replace")
+    except OSError as exc:
+        raise SlurmgpuError("cannot read %s: %s" % (source, exc.strerror or exc)) from None
+    with fh:
+        agg = pf.parse_records(fh, parse_hostlist(expect_nodes) if expect_nodes else ())
+    site_label = site_name or next((r.site for r in agg.reports if r.site), "")
+    if as_json:
+        _emit_json(agg.to_dict())
+    else:
+        click.echo(pf.render_table(agg, site_label), nl=False)
+    warned = any(x.status == "warn" for r in agg.reports for x in r.results)
+    if not agg.ok or (strict and warned):
+        sys.exit(1)
+
+
+@main.command("doctor")
+@click.argument("target", metavar="JOBID|LOGFILE")
+@click.option("--site", "site_name", metavar="NAME|PATH", help="Site config for the advice (default: the site "
+                                                               "named in the job's stamp line, else the site in effect).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def doctor_cmd(target: str, site_name: Optional[str], as_json: bool) -> None:
+    """Explain why a job failed and what to change.
+
+    Reads the job's output (found with scontrol/sacct for a JOBID, or the LOGFILE; - for stdin),
+    recognises known failure signatures (NCCL/IB errors, watchdog and socket timeouts,
+    unresolvable MASTER_ADDR, port in use, CUDA OOM, container pulls, preemption, ...) and
+    lists them root cause first with the fix. Exit status: 0 diagnosed, 1 nothing recognised.
+
+    \b
+    Examples:
+      slurmgpu doctor 123456
+      slurmgpu doctor slurm-123456.out --site dgx-h100
+      slurmgpu doctor train.log --json | jq '.problems[0].id'
+    """
+    from ..node import doctor as dr
+    from ..site import resolve_site
+
+    src = dr.read_log(target)
+    stamp = dr.read_stamp(src.text, src.script)
+    site = None
+    wanted = site_name or stamp.get("site")
+    try:
+        site, _ = resolve_site(wanted, os.environ)
+    except SlurmgpuError as exc:
+        if site_name:
+            raise
+        click.echo("note: no site config for the advice (%s)" % str(exc).splitlines()[0], err=True)
+    d = dr.diagnose(src.text, site=site, stamp=stamp, source=src.label)
+    if as_json:
+        _emit_json(d.to_dict())
+    else:
+        click.echo(dr.render_text(d), nl=False)
+    if not d.matches:
+        sys.exit(1)

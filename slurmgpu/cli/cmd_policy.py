@@ -1,0 +1,254 @@
+"""`check` and `admin render-filter/install`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Optional
+
+import click
+
+from ..errors import SlurmgpuError
+from .app import _Group, main
+from .common import _emit_json, _load_site
+
+
+@main.command("check", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": True})
+@click.option("--site", "site_name", metavar="NAME|PATH", help="Site config (default: the site in effect).")
+@click.option("--partition", metavar="NAME[,NAME]", help="Partition(s), as sbatch --partition/-p.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable verdict.")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="SCRIPT [SBATCH_OPTIONS...]")
+def check_cmd(site_name: Optional[str], partition: Optional[str], as_json: bool, args: Any) -> None:
+    """Give the submit filter's verdict on a batch script, as slurmctld would.
+
+    SCRIPT is read with its #SBATCH lines; sbatch options given here (before or after
+    SCRIPT) override them, and SBATCH_* / SLURMGPU_* variables of this shell count, as
+    they would for sbatch. Runs the same Lua as the controller's job_submit.lua.
+
+    Exit status: 0 accepted (warnings printed), 1 rejected, 2 usage or input error.
+
+    \b
+    Examples:
+      slurmgpu check train.sbatch
+      slurmgpu check train.sbatch -N 4 --gpus-per-node=8
+      slurmgpu check --site gb200-nvl72 -p gpu --segment=4 train.sbatch --json
+    """
+    import getpass
+
+    from ..policy import check_script
+    from ..slurm import split_command
+
+    script_path, options, words = split_command(args)
+    if script_path is None:
+        raise click.UsageError("missing SCRIPT (the batch script to check)")
+    try:
+        if script_path == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(script_path, "rb") as f:
+                data = f.read()
+    except OSError as exc:
+        raise SlurmgpuError("cannot read %s: %s" % (script_path, exc.strerror)) from None
+    if b"\r\n" in data:  # as sbatch does, before anything reaches the controller
+        raise SlurmgpuError("%s: sbatch refuses scripts with DOS line breaks (\\r\\n); convert it with dos2unix"
+                            % script_path)
+    s = _load_site(site_name, quiet=as_json)
+    try:
+        user = getpass.getuser()
+    except Exception:  # no passwd entry: the controller would fall back to the uid
+        user = None
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    verdict = check_script(s, data, options, partition=partition, env=dict(os.environ), user=user, uid=uid,
+                           script_path=script_path, script_args=words)
+    if as_json:
+        out = verdict.to_dict()
+        out["site"] = s.name
+        out["script"] = script_path
+        _emit_json(out)
+    else:
+        for msg in verdict.messages:
+            click.echo("error: %s" % msg)
+        for msg in verdict.warnings:
+            click.echo("warning: %s" % msg)
+        for msg in verdict.notes:
+            click.echo("warning: %s" % msg)
+        lay = verdict.layout
+        if verdict.exempt:
+            how = "exempt from the policy"
+        elif verdict.source == "none":
+            how = "no parallel layout found (nothing to check for TP)"
+        else:
+            how = "TP=%s PP=%s CP=%s EP=%s%s, from %s%s" % (
+                lay["tp"], lay["pp"], lay["cp"], lay["ep"], "" if lay["dp"] is None else " DP=%s" % lay["dp"],
+                {"stamp": "the slurmgpu stamp line", "env": "SLURMGPU_* variables",
+                 "flags": "launcher flags"}.get(verdict.source, verdict.source),
+                " (%s)" % verdict.launcher if verdict.launcher else "")
+        where = ", ".join(verdict.partitions) or "no managed partition"
+        click.echo("%s: %s on site %s, partition %s; %s" % (
+            script_path, "REJECTED" if not verdict.accepted else "accepted", s.name, where, how))
+    sys.exit(verdict.exit_code)
+
+
+@main.group("admin", cls=_Group)
+def admin() -> None:
+    """Cluster admin tasks: the submit filter (job_submit.lua, cli_filter.lua) and the policy
+    of the SPANK launch guard (slurmgpu_spank.lua, docs/admin-spank.md).
+
+    \b
+    Example:
+      slurmgpu admin install --site /etc/slurmgpu/site.yaml --conf-dir /etc/slurm --kind all
+    """
+
+
+def _cluster_check(s: Any, skip: bool, slurm_conf: Optional[str] = None) -> None:
+    """Refuse a site whose partitions do not match the live cluster's; warn when scontrol
+    cannot reach a cluster (the filter is then rendered unchecked)."""
+    if skip:
+        click.echo("slurmgpu: partitions of site %s not checked against the cluster (--no-cluster-check)"
+                   % s.name, err=True)
+        return
+    from ..errors import Refused
+    from ..policy import check_site_partitions
+    from ..slurm import SubprocessRunner
+
+    res = check_site_partitions(s, SubprocessRunner({"SLURM_CONF": slurm_conf} if slurm_conf else None))
+    if not res.reachable:
+        click.echo("warning: %s" % res.summary(), err=True)
+    elif not res.ok:
+        raise Refused("error: " + res.problem())
+    else:
+        click.echo("slurmgpu: %s" % res.summary(), err=True)
+
+
+_NO_CLUSTER_CHECK = click.option(
+    "--no-cluster-check", is_flag=True,
+    help="Do not compare the site's partitions with the live cluster's (scontrol show partition); "
+         "for a site rendered on another cluster.")
+
+
+@admin.command("render-filter")
+@click.option("--site", "site_name", metavar="NAME|PATH", help="Site config (default: the site in effect).")
+@click.option("--kind", type=click.Choice(["job_submit", "cli_filter", "spank"]), required=True,
+              help="job_submit.lua (slurmctld, the enforcement), cli_filter.lua (sbatch/salloc/srun) "
+                   "or slurmgpu_spank.lua (the SPANK launch guard, every srun step).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
+@_NO_CLUSTER_CHECK
+def admin_render_filter(site_name: Optional[str], kind: str, output: Optional[str], no_cluster_check: bool) -> None:
+    """Print the filter with the site's topology baked in (deterministic, Lua 5.1).
+
+    Where scontrol reaches a cluster, the site's partitions must match the cluster's: a
+    site partition the cluster lacks, or a cluster partition with GPUs the site does not
+    describe, is refused (exit 1) with both lists, since the filter would check no job
+    there. Without a reachable cluster a warning says the check was not done.
+
+    \b
+    Examples:
+      slurmgpu admin render-filter --site my-cluster.yaml --kind job_submit -o job_submit.lua
+      slurmgpu admin render-filter --site dgx-h100 --kind cli_filter | less
+      slurmgpu admin render-filter --site dgx-h100 --kind spank -o /etc/slurm/slurmgpu_spank.lua
+      slurmgpu admin render-filter --site other.yaml --kind job_submit --no-cluster-check
+    """
+    from ..policy import render_filter
+
+    s = _load_site(site_name, quiet=output is None)
+    text = render_filter(s, kind)
+    _cluster_check(s, no_cluster_check)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    with open(output, "w", encoding="utf-8") as f:
+        f.write(text)
+    click.echo("wrote %s (%s for site %s)" % (output, kind, s.name), err=True)
+
+
+@admin.command("install")
+@click.option("--site", "site_name", metavar="NAME|PATH",
+              help="Site config: required here (or $SLURMGPU_SITE, or /etc/slurmgpu/site.yaml).")
+@click.option("--conf-dir", type=click.Path(file_okay=False), default=None,
+              help="Directory of slurm.conf (default: that of $SLURM_CONF, else /etc/slurm).")
+@click.option("--kind", type=click.Choice(["job_submit", "cli_filter", "spank", "all"]), default="job_submit",
+              show_default=True, help="Which filter(s) to install.")
+@click.option("--force", is_flag=True,
+              help="Replace a filter that slurmgpu did not write (a backup is kept beside it).")
+@click.option("--dry-run", is_flag=True, help="Show the diff of what would change; write nothing.")
+@click.option("--allow-preset", is_flag=True,
+              help="Install a built-in preset (an example site) as this cluster's policy.")
+@_NO_CLUSTER_CHECK
+def admin_install(site_name: Optional[str], conf_dir: Optional[str], kind: str, force: bool, dry_run: bool,
+                  allow_preset: bool, no_cluster_check: bool) -> None:
+    """Install the rendered filter next to slurm.conf, atomically, with a newer mtime.
+
+    slurmctld 22.05 reloads job_submit.lua only when its mtime is newer than the last load
+    (not on `scontrol reconfigure`); this command guarantees that. It prints the slurm.conf
+    line to add if it is missing.
+
+    Safety: the site must be named (--site, $SLURMGPU_SITE or /etc/slurmgpu/site.yaml;
+    built-in presets need --allow-preset); its partitions must match the cluster's when
+    scontrol reaches it (see render-filter); a filter that slurmgpu did not write is
+    refused, with the diff, unless --force. A replaced file that changes is kept as
+    NAME.bak-YYYYmmddTHHMMSS beside it. Exit status: 0 installed, 1 refused (nothing
+    written), 2 usage or input error.
+
+    \b
+    Examples:
+      slurmgpu admin install --site /etc/slurmgpu/site.yaml
+      slurmgpu admin install --site my-cluster.yaml --conf-dir /etc/slurm --kind all
+      slurmgpu admin install --site my-cluster.yaml --dry-run       # the diff, nothing written
+      slurmgpu admin install --site my-cluster.yaml --force         # replace a hand-written filter
+      slurmgpu admin install --site my-cluster.yaml --kind spank   # see docs/admin-spank.md
+    """
+    from ..errors import Refused
+    from ..policy import install_filter, install_site_problem, plan_install
+    from ..site import load_site, site_search
+
+    path, why = site_search(site_name, os.environ)
+    problem = install_site_problem(path, why, allow_preset=allow_preset)
+    if problem:
+        raise Refused(problem)
+    s = load_site(path)
+    click.echo("slurmgpu: site %s (%s: %s)" % (s.name, why, path), err=True)
+    if conf_dir is None:
+        conf_dir = os.path.dirname(os.environ["SLURM_CONF"]) if os.environ.get("SLURM_CONF") else "/etc/slurm"
+    conf_file = os.path.join(conf_dir, "slurm.conf")
+    _cluster_check(s, no_cluster_check, conf_file if os.path.isfile(conf_file) else None)
+    kinds = ["job_submit", "cli_filter", "spank"] if kind == "all" else [kind]
+    plans = [plan_install(s, conf_dir, k) for k in kinds]  # all checked before anything is written
+    if dry_run:
+        for p in plans:
+            if p.changes:
+                click.echo(p.diff(), nl=False)
+            click.echo("%s: %s" % (p.path, "would be created" if p.existing is None else
+                                   "unchanged (the mtime would be made newer)" if not p.changes else
+                                   "would be replaced; it was not written by slurmgpu (needs --force)"
+                                   if p.foreign else "would be replaced"), err=True)
+        return
+    foreign = [p for p in plans if p.foreign]
+    if foreign and not force:
+        for p in foreign:
+            click.echo(p.diff(), nl=False)
+        raise Refused("%s %s not written by slurmgpu (no `slurmgpu admin render-filter` header): a "
+                      "site's own filter. Nothing was installed; the diff above shows what would change. "
+                      "Re-run with --force to replace it (a backup is kept beside it)."
+                      % (", ".join(p.path for p in foreign), "was" if len(foreign) == 1 else "were"))
+    for p in plans:
+        k = p.kind
+        res = install_filter(s, conf_dir, k, force=force, plan=p)
+        if res.backup:
+            click.echo("slurmgpu: kept the old %s%s as %s" % (
+                res.path, " (not written by slurmgpu)" if res.foreign else "", res.backup), err=True)
+        click.echo("installed %s (%s for site %s%s)" % (
+            res.path, k, s.name, "" if not res.replaced else ", replaced the old one" if p.changes else
+            ", unchanged, newer mtime"))
+        if k == "spank":
+            click.echo("  plugstack.conf %s: %s" % ("already loads it" if res.conf_has_line else "needs", res.slurm_conf_line))
+            click.echo("  the plugin: make -C contrib/spank install; the .so and this file must be on every"
+                       " node that runs srun or slurmstepd (docs/admin-spank.md)")
+        elif res.conf_has_line:
+            click.echo("  slurm.conf already has %s" % res.slurm_conf_line)
+        else:
+            click.echo("  add to slurm.conf: %s" % res.slurm_conf_line)
+            if k == "job_submit":
+                click.echo("  then restart slurmctld (a new JobSubmitPlugins value is read at startup)")
+            else:
+                click.echo("  on every node that runs sbatch/salloc/srun (or use configless mode)")
+    click.echo("check the log after the next submission: grep slurmgpu-filter slurmctld.log")

@@ -1,0 +1,333 @@
+"""Site + layout + spec -> `RenderRequest`: the #SBATCH lines, launcher argv, container and NCCL
+environment as plain frozen data. The template contract; `gen --json` prints it."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from .. import __version__
+from ..errors import ConfigError, Issue
+from ..nccl import FabricEnv, fabric_env
+from ..plan import Layout
+from ..render import PATH_VARS, TemplateDir, comment, render
+from ..site import NodeType, Site, preset_dir
+from .launchers import Launcher, Options, get_launcher
+from .sizing import Sizing, _check_size, segment_for
+
+
+@dataclass(frozen=True)
+class Sbatch:
+    """The #SBATCH options of a script, resolved from site, layout and spec."""
+
+    job_name: str
+    nodes: int
+    gpus_per_node: int
+    gpu_request: str  # gpus-per-node | gres
+    ntasks_per_node: int
+    cpus_per_task: int
+    mem: Optional[str]
+    partition: str
+    account: Optional[str]
+    qos: Optional[str]
+    constraint: Optional[str]
+    time: Optional[str]
+    output: str
+    error: Optional[str]
+    exclusive: bool
+    segment: Optional[int]
+    signal: Optional[str]
+    requeue: bool
+    dependency: Optional[str]
+    extra: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The launcher and its full program line, as the template prints it."""
+
+    name: str
+    runner: str
+    summary: str
+    tasks_per_node: int
+    program: Tuple[str, ...]  # entry point + user args + model/layout args, unquoted
+    serving: bool = False
+
+
+@dataclass(frozen=True)
+class ContainerPlan:
+    """The container the job runs in (runtime, image, mounts), resolved for the site."""
+
+    runtime: str  # pyxis | apptainer | none
+    image: Optional[str] = None
+    mounts: Tuple[str, ...] = ()
+    mount_workdir: bool = False
+    gpu_flag: str = "--nv"
+
+
+@dataclass(frozen=True)
+class Requeue:
+    """Checkpoint-and-requeue before the time limit: how early and which signal."""
+
+    grace: int
+    signal: str  # forwarded to the program to ask for a checkpoint
+
+
+@dataclass(frozen=True)
+class RenderRequest:
+    """Everything a template may use; plain data, so `--json` can print it."""
+
+    version: str
+    template: str
+    regen: str
+    site: str
+    site_ref: str  # what `slurmgpu preflight --site` should be given on the nodes
+    stamp: str
+    layout: Layout
+    node: NodeType
+    sbatch: Sbatch
+    fabric: FabricEnv
+    launch: Launch
+    container: ContainerPlan
+    env: Tuple[Tuple[str, str], ...] = ()
+    checkpoint_dir: Optional[str] = None
+    preflight: bool = True
+    requeue: Optional[Requeue] = None
+    export_srun_cpus: bool = True
+    about: Tuple[str, ...] = ()
+    model: Optional[str] = None  # catalogue name, read by `slurmgpu doctor` for out-of-memory advice
+
+    def context(self) -> Dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = asdict(self)
+        d["fabric"] = self.fabric.to_dict()
+        d["node"] = self.node.to_dict()
+        return d
+
+
+def _version_tuple(v: Optional[str]) -> Optional[Tuple[int, int]]:
+    m = re.match(r"^(\d+)\.(\d+)", v or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def site_ref(site: Site) -> str:
+    """How the nodes should name this site: the preset name, or the config's absolute path."""
+    try:
+        preset = (preset_dir() / (site.name + ".yaml")).resolve()
+        if Path(site.source).resolve() == preset:
+            return site.name
+    except OSError:
+        pass
+    return str(Path(site.source).resolve())
+
+
+def build_request(site: Site, spec: Any, sizing: Sizing, regen: str = "") -> Tuple[RenderRequest, Tuple[str, ...]]:
+    """Turn site + layout + spec into the frozen data the templates print; also return warnings."""
+    warnings: List[str] = []
+    layout = sizing.layout
+    launcher = get_launcher(spec.launcher)
+    partition = spec.partition or site.default_partition
+    part = site.partition(partition)
+    node = site.node_types[part.node_type]
+    _check_size(spec, part, layout, launcher)
+    fsdp = spec.fsdp or getattr(sizing.plan, "zero", None) == 3
+    argv = launch_argv(launcher, spec, sizing, fsdp)
+    container = _container(site, node, spec, warnings)
+    fab = fabric_env(node, launcher.name, layout, fsdp)
+    warnings.extend(_lint_user_env(fab, node, spec.env))
+    warnings.extend(_lint_paths(spec.checkpoint_dir, container.mounts))
+    tpn = launcher.tasks_per_node(layout.gpus_per_node)
+    launch = Launch(name=launcher.name, runner=launcher.runner, summary=launcher.summary, tasks_per_node=tpn,
+                    program=argv, serving=launcher.serving)
+    ver = _version_tuple(site.slurm_version)
+    req = RenderRequest(
+        version=__version__, template=spec.template, regen=regen, site=site.name, site_ref=site_ref(site),
+        stamp=layout.stamp(site.name), layout=layout, node=node,
+        sbatch=_sbatch(site, part, node, spec, sizing, launcher), fabric=fab, launch=launch,
+        container=container, env=tuple(spec.env.items()), checkpoint_dir=spec.checkpoint_dir,
+        preflight=spec.preflight,
+        requeue=Requeue(grace=spec.grace, signal=spec.checkpoint_signal) if spec.requeue else None,
+        export_srun_cpus=ver is None or ver < (23, 11),
+        about=about_lines(site, node, layout, launcher, fab, sizing),
+        model=getattr(sizing.model, "name", None),
+    )
+    return req, tuple(warnings)
+
+
+def launch_argv(launcher: Launcher, spec: Any, sizing: Sizing, fsdp: bool) -> Tuple[str, ...]:
+    """Entry point, the user's arguments, then what the plan decided (model shape, layout)."""
+    from . import launchers as L
+
+    plan = sizing.plan
+    user_argv = tuple(spec.command) + tuple(spec.args)
+    where = "%s (or the arguments after --)" % spec.source if spec.source else "arguments after --"
+    argv = list(L.program(launcher, spec.command, spec.args, where))
+    if not spec.command or spec.command[0].startswith("-"):  # the launcher's own entry point
+        n_entry = len(launcher.default_entry)
+        argv[n_entry:n_entry] = L.weights_args(launcher, spec.weights)
+    seq = spec.seq or getattr(plan, "seq", None) or None
+    opts = Options(weights=spec.weights, seq=seq,
+                   global_batch=spec.global_batch or getattr(plan, "global_batch", None) or None,
+                   checkpoint_dir=spec.checkpoint_dir, fsdp=fsdp, zero=getattr(plan, "zero", None),
+                   recompute=getattr(plan, "recompute", None), requeue=spec.requeue,
+                   checkpoint_signal=spec.checkpoint_signal)
+    argv += list(megatron_model_args(launcher, sizing.model, user_argv, seq))
+    planned = L.layout_args(launcher, sizing.layout, opts, user_argv)
+    L.check_conflicts(launcher, user_argv, planned, where)
+    return tuple(argv) + tuple(planned)
+
+
+def _sbatch(site: Site, part: Any, node: NodeType, spec: Any, sizing: Sizing, launcher: Launcher) -> Sbatch:
+    """The #SBATCH values: the layout's size, the launcher's tasks, the site's and spec's choices."""
+    layout = sizing.layout
+    tpn = launcher.tasks_per_node(layout.gpus_per_node)
+    full_node = layout.gpus_per_node == node.gpus
+    return Sbatch(
+        job_name=spec.name or "%s-%s" % (_slug(spec.model) if spec.model else "job", launcher.name),
+        nodes=layout.nodes, gpus_per_node=layout.gpus_per_node, gpu_request=site.gpu_request,
+        ntasks_per_node=tpn,
+        cpus_per_task=spec.cpus_per_task or max(1, node.cpus * layout.gpus_per_node // node.gpus // tpn),
+        mem=spec.mem if spec.mem is not None else ("0" if part.exclusive or full_node else None),
+        partition=part.name, account=spec.account or site.account, qos=spec.qos or site.qos,
+        constraint=spec.constraint or part.constraint, time=spec.time, output=spec.output or "%x-%j.out",
+        error=spec.error, exclusive=part.exclusive,
+        segment=segment_for(site, node, layout, spec.segment, getattr(sizing.plan, "segment", None)),
+        signal="B:USR2@%d" % spec.grace if spec.requeue else None, requeue=spec.requeue,
+        dependency=spec.dependency, extra=tuple(spec.sbatch))
+
+
+def _lint_user_env(fab: FabricEnv, node: NodeType, env: Mapping[str, str]) -> List[str]:
+    """NCCL mistakes in the user's own environment (typos, values NCCL ignores, fabric contradictions)."""
+    if not any(k.startswith(("NCCL_", "TORCH_NCCL_")) for k in env):
+        return []
+    from ..nccl import lint_env
+
+    merged = {e.name: e.value for e in fab.env}
+    merged.update(env)
+    return ["environment: %s" % f for f in lint_env(merged, node)
+            if f.level in ("error", "warning") and f.var in env]
+
+
+def _lint_paths(checkpoint_dir: Optional[str], mounts: Sequence[str]) -> List[str]:
+    """Path values that will not expand as their author probably meant (see shpath)."""
+    out = []
+    named = [("checkpoint_dir", checkpoint_dir)] if checkpoint_dir else []
+    named += [("container mount", m) for m in mounts]
+    for what, value in named:
+        if value.startswith("~"):
+            out.append("%s %s: a leading ~ is not expanded in the job; write $HOME instead (paths expand only %s)"
+                       % (what, value, ", ".join("$" + v for v in PATH_VARS)))
+    return out
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", os.path.basename(text.rstrip("/"))).strip("-") or "job"
+
+
+def _container(site: Site, node: NodeType, spec: Any, warnings: List[str]) -> ContainerPlan:
+    """The container the job runs in, with the image in the runtime's own spelling (slurmgpu.images).
+
+    An image the site cannot run (no runtime, the other runtime's file format, a CUDA build on
+    AMD GPUs or a ROCm build on NVIDIA ones) is an error that says where the image was set and
+    how to give this site its own, never dropped with a warning.
+    """
+    from .images import ImageError, spell
+
+    runtime = spec.container.runtime or site.container.runtime
+    image = spec.container.image or site.container.image
+    if spec.container.image:
+        at = getattr(spec.container, "image_at", None) or ("container.image", None, None, "")
+    else:
+        at = (site.source, None, None, "container.image")
+    mounts = tuple(site.container.mounts) + tuple(spec.container.mounts)
+    if runtime == "none" and image and not spec.container.runtime:
+        raise ConfigError([Issue(*at, (
+            "site %s runs no container runtime (its config says container.runtime: none), so nothing would run "
+            "image %s; to run on the host there, say so for that site (sites: {%s: {container: {runtime: none}}} "
+            "in slurmgpu.yaml, or --container none), or choose a runtime it has (--container apptainer|pyxis)" % (
+                site.name, image, site.name)))])
+    if runtime != "none" and not image:
+        if spec.container.runtime:
+            raise ConfigError([Issue("", None, None, "container.image",
+                                     "container runtime %s needs an image: --image IMAGE or container.image in "
+                                     "slurmgpu.yaml" % runtime)])
+        warnings.append("site %s runs jobs in %s containers but no image was given: the job runs on the host "
+                        "(--image IMAGE to use one)" % (site.name, runtime))
+        runtime = "none"
+    if runtime == "none":
+        return ContainerPlan(runtime="none")
+    try:
+        spelled = spell(image, runtime, site.name, node.vendor, node.gpu_model)
+    except ImageError as exc:
+        raise ConfigError([Issue(*at, str(exc))]) from None
+    return ContainerPlan(runtime=runtime, image=spelled, mounts=mounts,
+                         mount_workdir=spec.container.mount_workdir and runtime == "pyxis",
+                         gpu_flag="--rocm" if node.vendor == "amd" else "--nv")
+
+
+def megatron_model_args(launcher: Launcher, model: Any, user_argv: Sequence[str],
+                        seq: Optional[int]) -> Tuple[str, ...]:
+    """The model's shape as Megatron arguments, so the planned job is the job that runs."""
+    if launcher.name != "megatron" or model is None:
+        return ()
+    given = {a.split("=", 1)[0] for a in user_argv}
+    out: List[str] = []
+
+    def add(flag: str, *values: Any) -> None:
+        if flag not in given:
+            out.extend((flag,) + tuple(str(v) for v in values))
+
+    add("--num-layers", model.layers)
+    add("--hidden-size", model.hidden)
+    add("--num-attention-heads", model.heads)
+    add("--ffn-hidden-size", model.ffn)
+    if model.kv_heads and model.kv_heads != model.heads:
+        add("--group-query-attention")
+        add("--num-query-groups", model.kv_heads)
+    if model.gated:
+        add("--swiglu")
+    if not seq:
+        add("--seq-length", model.seq)
+    add("--max-position-embeddings", max(seq or 0, model.seq))
+    if not model.tied_embeddings:
+        add("--untie-embeddings-and-output-weights")
+    if model.is_moe:
+        add("--num-experts", model.experts)
+        add("--moe-router-topk", model.experts_active)
+    return tuple(out)
+
+
+def about_lines(site: Site, node: NodeType, layout: Layout, launcher: Launcher, fab: FabricEnv,
+                sizing: Sizing) -> Tuple[str, ...]:
+    """The human comment block: what the layout is and why."""
+    lines = [
+        "Layout: %d GPUs = %d node%s x %d %s; NVLink domain %d GPUs (%s)" % (
+            layout.world, layout.nodes, "s" if layout.nodes != 1 else "", layout.gpus_per_node, node.gpu_model,
+            node.nvlink_domain, node.link),
+        "  TP=%-3d tensor parallel: %d consecutive ranks, %s" % (
+            layout.tp, layout.tp, "inside one NVLink domain" if layout.tp <= node.nvlink_domain
+            else "SPANS NVLink domains"),
+        "  PP=%-3d pipeline stages" % layout.pp,
+        "  DP=%-3d data-parallel replicas" % layout.dp,
+        "  CP=%-3d context parallel   EP=%d expert parallel   micro-batch %d" % (
+            layout.cp, layout.ep, layout.micro_batch),
+        "Launcher: %s" % launcher.summary,
+        "Fabric: %s (%s), %d compute NIC%s, %g Gb/s per node" % (
+            fab.kind, fab.library, len(node.compute_nics), "" if len(node.compute_nics) == 1 else "s",
+            node.fabric_gbps),
+    ]
+    if sizing.model is not None:
+        lines.append("Model: %s" % getattr(sizing.model, "label", sizing.model))
+    for note in sizing.notes:
+        lines.append("Plan: %s" % note)
+    return tuple(comment(x) for x in lines)
+
+
+def render_request(req: RenderRequest, dirs: Sequence[TemplateDir]) -> str:
+    """The script for `req`: its template rendered with its context."""
+    return render(req.template, req.context(), dirs)

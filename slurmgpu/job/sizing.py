@@ -1,0 +1,169 @@
+"""Sizing a job: the planner's layout when a model is given, the user's pins when not, and the
+suggestion shown when a pinned layout is refused."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Optional, Tuple
+
+from ..errors import ConfigError, Issue, PlanError
+from ..plan import Layout
+from ..site import NodeType, Site
+from .launchers import Launcher, get_launcher
+
+
+def _model(ref: str) -> Any:
+    from ..plan import get_model, model_from_params
+    from ..schema import parse_size
+
+    try:
+        return get_model(ref)
+    except ConfigError:
+        if parse_size(ref) is not None:
+            return model_from_params(ref)
+        raise
+
+
+def layout_from_pins(node: NodeType, nodes: Optional[int], gpus: Optional[int],
+                     pins: Mapping[str, int]) -> Layout:
+    """The layout when nothing is planned: the whole allocation is DP unless pinned."""
+    gpn = node.gpus
+    if gpus is not None:
+        if gpus < gpn and (nodes or 1) == 1:
+            gpn, nodes = gpus, 1
+        else:
+            need = -(-gpus // gpn)
+            if gpus % gpn:
+                raise PlanError("--gpus %d is not a whole number of %d-GPU nodes" % (gpus, gpn))
+            if nodes is not None and nodes != need:
+                raise PlanError("--gpus %d and --nodes %d disagree (%d GPUs per node)" % (gpus, nodes, gpn))
+            nodes = need
+    nodes = nodes or 1
+    world = nodes * gpn
+    tp, pp, cp, ep = (pins.get(k, 1) for k in ("tp", "pp", "cp", "ep"))
+    inner = tp * pp * cp
+    if world % inner:
+        raise PlanError("tp x pp x cp = %d x %d x %d = %d does not divide the %d GPUs (%d nodes x %d)" % (
+            tp, pp, cp, inner, world, nodes, gpn))
+    dp = pins.get("dp", world // inner)
+    if tp * pp * cp * dp != world:
+        raise PlanError("tp x pp x cp x dp = %d, but the job has %d GPUs (%d nodes x %d)" % (
+            inner * dp, world, nodes, gpn))
+    if (dp * cp) % ep:
+        raise PlanError("ep=%d must divide dp x cp = %d (experts are spread over data-parallel ranks)" % (ep, dp * cp))
+    return Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=pins.get("micro_batch", 1), nodes=nodes,
+                  gpus_per_node=gpn)
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """The layout a script is rendered for: planned (with the plan) or pinned."""
+
+    layout: Layout
+    plan: Any = None  # slurmgpu.plan.Plan when a model was planned
+    model: Any = None
+    notes: Tuple[str, ...] = ()
+
+
+def plan_layout(site: Site, spec: Any) -> Sizing:
+    """Plan the job with the planner when the spec names a model; otherwise honour the pins."""
+    partition = spec.partition or site.default_partition
+    node = site.node_type_of(partition)
+    launcher = get_launcher(spec.launcher)
+    if not spec.model:
+        pins = dict(spec.parallel)
+        if launcher.serving:
+            # One server over all GPUs: TP inside the NVLink domain, pipeline stages across the rest.
+            if "tp" not in pins:
+                pins["tp"] = min(node.gpus, node.nvlink_domain, spec.gpus or node.gpus)
+            pins.setdefault("dp", 1)
+            world = (spec.gpus if spec.gpus is not None else (spec.nodes or 1) * node.gpus)
+            pins.setdefault("pp", max(1, world // (pins["tp"] * pins.get("cp", 1))))
+        layout = layout_from_pins(node, spec.nodes, spec.gpus, pins)
+        return Sizing(layout=layout, notes=("no model given: the layout is what was pinned, the rest "
+                                            "data parallel (give --model to have it planned)",))
+    from ..plan import make_plan
+
+    model = _model(spec.model)
+    plan = make_plan(site, plan_request(site, spec, model))
+    return Sizing(layout=plan.layout, plan=plan, model=model, notes=tuple(plan.explanation))
+
+
+def plan_request(site: Site, spec: Any, model: Any, **extra: Any) -> Any:
+    """The planner's request for a spec (`gen` and `plan` ask the same question); `extra` sets the
+    planner-only knobs (optimizer, zero, recompute, target_days)."""
+    from ..plan import PlanRequest
+
+    task = spec.task
+    if get_launcher(spec.launcher).serving and task == "pretrain":
+        task = "inference"
+    return PlanRequest(model=model, task=task, partition=spec.partition or site.default_partition, gpus=spec.gpus,
+                       nodes=spec.nodes, seq=spec.seq, global_batch=spec.global_batch, precision=spec.precision,
+                       tokens=spec.tokens, pins=dict(spec.parallel), **extra)
+
+
+def segment_for(site: Site, node: NodeType, layout: Layout, wanted: Optional[int],
+                planned: Optional[int] = None) -> Optional[int]:
+    """--segment on sites whose NVLink domain spans nodes (topology/block, NVL72).
+
+    Both the choice and the check of a user's --segment are the planner's rule
+    (`plan.segment_for`, `plan.segment_error`: whole TP groups of tp / gcd(tp, GPUs per node)
+    nodes inside one domain), which is also the submit policy's.
+    """
+    from ..plan import segment_error
+    from ..plan import segment_for as planned_segment
+
+    if wanted is not None:
+        if site.topology != "block":
+            raise ConfigError([Issue("", None, None, "segment",
+                                     "--segment needs a topology/block site (NVLink domains across nodes); "
+                                     "site %s has topology %s" % (site.name, site.topology))])
+        err = segment_error(node, layout.tp, layout.nodes, layout.gpus_per_node, wanted)
+        if err:
+            raise ConfigError([Issue("", None, None, "segment", err)])
+        return wanted
+    if planned is not None:
+        return planned
+    seg, err = planned_segment(node, layout.tp, layout.nodes, layout.gpus_per_node)
+    if err:
+        raise PlanError(err)
+    return seg
+
+
+def _check_size(spec: Any, part: Any, layout: Layout, launcher: Launcher) -> None:
+    from . import launchers as L
+    from .spec import time_seconds
+
+    bad = L.serving_layout_ok(launcher, layout)
+    if bad:
+        raise PlanError(bad)
+    if layout.nodes > part.max_nodes_per_job:
+        raise PlanError("partition %s allows at most %d node%s per job, the job needs %d" % (
+            part.name, part.max_nodes_per_job, "s" if part.max_nodes_per_job != 1 else "", layout.nodes))
+    limit = time_seconds(spec.time) if spec.time else None
+    if spec.requeue and limit is not None and spec.grace >= limit:
+        raise ConfigError([Issue("", None, None, "grace", "the checkpoint signal comes %d s before the limit, "
+                                 "but the time limit %s is only %d s" % (spec.grace, spec.time, limit))])
+
+
+def suggestion(site: Site, spec: Any, sizing: Sizing) -> str:
+    """What to run instead: the planner's layout without the offending pins."""
+    partition = spec.partition or site.default_partition
+    node = site.node_type_of(partition)
+    domain = node.nvlink_domain
+    if spec.model:
+        pins = {k: v for k, v in spec.parallel.items() if k not in ("tp", "pp", "dp")}
+        try:
+            alt = plan_layout(site, replace(spec, parallel=pins)).layout
+        except (PlanError, ConfigError):
+            alt = None
+        if alt is not None and alt.tp <= domain:
+            return ("suggestion: the planner picks tp=%d pp=%d dp=%d cp=%d on %d node%s: drop the --tp/--pp/--dp "
+                    "pins, or pin --tp %d --pp %d" % (alt.tp, alt.pp, alt.dp, alt.cp, alt.nodes,
+                                                        "s" if alt.nodes != 1 else "", alt.tp, alt.pp))
+    # never the TP just refused: the largest TP that stays inside one node and one domain, below it
+    tp, gpn = sizing.layout.tp, sizing.layout.gpus_per_node
+    smaller = [t for t in range(min(tp - 1, gpn, domain), 0, -1) if gpn % t == 0 and domain % t == 0]
+    example = ", e.g. --tp %d," % smaller[0] if smaller else ""
+    return ("suggestion: keep tp <= %d (the NVLink domain of %s on partition %s)%s and add pipeline "
+            "or data parallelism across nodes" % (domain, node.name, partition, example))

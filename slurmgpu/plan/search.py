@@ -1,0 +1,287 @@
+"""The layout search over TP/PP/DP/CP/EP, micro-batch, ZeRO stage and recompute. It ranks
+candidates and records why others lost; it never re-runs itself (only `planner` does)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from ..errors import PlanError
+from .cost import CP_MIN_TOKENS, MICRO_BATCHES, _Cand, _Ctx, _infer_candidate, _train_candidate
+from .hardware import Hardware
+from .layout import Layout
+from .memory import (
+    GB,
+    WEIGHT_BYTES,
+    MemoryBreakdown,
+    TrainShape,
+    inference_memory,
+    training_memory,
+)
+from .rules import _divisors, _tp_rules, segment_for
+from .types import Rejection
+from .words import _mem_words, _short
+
+TOP_ALTERNATIVES = 5
+
+
+MAX_MEMORY_REJECTS = 40
+
+
+@dataclass
+class _Result:
+    """What one search over an allocation found: ranked layouts, rejections, misses."""
+
+    ranked: List[_Cand]
+    rejected: List[Rejection]
+    misses: List[Tuple[float, Layout, MemoryBreakdown]]  # layouts that did not fit, leanest first
+    batch_note: Optional[str] = None
+
+
+def _strategies(ctx: _Ctx, pp: int, n_dp: int) -> List[Tuple[int, str]]:
+    """(ZeRO stage, recomputation) to try, cheapest first."""
+    req = ctx.req
+    if req.zero is not None:
+        zeros = [req.zero]
+    elif n_dp == 1:
+        zeros = [0]
+    elif pp > 1:
+        zeros = [1]  # Megatron's distributed optimizer; ZeRO-2/3 do not combine with PP
+    else:
+        zeros = [1, 2, 3]
+    recs = [req.recompute] if req.recompute else ["selective", "full"]
+    return [(z, r) for r in recs for z in zeros]
+
+
+def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True,
+            base_batch: Optional[int] = None) -> _Result:
+    m, hw, req = ctx.model, ctx.hw, ctx.req
+    pins = req.pins
+    n = nodes * gpn
+    ranked: Dict[Tuple[int, ...], _Cand] = {}
+    rejected: List[Rejection] = []
+    misses: List[Tuple[float, Layout, MemoryBreakdown]] = []
+    user_batch = req.global_batch
+    base_batch = user_batch or base_batch or ctx.default_batch(n)
+    tps = [t for t in _divisors(n) if t <= m.heads]
+    if "tp" in pins:
+        tps = [pins["tp"]]
+    batch_rejects: Dict[str, int] = {}
+    for tp in tps:
+        if n % tp:
+            continue
+        errs = _tp_rules(hw, m, tp, nodes, gpn)
+        if errs:
+            if want_rejects:
+                rejected.extend(Rejection("TP=%d" % tp, e, "rule") for e in errs)
+            continue
+        seg, _ = segment_for(hw.nt, tp, nodes, gpn)
+        rest = n // tp
+        if "cp" in pins:
+            cps = [pins["cp"]]
+        elif ctx.train:
+            cps = [c for c in _divisors(rest) if c == 1 or (ctx.seq // c >= CP_MIN_TOKENS
+                                                            and ctx.seq % (2 * c) == 0)]
+        else:
+            cps = [1]
+        for cp in cps:
+            if rest % cp:
+                continue
+            pps = [p for p in _divisors(rest // cp) if p <= m.layers]
+            if "pp" in pins:
+                pps = [pins["pp"]]
+            for pp in pps:
+                if (rest // cp) % pp:
+                    continue
+                dp = rest // (cp * pp)
+                if "dp" in pins and pins["dp"] != dp:
+                    continue
+                eps = [1]
+                if m.is_moe and ctx.train:  # serving with EP (DP attention) only when pinned
+                    eps = [e for e in _divisors(math.gcd(dp, m.experts))]
+                if "ep" in pins:
+                    eps = [pins["ep"]]
+                for ep in eps:
+                    if ep > 1 and (not m.is_moe or m.experts % ep or dp % ep):
+                        continue
+                    if ctx.train:
+                        _train_layouts(ctx, nodes, gpn, tp, pp, dp, cp, ep, seg, base_batch, user_batch,
+                                       ranked, misses, batch_rejects)
+                    else:
+                        _infer_layouts(ctx, nodes, gpn, tp, pp, dp, cp, ep, seg, user_batch, ranked, misses,
+                                       batch_rejects)
+    if want_rejects:
+        for reason, count in batch_rejects.items():
+            rejected.append(Rejection("%d layout%s" % (count, "s" if count > 1 else ""), reason, "batch"))
+    misses.sort(key=lambda t: t[0])
+    if want_rejects:
+        for _, lay, mem in misses[:MAX_MEMORY_REJECTS]:
+            if _key(lay) not in ranked:
+                rejected.append(Rejection(_short(lay), _mem_words(ctx, mem), "memory"))
+    order = sorted(ranked.values(), key=lambda c: (-c.tokens_per_s, c.memory.total))
+    if not order and ctx.train and not user_batch and batch_rejects:
+        # odd GPU counts force a large DP: grow the default batch to the smallest DP that divides them
+        need = min(int(r.split("=")[1].split()[0]) for r in batch_rejects)
+        if need > base_batch:
+            retry = _search(ctx, nodes, gpn, want_rejects, base_batch=need)
+            if retry.ranked:
+                retry.batch_note = ("the default global batch grew from %d to %d sequences: %d GPUs leave no "
+                                    "layout with DP <= %d" % (base_batch, need, n, base_batch))
+            return retry
+    return _Result(order, rejected, misses)
+
+
+def _key(lay: Layout) -> Tuple[int, ...]:
+    return (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep)
+
+
+def _train_layouts(ctx: _Ctx, nodes: int, gpn: int, tp: int, pp: int, dp: int, cp: int, ep: int,
+                   seg: Optional[int], base_batch: int, user_batch: Optional[int],
+                   ranked: Dict[Tuple[int, ...], _Cand], misses: List[Tuple[float, Layout, MemoryBreakdown]],
+                   batch_rejects: Dict[str, int]) -> None:
+    m = ctx.model
+    pins = ctx.req.pins
+    mbs = [pins["micro_batch"]] if "micro_batch" in pins else list(MICRO_BATCHES)
+    strategies = _strategies(ctx, pp, dp * cp)
+    counts = ctx.counts(pp)
+    leanest: Optional[Tuple[float, Layout, MemoryBreakdown]] = None
+    any_batch = False
+    for mb in mbs:
+        if user_batch:
+            if user_batch % (dp * mb):
+                continue
+            batch = user_batch
+        else:
+            if dp * mb > base_batch:
+                continue
+            batch = max(1, int(round(base_batch / float(dp * mb)))) * dp * mb
+        any_batch = True
+        lay = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=mb, nodes=nodes, gpus_per_node=gpn)
+        shape = TrainShape(tp, pp, dp, cp, ep, mb, batch // (dp * mb), ctx.seq)
+        best: Optional[_Cand] = None
+        fitted = False
+        n_mb = batch // (dp * mb)
+        vps = [1]
+        if pp > 1 and n_mb % pp == 0 and (pp - 1) / n_mb > 0.02:
+            # interleaving needs whole rounds of micro-batches (Megatron); worth it only for a visible bubble
+            vps += [v for v in (2, 4, 8) if v <= min(counts)]
+        for zero, rec in strategies:
+            for vp in vps:
+                mem = training_memory(m, shape, ctx.task, zero, rec, ctx.kopt, counts, vp, ctx.stages(pp))
+                if mem.total > ctx.usable:
+                    if leanest is None or mem.total < leanest[0]:
+                        leanest = (mem.total, lay, mem)
+                    break  # more chunks only need more memory
+                fitted = True
+                cand = _train_candidate(ctx, lay, batch, zero, rec, mem, seg, vp)
+                if best is None or cand.step < best.step - 1e-12:
+                    best = cand
+            if best is not None and rec == "selective" and zero <= 2:
+                break  # nothing later in the list is faster
+        if best is not None:
+            cur = ranked.get(_key(lay))
+            if cur is None or best.tokens_per_s > cur.tokens_per_s:
+                ranked[_key(lay)] = best
+        if not fitted:
+            break  # a larger micro-batch only needs more memory
+    if not any_batch:
+        if user_batch:
+            reason = "global batch %d is not a multiple of DP x micro-batch (DP=%d)" % (user_batch, dp)
+        else:
+            reason = ("DP=%d needs a global batch of at least %d sequences (%.1fM tokens); the default is %d "
+                      "(set --global-batch to allow more)" % (dp, dp, dp * ctx.seq / 1e6, base_batch))
+        batch_rejects[reason] = batch_rejects.get(reason, 0) + 1
+    elif leanest is not None and _key(leanest[1]) not in ranked:
+        misses.append(leanest)
+
+
+def _infer_layouts(ctx: _Ctx, nodes: int, gpn: int, tp: int, pp: int, dp: int, cp: int, ep: int,
+                   seg: Optional[int], user_batch: Optional[int], ranked: Dict[Tuple[int, ...], _Cand],
+                   misses: List[Tuple[float, Layout, MemoryBreakdown]], batch_rejects: Dict[str, int]) -> None:
+    """One replica is TP x PP GPUs; DP replicas fill the allocation, each serving batch / DP sequences."""
+    if user_batch is not None and user_batch % dp:
+        reason = ("DP=%d replicas need --global-batch (%d concurrent sequences) to be a multiple of %d"
+                  % (dp, user_batch, dp))
+        batch_rejects[reason] = batch_rejects.get(reason, 0) + 1
+        return
+    base_batch = user_batch or dp
+    b = base_batch // dp
+    lay = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=b, nodes=nodes, gpus_per_node=gpn)
+    mem = inference_memory(ctx.model, tp, pp, ep, b, ctx.seq, ctx.req.precision, ctx.counts(pp), ctx.stages(pp))
+    if mem.total > ctx.usable:
+        misses.append((mem.total, lay, mem))
+        return
+    ranked[_key(lay)] = _infer_candidate(ctx, lay, base_batch, mem, seg)
+
+
+def _split_gpus(hw: Hardware, gpus: int) -> Tuple[int, int]:
+    """--gpus N -> (nodes, GPUs per node): the fewest nodes that hold N evenly."""
+    g = hw.nt.gpus
+    if gpus <= g:
+        return 1, gpus
+    maxn = hw.partition.max_nodes_per_job
+    for nodes in range(-(-gpus // g), min(gpus, maxn) + 1):
+        if gpus % nodes == 0 and gpus // nodes <= g:
+            return nodes, gpus // nodes
+    raise PlanError("--gpus %d cannot be spread evenly over at most %d nodes of %d GPUs (partition %s); use a "
+                    "multiple of %d" % (gpus, maxn, g, hw.partition.name, g))
+
+
+def _lower_bound_gpus(ctx: _Ctx) -> int:
+    m = ctx.model
+    if ctx.task in ("pretrain", "finetune"):
+        need = (4.0 + ctx.kopt) * m.params
+    elif ctx.task == "lora":
+        need = 2.0 * m.params
+    elif ctx.task == "qlora":
+        need = 0.5 * m.params
+    else:
+        need = WEIGHT_BYTES.get(ctx.req.precision, 2.0) * m.params
+    return max(1, int(need / (ctx.usable * GB)))
+
+
+def _allocations(ctx: _Ctx) -> List[Tuple[int, int]]:
+    """Allocation sizes in increasing GPU count, from the memory lower bound to the partition's limit."""
+    hw = ctx.hw
+    g = hw.nt.gpus
+    lb = _lower_bound_gpus(ctx)
+    out: List[Tuple[int, int]] = []
+    if not hw.partition.exclusive:
+        out.extend((1, d) for d in _divisors(g) if d < g and d >= min(lb, g))
+    first = max(1, -(-lb // g))
+    maxn = hw.partition.max_nodes_per_job
+    nodes = first
+    while nodes <= maxn:
+        out.append((nodes, g))
+        nodes = nodes + 1 if nodes < first + 16 else max(nodes + 1, int(nodes * 1.25))
+    if not out or out[-1][0] != maxn:
+        out.append((maxn, g))
+    return out
+
+
+def _smallest(ctx: _Ctx) -> Tuple[Optional[Tuple[int, int]], Optional[_Result]]:
+    """The smallest allocation with a feasible layout (binary search over the geometric gaps)."""
+    allocs = _allocations(ctx)
+    last = allocs[-1]
+    res = _search(ctx, last[0], last[1], want_rejects=False)
+    if not res.ranked:
+        return None, None
+    prev = None
+    for alloc in allocs:
+        res = _search(ctx, alloc[0], alloc[1], want_rejects=False) if alloc != last else res
+        if res.ranked:
+            if prev is not None and alloc[1] == prev[1] and alloc[0] - prev[0] > 1:
+                lo, hi = prev[0] + 1, alloc[0]
+                best = (alloc, res)
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    r = _search(ctx, mid, alloc[1], want_rejects=False)
+                    if r.ranked:
+                        hi, best = mid, ((mid, alloc[1]), r)
+                    else:
+                        lo = mid + 1
+                return best
+            return alloc, res
+        prev = alloc
+    return None, None

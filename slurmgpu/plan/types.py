@@ -1,0 +1,155 @@
+"""What goes into the planner and what comes out: request, plan, alternatives, rejections, scaling.
+Plain frozen data so `--json`, the generator and the explain view read the same objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from .layout import Layout
+from .memory import (
+    MemoryBreakdown,
+    usable_gb,
+)
+from .models import ModelSpec
+
+TASK_ALIASES = {"serve": "inference", "serving": "inference", "infer": "inference", "sft": "finetune",
+                "full": "finetune", "fine-tune": "finetune", "train": "pretrain"}
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What to plan: the model, the task, the allocation or its bounds, and the user's pins."""
+
+    model: ModelSpec
+    task: str = "pretrain"
+    partition: Optional[str] = None
+    gpus: Optional[int] = None
+    nodes: Optional[int] = None
+    seq: Optional[int] = None
+    global_batch: Optional[int] = None  # sequences per step (inference: concurrent sequences)
+    precision: str = "bf16"
+    tokens: Optional[float] = None  # training tokens, for time-to-train
+    pins: Mapping[str, int] = field(default_factory=dict)  # keys: PIN_KEYS
+    zero: Optional[int] = None  # 0-3; default: distributed optimizer (1), more only if needed
+    recompute: Optional[str] = None  # none | selective | full; default: selective, full if needed
+    optimizer: str = "adam"  # adam (16 B/param with weights and grads) | adam8bit | sgd
+    target_days: Optional[float] = None  # with tokens: smallest allocation that trains in time
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """A runner-up layout and why the chosen one beat it."""
+
+    layout: Layout
+    memory_per_gpu_gb: float
+    step_time_s: float
+    tokens_per_s: float
+    mfu: float
+    zero: int
+    recompute: str
+    why: str
+
+    def to_dict(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = dict(self.layout.to_dict())
+        d.update({"memory_per_gpu_gb": round(self.memory_per_gpu_gb, 2), "step_time_s": _r(self.step_time_s),
+                  "tokens_per_s": round(self.tokens_per_s, 1), "mfu": round(self.mfu, 4), "zero": self.zero,
+                  "recompute": self.recompute, "why": self.why})
+        return d
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A layout (or a whole TP/PP choice) the planner ruled out, and why."""
+
+    scope: str  # "TP=16" or a whole layout
+    reason: str
+    kind: str  # rule | memory | batch
+
+    def to_dict(self) -> Dict[str, str]:
+        return {"scope": self.scope, "reason": self.reason, "kind": self.kind}
+
+
+@dataclass(frozen=True)
+class ScalePoint:
+    """Throughput and time to train at one allocation size (the scaling table)."""
+
+    nodes: int
+    gpus: int
+    layout: str
+    tokens_per_s: float
+    days: float
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"nodes": self.nodes, "gpus": self.gpus, "layout": self.layout,
+                "tokens_per_s": round(self.tokens_per_s, 1), "days": round(self.days, 2)}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The planner's answer: a layout with its memory, step time, traffic and reasons."""
+
+    site: str
+    partition: str
+    layout: Layout
+    memory: MemoryBreakdown
+    memory_per_gpu_gb: float
+    capacity_gb: float
+    step_time_s: float
+    tokens_per_s: float
+    mfu: float
+    traffic: Mapping[str, float]  # GB per GPU per step, by link type
+    alternatives: Tuple[Alternative, ...]
+    explanation: Tuple[str, ...]
+    notes: Tuple[str, ...]
+    model: ModelSpec = None  # type: ignore[assignment]
+    task: str = "pretrain"
+    precision: str = "bf16"
+    seq: int = 0
+    global_batch: int = 0
+    micro_batches: int = 1
+    zero: int = 0
+    recompute: str = "none"
+    segment: Optional[int] = None
+    stage_layers: Tuple[int, ...] = ()
+    time_breakdown: Mapping[str, float] = field(default_factory=dict)
+    rejected: Tuple[Rejection, ...] = ()
+    scaling: Tuple[ScalePoint, ...] = ()
+    train_days: Optional[float] = None
+    prefill_s: Optional[float] = None
+    virtual_stages: int = 1  # interleaved pipeline: model chunks per GPU
+
+    def to_dict(self) -> Dict[str, Any]:
+        lay = self.layout
+        return {
+            "tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "cp": lay.cp, "ep": lay.ep,
+            "nodes": lay.nodes, "gpus_per_node": lay.gpus_per_node, "gpus": lay.nodes * lay.gpus_per_node,
+            "micro_batch": lay.micro_batch, "micro_batches": self.micro_batches,
+            "memory_per_gpu_gb": round(self.memory_per_gpu_gb, 2), "capacity_gb": self.capacity_gb,
+            "usable_gb": round(usable_gb(self.capacity_gb), 2),
+            "alternatives": [a.to_dict() for a in self.alternatives],
+            "site": self.site, "partition": self.partition,
+            "model": {"name": self.model.name, "params": self.model.params,
+                      "active_params": self.model.active_params, "estimated": self.model.estimated},
+            "task": self.task, "precision": self.precision, "seq": self.seq, "global_batch": self.global_batch,
+            "zero": self.zero, "recompute": self.recompute, "segment": self.segment,
+            "virtual_stages": self.virtual_stages,
+            "stage_layers": list(self.stage_layers), "memory": self.memory.to_dict(),
+            "step_time_s": _r(self.step_time_s), "tokens_per_s": round(self.tokens_per_s, 1),
+            "mfu": round(self.mfu, 4), "prefill_s": None if self.prefill_s is None else _r(self.prefill_s),
+            "time_breakdown_s": {k: _r(v) for k, v in self.time_breakdown.items()},
+            "traffic_gb_per_step": {k: round(v, 3) for k, v in self.traffic.items()},
+            "train_days": None if self.train_days is None else round(self.train_days, 2),
+            "scaling": [s.to_dict() for s in self.scaling],
+            "explanation": list(self.explanation), "notes": list(self.notes),
+            "rejected": [r.to_dict() for r in self.rejected],
+        }
+
+
+def _r(x: float) -> float:
+    return float("%.4g" % x)
+
+
+def task_name(task: str) -> str:
+    """Canonical task name ('serve' -> 'inference'); unknown names pass through to be refused."""
+    return TASK_ALIASES.get(task.lower(), task.lower())

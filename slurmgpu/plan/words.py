@@ -1,0 +1,61 @@
+"""Small formatters the search and the explanations share (layouts, seconds, bytes, counts, wrapping),
+so both spell a number the same way."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from .cost import _Ctx
+from .layout import Layout
+from .memory import (
+    MemoryBreakdown,
+)
+
+
+def _short(lay: Layout) -> str:
+    parts = ["TP=%d" % lay.tp, "PP=%d" % lay.pp, "DP=%d" % lay.dp]
+    if lay.cp > 1:
+        parts.append("CP=%d" % lay.cp)
+    if lay.ep > 1:
+        parts.append("EP=%d" % lay.ep)
+    return " x ".join(parts)
+
+
+def _mem_words(ctx: _Ctx, mem: MemoryBreakdown) -> str:
+    parts = ", ".join("%s %.1f" % (k, v) for k, v in mem.parts())
+    how = []
+    if ctx.train:
+        how.append("%s recompute" % mem.recompute)
+        how.append("ZeRO-%d" % mem.zero if mem.zero else "no ZeRO")
+    return "needs %.1f GB per GPU (%s; %s) > %.1f GB usable of %g GB" % (
+        mem.total, parts, ", ".join(how) if how else "inference", ctx.usable, ctx.hw.nt.gpu_memory_gb)
+
+
+def _t(sec: float) -> str:
+    if sec >= 100:
+        return "%.0f s" % sec
+    if sec >= 1:
+        return "%.2f s" % sec
+    return "%.1f ms" % (sec * 1e3)
+
+
+def _gb(b: float) -> str:
+    if b >= 1e12:
+        return "%.1f TB" % (b / 1e12)
+    if b >= 1e9:
+        return "%.1f GB" % (b / 1e9)
+    return "%.0f MB" % (b / 1e6)
+
+
+def _count(x: float) -> str:
+    for unit, div in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= div:
+            return "%.3g%s" % (x / div, unit)
+    return "%.0f" % x
+
+
+def _wrap(first: str, text: str, rest: Optional[str] = None, width: int = 79) -> List[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width=width, initial_indent=first,
+                         subsequent_indent=rest if rest is not None else " " * len(first)) or [first.rstrip()]

@@ -1,0 +1,190 @@
+"""Running the Lua policy from Python (lupa, or the lua5.1 binary as a fallback) and reading its
+verdict: the same code `job_submit.lua` runs in slurmctld."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from ..errors import SlurmgpuError
+from ..site import Site
+from .lua import _lua_file, lua_literal, render_filter
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The filter's answer for one job, as slurmctld would give it."""
+
+    decision: str  # "accept" | "reject"
+    exit_code: int  # for `slurmgpu check`: 0 accepted, 1 rejected
+    messages: Tuple[str, ...]  # why it is rejected (sent to the user)
+    warnings: Tuple[str, ...]  # sent to the user, job accepted
+    layout: Mapping[str, Optional[int]]  # tp, pp, dp, cp, ep the rules checked (dp None if unknown)
+    source: str  # where the layout came from: stamp | env | flags | none
+    launcher: Optional[str] = None
+    partitions: Tuple[str, ...] = ()
+    rules: Tuple[str, ...] = ()  # ids of the rules that fired
+    mode: str = "enforce"
+    slurm_code: int = 0  # what job_submit.lua returns: 0, 2072 (reject), -1 (internal error)
+    exempt: bool = False
+    internal_error: Optional[str] = None
+    lines: Tuple[str, ...] = field(default=(), repr=False)  # the user-visible lines, in order
+    # partitions of a GPU job that the site does not describe (the filter checks nothing there),
+    # and one admin-facing note for each; slurmctld logs each name once
+    unknown_partitions: Tuple[str, ...] = ()
+    notes: Tuple[str, ...] = ()
+
+    @property
+    def accepted(self) -> bool:
+        return self.decision == "accept"
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "decision": self.decision, "exit_code": self.exit_code, "messages": list(self.messages),
+            "warnings": list(self.warnings), "layout": dict(self.layout), "source": self.source,
+            "launcher": self.launcher, "partitions": list(self.partitions), "rules": list(self.rules),
+            "mode": self.mode, "slurm_code": self.slurm_code, "exempt": self.exempt,
+            "internal_error": self.internal_error, "unknown_partitions": list(self.unknown_partitions),
+            "notes": list(self.notes),
+        }
+
+
+def verdict_from_data(d: Mapping[str, Any]) -> Verdict:
+    layout = d.get("layout") or {}
+    messages = tuple(d.get("messages") or ())
+    warnings = tuple(d.get("warnings") or ())
+    return Verdict(
+        decision=str(d["decision"]), exit_code=0 if d["decision"] == "accept" else 1,
+        messages=messages, warnings=warnings,
+        layout={k: (int(layout[k]) if layout.get(k) is not None else None) for k in ("tp", "pp", "dp", "cp", "ep")},
+        source=str(d.get("source") or "none"), launcher=(d.get("launcher") or None),
+        partitions=tuple(d.get("partitions") or ()), rules=tuple(d.get("rules") or ()),
+        mode=str(d.get("mode") or ""), slurm_code=int(d.get("code") or 0), exempt=bool(d.get("exempt")),
+        internal_error=d.get("internal_error"), lines=messages + warnings,
+        unknown_partitions=tuple(d.get("unknown_partitions") or ()), notes=tuple(d.get("notes") or ()),
+    )
+
+
+def _from_lua(obj: Any) -> Any:
+    """lupa table -> list (1..n keys) or dict, recursively."""
+    from lupa import lua51
+
+    if lua51.lua_type(obj) != "table":
+        return obj
+    keys = list(obj.keys())
+    if keys and all(isinstance(k, int) for k in keys) and sorted(keys) == list(range(1, len(keys) + 1)):
+        return [_from_lua(obj[i]) for i in range(1, len(keys) + 1)]
+    if not keys:
+        return []
+    return {k: _from_lua(v) for k, v in obj.items()}
+
+
+def _lua_binary() -> Optional[str]:
+    return shutil.which("lua5.1")
+
+
+def _have_lupa() -> bool:
+    try:
+        from lupa import lua51  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def part_list(site: Site) -> List[Dict[str, Any]]:
+    """The part_list slurmctld would pass (name, flag_default) for the site's partitions."""
+    return [{"name": name, "flag_default": 1 if name == site.default_partition else 0,
+             "total_nodes": p.nodes, "max_nodes": p.max_nodes_per_job} for name, p in site.partitions.items()]
+
+
+class PolicyRunner:
+    """The rendered job_submit.lua of one site, loaded once, run on job_descs.
+
+    backend: "lupa" (lupa.lua51 in-process), "lua5.1" (the Debian binary, one process per
+    call) or "auto" (lupa if importable).
+    """
+
+    def __init__(self, site: Site, backend: str = "auto"):
+        self.site = site
+        self.text = render_filter(site, "job_submit")
+        self.parts = part_list(site)
+        if backend == "auto":
+            backend = "lupa" if _have_lupa() else "lua5.1"
+        if backend == "lua5.1" and not _lua_binary():
+            raise SlurmgpuError("running the filter needs Lua 5.1: pip install lupa, or install the lua5.1 package")
+        self.backend = backend
+        self._lua = None
+        if backend == "lupa":
+            from lupa import lua51
+
+            rt = lua51.LuaRuntime(unpack_returned_tuples=True)
+            rt.execute(_lua_file("slurm_stub.lua"))
+            rt.execute(self.text)
+            self._lua = rt
+            self._verdict = rt.eval("function(d, p, u) return slurmgpu_stub.export(slurmgpu_stub.verdict(d, p, u)) end")
+            self._submit = rt.eval("slurmgpu_stub.submit")
+
+    def evaluate_desc(self, desc: Mapping[str, Any], uid: Optional[int] = None) -> Verdict:
+        """The verdict of job_submit.lua for these job_desc fields (see slurmgpu.jobdesc)."""
+        if self._lua is not None:
+            rt = self._lua
+            v = self._verdict(rt.table_from(dict(desc), recursive=True),
+                              rt.table_from(self.parts, recursive=True), uid)
+            return verdict_from_data(_from_lua(v))
+        return verdict_from_data(self._run_binary(desc, uid))
+
+    def submit_desc(self, desc: Mapping[str, Any], uid: Optional[int] = None) -> Tuple[int, List[str]]:
+        """slurm_job_submit's return value and the slurm.log_user lines, as slurmctld gets them."""
+        if self._lua is None:
+            raise SlurmgpuError("submit_desc needs lupa")
+        rt = self._lua
+        rc, msgs, _log = self._submit(rt.table_from(dict(desc), recursive=True),
+                                      rt.table_from(self.parts, recursive=True), uid)
+        return int(rc), [msgs[i] for i in range(1, len(msgs) + 1)]
+
+    def _run_binary(self, desc: Mapping[str, Any], uid: Optional[int]) -> Dict[str, Any]:
+        import subprocess  # only this fallback runs a process: gen with lupa does not load it
+
+        with tempfile.TemporaryDirectory(prefix="slurmgpu-check-") as tmp:
+            Path(tmp, "job_submit.lua").write_text(self.text, encoding="utf-8")
+            Path(tmp, "slurm_stub.lua").write_text(_lua_file("slurm_stub.lua"), encoding="utf-8")
+            driver = ("dofile('slurm_stub.lua')\ndofile('job_submit.lua')\n"
+                      "local v = slurmgpu_stub.verdict(%s, %s, %s)\n"
+                      "io.write(slurmgpu_stub.json(slurmgpu_stub.export(v)))\n") % (
+                lua_literal(dict(desc)), lua_literal(self.parts), lua_literal(uid))
+            Path(tmp, "driver.lua").write_bytes(driver.encode("utf-8", "surrogateescape"))
+            proc = subprocess.run([_lua_binary() or "lua5.1", "driver.lua"], cwd=tmp, capture_output=True, timeout=120)
+        if proc.returncode != 0:
+            raise SlurmgpuError("lua5.1 failed running the filter: %s" % proc.stderr.decode("utf-8", "replace").strip())
+        return json.loads(proc.stdout.decode("utf-8"))
+
+    def check(self, script: Union[str, bytes], sbatch_args: Sequence[str] = (), partition: Optional[str] = None,
+              env: Optional[Mapping[str, str]] = None, user: Optional[str] = None, account: Optional[str] = None,
+              qos: Optional[str] = None, script_path: str = "script.sh", uid: Optional[int] = None,
+              script_args: Sequence[str] = ()) -> Verdict:
+        """The verdict for `sbatch [sbatch_args] script` (see check_script)."""
+        from ..slurm import job_desc
+
+        desc = job_desc(script, sbatch_args, env=env, script_path=script_path, partition=partition,
+                        user=user, uid=uid, account=account, qos=qos, script_args=script_args)
+        return self.evaluate_desc(desc, uid)
+
+
+def check_script(site: Site, script: Union[str, bytes], sbatch_args: Sequence[str] = (),
+                 partition: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+                 user: Optional[str] = None, account: Optional[str] = None, qos: Optional[str] = None,
+                 script_path: str = "script.sh", uid: Optional[int] = None,
+                 script_args: Sequence[str] = ()) -> Verdict:
+    """The controller's verdict for `sbatch [sbatch_args] script` on this site.
+
+    `env` is the submitting environment (None: empty); it matters for SLURMGPU_TP etc.,
+    shell variables the script does not set, SBATCH_* input variables and NCCL settings.
+    Raises ConfigError for unreadable sbatch options (exit 2 in the CLI).
+    """
+    return PolicyRunner(site).check(script, sbatch_args, partition=partition, env=env, user=user,
+                                    account=account, qos=qos, script_path=script_path, uid=uid,
+                                    script_args=script_args)

@@ -1,0 +1,196 @@
+"""The site model: frozen dataclasses for a cluster's partitions, node types, NICs, containers and
+policy, read-only once loaded. Everything above `site` reads a cluster through these types."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from ..errors import ConfigError, Issue
+
+LINKS = ("nvlink", "xgmi", "pcie")
+
+
+VENDORS = ("nvidia", "amd")
+
+
+GPU_REQUESTS = ("gpus-per-node", "gres")
+
+
+TOPOLOGIES = ("flat", "tree", "block")
+
+
+POLICY_MODES = ("enforce", "warn", "off")
+
+
+DEFAULT_SITE = "dgx-h100"
+
+
+@dataclass(frozen=True)
+class Nic:
+    """One network port of a node type (name, port, link layer, speed, role)."""
+
+    name: str
+    port: int = 1
+    link_layer: str = "infiniband"  # infiniband | ethernet
+    gbps: float = 0.0
+    role: str = "compute"  # compute | storage
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"name": self.name, "port": self.port, "link_layer": self.link_layer,
+                "gbps": self.gbps, "role": self.role}
+
+
+@dataclass(frozen=True)
+class NodeType:
+    """A kind of node: its GPUs, the NVLink domain, CPUs, memory and fabric."""
+
+    name: str
+    gpus: int
+    gpu_model: str
+    vendor: str
+    gpu_memory_gb: float
+    bf16_tflops: float
+    link: str  # nvlink | xgmi | pcie
+    link_gbs: float  # per-GPU intra-domain bandwidth, GB/s, both directions
+    nvlink_domain: int  # GPUs that share the fast link (may span nodes)
+    cpus: int
+    memory_gb: float
+    fabric: str
+    nics: Tuple[Nic, ...] = ()
+    socket_ifname: Optional[str] = None
+    gres_type: Optional[str] = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    roce_gid_index: Optional[int] = None
+    roce_traffic_class: Optional[int] = None
+
+    @property
+    def compute_nics(self) -> Tuple[Nic, ...]:
+        return tuple(n for n in self.nics if n.role == "compute")
+
+    @property
+    def fabric_gbps(self) -> float:
+        """Inter-node injection bandwidth of one node, Gb/s (compute NICs only)."""
+        return sum(n.gbps for n in self.compute_nics)
+
+    @property
+    def domain_nodes(self) -> int:
+        """Nodes per NVLink domain: 1 unless the domain spans trays (NVL72: 18)."""
+        return max(1, self.nvlink_domain // self.gpus)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "gpus": self.gpus, "gpu_model": self.gpu_model, "vendor": self.vendor,
+            "gpu_memory_gb": self.gpu_memory_gb, "bf16_tflops": self.bf16_tflops,
+            "link": self.link, "link_gbs": self.link_gbs, "nvlink_domain": self.nvlink_domain,
+            "cpus": self.cpus, "memory_gb": self.memory_gb, "fabric": self.fabric,
+            "nics": [n.to_dict() for n in self.nics], "socket_ifname": self.socket_ifname,
+            "gres_type": self.gres_type, "env": dict(self.env),
+            "roce_gid_index": self.roce_gid_index, "roce_traffic_class": self.roce_traffic_class,
+        }
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A Slurm partition of one node type, with its size and job limits."""
+
+    name: str
+    node_type: str
+    nodes: int
+    max_nodes_per_job: int
+    constraint: Optional[str] = None
+    exclusive: bool = True
+    policy: Optional[str] = None  # overrides SitePolicy.mode for this partition
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"node_type": self.node_type, "nodes": self.nodes,
+                "max_nodes_per_job": self.max_nodes_per_job, "constraint": self.constraint,
+                "exclusive": self.exclusive, "policy": self.policy}
+
+
+@dataclass(frozen=True)
+class Container:
+    """The site's default container runtime, image and mounts."""
+
+    runtime: str = "none"
+    image: Optional[str] = None
+    mounts: Tuple[str, ...] = ()
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"runtime": self.runtime, "image": self.image, "mounts": list(self.mounts)}
+
+
+@dataclass(frozen=True)
+class SitePolicy:
+    """The submit filter's switches: mode, allowed launchers, exemptions."""
+
+    mode: str = "enforce"
+    launchers: Mapping[str, str] = field(default_factory=dict)
+    exempt_users: Tuple[str, ...] = ()
+    exempt_accounts: Tuple[str, ...] = ()
+    exempt_qos: Tuple[str, ...] = ()
+    on_internal_error: str = "accept"
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"mode": self.mode, "launchers": dict(self.launchers),
+                "exempt_users": list(self.exempt_users), "exempt_accounts": list(self.exempt_accounts),
+                "exempt_qos": list(self.exempt_qos), "on_internal_error": self.on_internal_error}
+
+
+@dataclass(frozen=True)
+class SitePreflight:
+    """Thresholds `slurmgpu preflight` applies on this site's nodes."""
+
+    min_bandwidth_fraction: float = 0.7  # --bandwidth fails below this share of the links' bus bandwidth
+    min_free_gb: float = 10.0  # free space the checkpoint directory needs
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"min_bandwidth_fraction": self.min_bandwidth_fraction, "min_free_gb": self.min_free_gb}
+
+
+@dataclass(frozen=True)
+class Site:
+    """A whole cluster: partitions, node types, defaults, policy and preflight settings."""
+
+    name: str
+    description: str
+    source: str  # file it was loaded from
+    default_partition: str
+    partitions: Mapping[str, Partition]
+    node_types: Mapping[str, NodeType]
+    slurm_version: Optional[str] = None
+    account: Optional[str] = None
+    qos: Optional[str] = None
+    gpu_request: str = "gpus-per-node"
+    topology: str = "flat"
+    container: Container = Container()
+    scratch: Optional[str] = None
+    checkpoint_dir: Optional[str] = None
+    template_dir: Optional[str] = None
+    policy: SitePolicy = SitePolicy()
+    preflight: SitePreflight = SitePreflight()
+
+    def partition(self, name: Optional[str] = None) -> Partition:
+        name = name or self.default_partition
+        try:
+            return self.partitions[name]
+        except KeyError:
+            raise ConfigError([Issue(self.source, None, None, "partitions",
+                                     "site '%s' has no partition '%s' (it has: %s)" % (
+                                         self.name, name, ", ".join(self.partitions)))]) from None
+
+    def node_type_of(self, partition: Optional[str] = None) -> NodeType:
+        return self.node_types[self.partition(partition).node_type]
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "name": self.name, "description": self.description, "source": self.source,
+            "slurm_version": self.slurm_version, "default_partition": self.default_partition,
+            "account": self.account, "qos": self.qos, "gpu_request": self.gpu_request,
+            "topology": self.topology,
+            "partitions": {k: v.to_dict() for k, v in self.partitions.items()},
+            "node_types": {k: v.to_dict() for k, v in self.node_types.items()},
+            "container": self.container.to_dict(), "scratch": self.scratch,
+            "checkpoint_dir": self.checkpoint_dir, "template_dir": self.template_dir,
+            "policy": self.policy.to_dict(), "preflight": self.preflight.to_dict(),
+        }

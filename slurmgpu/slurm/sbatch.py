@@ -1,0 +1,298 @@
+"""What slurmctld's job_submit plugin receives for an sbatch submission (Slurm 22.05 formats).
+
+`slurmgpu check` must give the controller's verdict, so it turns a script's `#SBATCH` lines,
+`SBATCH_*` input variables and command-line options into the job_desc fields sbatch sends
+(e.g. `--gpus-per-node=8` -> tres_per_node "gres:gpu:8"), with sbatch's precedence: command
+line over environment over script. The Lua adapter then reads them exactly as in slurmctld.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from ..errors import ConfigError, Issue
+
+# sbatch's long options (getopt_long accepts any unambiguous prefix of these).
+_LONG = (
+    "account acctg-freq array batch bb bbf begin burst-buffer chdir cluster-constraint clusters "
+    "comment constraint container contiguous core-spec cores-per-socket cpu-freq cpus-per-gpu "
+    "cpus-per-task deadline delay-boot dependency distribution error exclude exclusive export "
+    "export-file extra-node-info get-user-env gid gpu-bind gpu-freq gpus gpus-per-node "
+    "gpus-per-socket gpus-per-task gres gres-flags help hint hold ignore-pbs input job-name "
+    "kill-on-invalid-dep licenses mail-type mail-user mcs-label mem mem-bind mem-per-cpu "
+    "mem-per-gpu mincpus network nice no-kill no-requeue nodefile nodelist nodes ntasks "
+    "ntasks-per-core ntasks-per-gpu ntasks-per-node ntasks-per-socket open-mode output "
+    "overcommit oversubscribe parsable partition power prefer priority profile propagate qos "
+    "quiet reboot requeue reservation segment signal sockets-per-node spread-job switches "
+    "test-only thread-spec threads-per-core time time-min tmp tres-bind tres-per-task uid usage "
+    "use-min-nodes verbose version wait wait-all-nodes wckey wrap"
+).split()
+_NO_ARG = set(
+    "contiguous help hold ignore-pbs no-requeue overcommit oversubscribe parsable quiet reboot "
+    "requeue spread-job test-only usage use-min-nodes verbose version wait".split())
+_OPTIONAL_ARG = {"exclusive", "get-user-env", "no-kill", "propagate"}
+_SHORT = {"A": "account", "a": "array", "b": "begin", "c": "cpus-per-task", "C": "constraint",
+          "D": "chdir", "d": "dependency", "e": "error", "F": "nodefile", "G": "gpus", "i": "input",
+          "J": "job-name", "L": "licenses", "M": "clusters", "m": "distribution", "N": "nodes",
+          "n": "ntasks", "o": "output", "p": "partition", "q": "qos", "S": "core-spec", "t": "time",
+          "w": "nodelist", "x": "exclude"}
+_SHORT_NO_ARG = {"H": "hold", "h": "help", "k": "no-kill", "O": "overcommit", "Q": "quiet",
+                 "s": "oversubscribe", "V": "version", "v": "verbose", "W": "wait"}
+# SBATCH_* input environment variables sbatch reads (they override #SBATCH lines).
+_ENV_INPUT = {"SBATCH_ACCOUNT": "account", "SBATCH_EXCLUSIVE": "exclusive", "SBATCH_EXPORT": "export",
+              "SBATCH_GPUS": "gpus", "SBATCH_GPUS_PER_NODE": "gpus-per-node",
+              "SBATCH_GPUS_PER_SOCKET": "gpus-per-socket", "SBATCH_GPUS_PER_TASK": "gpus-per-task",
+              "SBATCH_GRES": "gres", "SBATCH_PARTITION": "partition", "SBATCH_QOS": "qos",
+              "SBATCH_SEGMENT_SIZE": "segment"}
+_INT_OPTS = {"ntasks", "ntasks-per-node", "sockets-per-node", "segment", "ntasks-per-gpu"}
+_HEADER_LIMIT = 1 << 20  # sbatch stops at the first command; never read further than this
+_FIRST_COMMAND = re.compile(r"^[ \t\r]*[^#\s]", re.M)  # first line that is neither blank nor a comment
+_DIRECTIVE = re.compile(r"^#SBATCH(.*)$", re.M)
+
+Where = Tuple[str, Optional[int]]
+
+
+def _canonical(name: str, where: Where) -> Optional[str]:
+    if name in _LONG:
+        return name
+    matches = [n for n in _LONG if n.startswith(name)]
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        _fail(where, "--" + name, "ambiguous option (could be %s)" % ", ".join("--" + m for m in matches))
+    return None  # unknown: sbatch would complain; the filter does not care
+
+
+def _fail(where: Where, field: str, message: str) -> None:
+    raise ConfigError([Issue(where[0], where[1], None, field, message)])
+
+
+def parse_options(argv: Sequence[str], where: Where) -> List[Tuple[str, Optional[str], Where]]:
+    """sbatch options -> [(long name, value, where)]; unknown options are skipped."""
+    out: List[Tuple[str, Optional[str], Where]] = []
+    i = 0
+    argv = list(argv)
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg == ":":
+            _fail(where, ":", "heterogeneous jobs (':' between components) are not supported by "
+                              "slurmgpu check; check each component on its own")
+        if arg.startswith("--") and len(arg) > 2:
+            name, eq, value = arg[2:].partition("=")
+            canon = _canonical(name, where)
+            if canon is None:
+                continue
+            if eq:
+                if canon in _NO_ARG:
+                    _fail(where, "--" + canon, "takes no value, got '%s'" % value)
+                out.append((canon, value, where))
+            elif canon in _NO_ARG or canon in _OPTIONAL_ARG:
+                out.append((canon, "" if canon in _OPTIONAL_ARG else None, where))
+            else:
+                if i >= len(argv):
+                    _fail(where, "--" + canon, "needs a value")
+                out.append((canon, argv[i], where))
+                i += 1
+        elif arg.startswith("-") and len(arg) > 1:
+            letter, rest = arg[1], arg[2:]
+            if letter in _SHORT:
+                if rest:
+                    value = rest[1:] if rest.startswith("=") else rest
+                else:
+                    if i >= len(argv):
+                        _fail(where, "-" + letter, "needs a value")
+                    value = argv[i]
+                    i += 1
+                out.append((_SHORT[letter], value, where))
+            elif letter in _SHORT_NO_ARG:
+                out.append((_SHORT_NO_ARG[letter], None, where))
+        # anything else (script arguments, stray words) is not an option
+    return out
+
+
+def split_command(tokens: Sequence[str]) -> Tuple[Optional[str], List[str], List[str]]:
+    """`[options] SCRIPT [more options]` -> (script, option tokens, other words). The first word
+    that is not an option or an option's value is the script; unlike sbatch, options after it
+    still count as options (so `slurmgpu check job.sh -N2` reads naturally)."""
+    script: Optional[str] = None
+    options: List[str] = []
+    words: List[str] = []
+    i = 0
+    tokens = list(tokens)
+    while i < len(tokens):
+        tok = tokens[i]
+        i += 1
+        takes_value = False
+        if tok.startswith("--") and len(tok) > 2 and "=" not in tok:
+            canon = _canonical(tok[2:], ("command line", None))
+            takes_value = canon is not None and canon not in _NO_ARG and canon not in _OPTIONAL_ARG
+        elif tok.startswith("-") and len(tok) == 2 and tok[1] in _SHORT:
+            takes_value = True
+        if tok.startswith("-") and len(tok) > 1:
+            options.append(tok)
+            if takes_value and i < len(tokens):
+                options.append(tokens[i])
+                i += 1
+        elif script is None:
+            script = tok
+        else:
+            words.append(tok)
+    return script, options, words
+
+
+def header_lines(script: Union[str, bytes]) -> List[Tuple[int, str]]:
+    """(line number, text after '#SBATCH') for the directives sbatch reads: those before the
+    first line that is neither blank nor a comment."""
+    if isinstance(script, bytes):
+        text = script[:_HEADER_LIMIT].decode("utf-8", "replace")
+    else:
+        text = script[:_HEADER_LIMIT]
+    first = _FIRST_COMMAND.search(text, text.find("\n") + 1 if text.startswith("#!") else 0)
+    head = text[:first.start()] if first else text
+    out = []
+    for m in _DIRECTIVE.finditer(head):
+        out.append((head.count("\n", 0, m.start()) + 1, m.group(1).rstrip("\r")))
+    return out
+
+
+def _script_options(script: Union[str, bytes], path: str) -> List[Tuple[str, Optional[str], Where]]:
+    out = []
+    for n, rest in header_lines(script):
+        if rest and not rest[0].isspace():
+            continue  # "#SBATCHX" is not a directive
+        try:
+            words = shlex.split(rest, comments=True, posix=True)
+        except ValueError as exc:
+            _fail((path, n), "#SBATCH", "cannot split the line (%s)" % exc)
+        out.extend(parse_options(words, (path, n)))
+    return out
+
+
+def _tres(kind: str, value: str, where: Where, option: str) -> str:
+    items = [x for x in value.split(",") if x]
+    if not items:
+        _fail(where, option, "needs a GPU count such as 8 or h100:8")
+    out = []
+    for item in items:
+        if kind == "gres":
+            out.append(item if item.startswith(("gres:", "gres/")) else "gres:" + item)
+        else:
+            out.append("gres:gpu:" + item)
+    return ",".join(out)
+
+
+def _nodes(value: str, where: Where) -> Tuple[int, int]:
+    m = re.match(r"^(\d+)(?:-(\d+))?$", value.strip())
+    if not m:
+        _fail(where, "--nodes", "expected a node count like 2 or 2-4, got '%s'" % value)
+    lo = int(m.group(1))
+    hi = int(m.group(2)) if m.group(2) else lo
+    if lo < 1 or hi < lo:
+        _fail(where, "--nodes", "expected 1 <= min <= max, got '%s'" % value)
+    return lo, hi
+
+
+def _export_env(export: Optional[str], env: Mapping[str, str]) -> Dict[str, str]:
+    """The environment slurmctld receives for --export (default ALL)."""
+    if export is None or export == "" or export.startswith("ALL"):
+        out = dict(env)
+        items = export.split(",")[1:] if export else []
+    elif export == "NONE":
+        # seen live on 22.05: NONE passes every name starting with SLURM (SLURMGPU_TP too),
+        # while NIL and a list of names pass only SLURM_* names (plus the listed ones)
+        out = {k: v for k, v in env.items() if k.startswith("SLURM")}
+        out["SLURM_GET_USER_ENV"] = "1"
+        items = []
+    else:
+        out = {k: v for k, v in env.items() if k.startswith("SLURM_")}
+        items = [] if export == "NIL" else export.split(",")
+    for item in items:
+        name, eq, value = item.partition("=")
+        if eq:
+            out[name] = value
+        elif name in env:
+            out[name] = env[name]
+    return out
+
+
+def job_desc(script: Union[str, bytes], sbatch_args: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
+             script_path: str = "script.sh", partition: Optional[str] = None, user: Optional[str] = None,
+             uid: Optional[int] = None, account: Optional[str] = None, qos: Optional[str] = None,
+             script_args: Sequence[str] = ()) -> Dict[str, Any]:
+    """The job_desc fields (22.05 formats; unset numbers omitted, read as NO_VAL) for
+    `sbatch [sbatch_args] script_path [script_args]` with this script text and environment."""
+    env = dict(env or {})
+    opts: Dict[str, Tuple[Optional[str], Where]] = {}
+    sources = _script_options(script, script_path)
+    for var, name in sorted(_ENV_INPUT.items()):
+        if var in env:
+            sources.append((name, env[var], ("environment", None)))
+    sources.extend(parse_options(sbatch_args, ("command line", None)))
+    if partition:
+        sources.append(("partition", partition, ("--partition", None)))
+    for name, value, where in sources:
+        opts[name] = (value, where)
+
+    def val(name: str) -> Optional[str]:
+        return opts[name][0] if name in opts else None
+
+    desc: Dict[str, Any] = {"script": script, "argv": [script_path] + list(script_args)}
+    for name in ("partition", "account", "qos"):
+        if val(name):
+            desc[name] = val(name)
+    if account:
+        desc["account"] = account
+    if qos:
+        desc["qos"] = qos
+    ints: Dict[str, int] = {}
+    for name in _INT_OPTS:
+        if name in opts:
+            value, where = opts[name]
+            if value is None or not re.match(r"^\d+$", value.strip()):
+                _fail(where, "--" + name, "expected a whole number, got '%s'" % value)
+            ints[name] = int(value)
+    if "nodes" in opts:
+        lo, hi = _nodes(opts["nodes"][0] or "", opts["nodes"][1])
+        desc["min_nodes"], desc["max_nodes"] = lo, hi
+    if "ntasks" in ints:
+        desc["num_tasks"] = ints["ntasks"]
+    if "ntasks-per-node" in ints:
+        desc["ntasks_per_node"] = ints["ntasks-per-node"]
+        if "num_tasks" not in desc and "min_nodes" in desc:
+            desc["num_tasks"] = desc["min_nodes"] * ints["ntasks-per-node"]
+    if "sockets-per-node" in ints:
+        desc["sockets_per_node"] = ints["sockets-per-node"]
+    if "segment" in ints:
+        desc["segment_size"] = ints["segment"]
+    per_node = []
+    for name, kind in (("gpus-per-node", "gpu"), ("gres", "gres")):
+        if val(name) and val(name) != "none":
+            per_node.append(_tres(kind, val(name) or "", opts[name][1], "--" + name))
+    if per_node:
+        desc["tres_per_node"] = ",".join(per_node)
+    for name, field in (("gpus", "tres_per_job"), ("gpus-per-task", "tres_per_task"),
+                        ("gpus-per-socket", "tres_per_socket")):
+        if val(name):
+            desc[field] = _tres("gpu", val(name) or "", opts[name][1], "--" + name)
+    if "ntasks-per-gpu" in ints and "num_tasks" not in desc and val("gpus"):
+        total = sum(int(m) for m in re.findall(r"(?:^|[:,])(\d+)(?=,|$)", val("gpus") or ""))
+        if total:
+            desc["num_tasks"] = total * ints["ntasks-per-gpu"]
+    if "exclusive" in opts:
+        mode = (val("exclusive") or "").strip()
+        shared = {"": 0, "user": 2, "mcs": 3, "topo": 4}.get(mode)
+        if shared is None:
+            _fail(opts["exclusive"][1], "--exclusive", "expected nothing, user, mcs or topo, got '%s'" % mode)
+        desc["shared"] = shared
+    elif "oversubscribe" in opts:
+        desc["shared"] = 1
+    if val("wrap"):
+        desc["script"] = "#!/bin/sh\n# This script was created by sbatch --wrap.\n\n%s\n" % val("wrap")
+    desc["environment"] = _export_env(val("export"), env)
+    if user:
+        desc["user_name"] = user
+    if uid is not None:
+        desc["user_id"] = uid
+    return desc
