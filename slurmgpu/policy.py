@@ -116,8 +116,13 @@ def topology_table(site: Site) -> Dict[str, Any]:
             "mode": p.policy or site.policy.mode, "nccl": nccl,
         }
     pol = site.policy
+    from .jobdesc import EXPORT_SLURM_PREFIX_FROM, slurm_version_tuple
+
+    ver = slurm_version_tuple(site.slurm_version)
     return {
         "site": site.name,
+        # sbatch --export=NIL/list passes every SLURM* name (SLURMGPU_TP too) from 24.05
+        "export_keeps_slurm_prefix": bool(ver and ver >= EXPORT_SLURM_PREFIX_FROM),
         "default_partition": site.default_partition,
         "topology": site.topology,
         "mode": pol.mode,
@@ -315,7 +320,8 @@ class PolicyRunner:
         from .jobdesc import job_desc
 
         desc = job_desc(script, sbatch_args, env=env, script_path=script_path, partition=partition,
-                        user=user, uid=uid, account=account, qos=qos, script_args=script_args)
+                        user=user, uid=uid, account=account, qos=qos, script_args=script_args,
+                        slurm_version=self.site.slurm_version)
         return self.evaluate_desc(desc, uid)
 
 

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -261,6 +262,11 @@ def test_cli_filter(tmp_path):
     assert [r["rc"] for r in res[:2]] == [0, -1], res
     res = run_lua(tmp_path / "c", CLI_ENV, render_filter(site, "cli_filter"), env={"SLURMGPU_TP": "16"})
     assert [r["rc"] for r in res] == [-1, -1, -1, 0, 0, -1], res
+    # from 24.05 NIL and name lists pass every SLURM* name too (seen on 24.11): the filter
+    # rendered for such a site models that
+    site24 = replace(site, slurm_version="24.11")
+    res = run_lua(tmp_path / "d", CLI_ENV, render_filter(site24, "cli_filter"), env={"SLURMGPU_TP": "16"})
+    assert [r["rc"] for r in res] == [-1, -1, -1, -1, -1, -1], res
 
 
 # ---------------------------------------------------------------------------
