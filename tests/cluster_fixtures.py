@@ -163,7 +163,11 @@ def slurm_cluster(slurm_release, new_cluster):
         yield cluster
     finally:
         _state["cluster"] = None
+        cluster_dir = cluster.dir
         cluster.stop()
+        problems = cluster.host_problems(cluster_dir)
+        assert not problems, "the Slurm %s test cluster harmed the host: %s" % (
+            slurm_release.major, "; ".join(problems))
 
 
 @pytest.fixture(autouse=True)

@@ -687,3 +687,20 @@ def test_on_error_deny_fails_the_step_without_draining(enforce: Guarded, tmp_pat
     r = enforce.sh("salloc -N2 --exclusive " + STEP % 8)
     assert r.returncode != 0 and "launched" not in r.stdout
     assert TAG + ", task refused (on_error=deny)" in r.stderr
+
+
+@pytest.mark.cluster
+def test_plugin_built_for_another_release_is_refused(enforce: Guarded, build: Path, release_build: Path) -> None:
+    """The SPANK ABI is per release: the plugin built against the host's spank.h does not load in
+    the other release's srun (a `required` plugin then stops the step), hence a build per release."""
+    if release_build == build:
+        pytest.skip("the native release: `build` is its own plugin")
+    own = enforce.plugin
+    enforce.plugin = build / "slurmgpu_spank.so"
+    try:
+        enforce.plug("mode=enforce")
+        r = enforce.sh("srun -N1 echo launched")
+    finally:
+        enforce.plugin = own
+    assert r.returncode != 0 and "launched" not in r.stdout, r.stdout + r.stderr
+    assert "Incompatible plugin version" in r.stderr and "slurmgpu_spank.so" in r.stderr, r.stderr

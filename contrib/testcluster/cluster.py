@@ -596,6 +596,33 @@ def release_run(release: Release, argv: Sequence[str], *,
                           env=env)
 
 
+def _host_problems(release: Release, cluster_dir: Optional[Union[str, os.PathLike]]) -> List[str]:
+    problems = []
+    try:
+        st = os.stat("/dev/null")
+        if not stat.S_ISCHR(st.st_mode) or os.major(st.st_rdev) != 1 or os.minor(st.st_rdev) != 3:
+            problems.append("the host's /dev/null is not the null device (char 1:3) any more")
+    except OSError as e:
+        problems.append(f"cannot stat the host's /dev/null: {e}")
+    if release.root is None:
+        return problems
+    root = str(Path(release.root).resolve())
+    try:
+        with open("/proc/self/mounts") as f:
+            mounts = [line.split()[1] for line in f if len(line.split()) > 1]
+    except OSError:
+        mounts = []
+    leaked = [m for m in mounts if m == root or m.startswith(root + "/")]
+    if leaked:
+        problems.append("mounts of the chroot in the host's /proc/mounts: " + ", ".join(leaked))
+    if cluster_dir:
+        for pid in _proc_table():
+            if (TestCluster._root_of(pid) == root
+                    and str(cluster_dir) in _pid_cmdline(pid)):
+                problems.append(f"process {pid} left in the chroot: {_pid_cmdline(pid)[:120]}")
+    return problems
+
+
 def _write_atomic(path: Path, text: str, mtime: Optional[int] = None) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
@@ -837,6 +864,13 @@ class TestCluster:
         if not self.keep_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
         self.dir = None
+
+    def host_problems(self, cluster_dir: Optional[Union[str, os.PathLike]] = None) -> List[str]:
+        """What a chroot release may have done to the host (empty: nothing): the host's
+        /dev/null no longer the null character device, a mount of the chroot visible in the
+        host's /proc/mounts, a process left running in the chroot for this cluster (one whose
+        command line names ``cluster_dir``, default the current directory)."""
+        return _host_problems(self.release, cluster_dir or self.dir)
 
     # --------------------------------------------------------------- clients
     def run(
