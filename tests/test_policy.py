@@ -73,6 +73,37 @@ def test_case(case, runners):
         assert re.match(r"^[\x20-\x7e]+$", line), line
 
 
+@pytest.mark.parametrize("lua", ["5.3", "5.4"])
+def test_cases_under_other_lua_versions(lua):
+    """RHEL-family Slurm builds link the distribution's Lua (5.3, 5.4): the rendered filter gives
+    every case the same verdict, messages and log fields there as under 5.1 (test_case)."""
+    runners: Dict[str, PolicyRunner] = {}
+    bad = []
+    for case in CASES:
+        if case.site_ref not in runners:
+            runners[case.site_ref] = PolicyRunner(load_site(resolve_site_ref(case.site_ref)), backend="lupa", lua=lua)
+        r = runners[case.site_ref]
+        v = r.check(case.script, case.args, env=case.env, user=case.user or "bob", account=case.account,
+                    qos=case.qos, script_path=case.path.name)
+        ref = runner_for(_LUA51, case.site_ref).check(case.script, case.args, env=case.env, user=case.user or "bob",
+                                                      account=case.account, qos=case.qos, script_path=case.path.name)
+        found = problems(case, v.decision, v.messages, v.warnings, v.rules, v.source, v.launcher or "", v.layout,
+                         slurm_version=r.site.slurm_version)
+        if found or v != ref:
+            bad.append((case.name, found, v, ref))
+        # slurm_job_submit itself: return code, the user's lines and the controller log line
+        desc = job_desc(case.script, case.args, env=case.env, user=case.user or "bob", account=case.account,
+                        qos=case.qos, script_path=case.path.name, slurm_version=r.site.slurm_version)
+        got = r.submit_desc_logged(desc, 1000)
+        want = runner_for(_LUA51, case.site_ref).submit_desc_logged(desc, 1000)
+        if got != want:
+            bad.append((case.name, got, want))
+    assert not bad, bad
+
+
+_LUA51: Dict[str, PolicyRunner] = {}
+
+
 def test_reject_message_names_tp_partition_gpus_and_fix():
     v = check_script(dgx(), "#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8\nsrun x --tensor-model-parallel-size 16\n")
     assert v.decision == "reject" and v.exit_code == 1
