@@ -1177,11 +1177,12 @@ class TestCluster:
 
     def _cgroup_conf(self) -> str:
         """No cgroups are used (task/none, proctrack/linuxproc), but slurmd
-        23.x/24.x initialises its cgroup plugin at start-up whatever the task
-        plugin, and ``autodetect`` dies when /sys/fs/cgroup is not mounted (a
-        chroot has no /sys).  cgroup/v1 loads without touching any cgroup
-        file system until a task or proctrack plugin asks for a controller."""
-        if self.in_chroot and self.release.version_tuple >= (23, 2):
+        (22.05 and 24.11 alike) initialises its cgroup plugin at start-up
+        whatever the task plugin, and ``autodetect`` dies when /sys/fs/cgroup
+        is not mounted (a chroot has no /sys).  cgroup/v1 loads without
+        touching any cgroup file system until a task or proctrack plugin asks
+        for a controller."""
+        if self.in_chroot:
             return "CgroupPlugin=cgroup/v1\n"
         return "CgroupPlugin=autodetect\n"
 
