@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A throw-away local Slurm 22.05 cluster with fake GPUs, for tests.
+"""A throw-away local Slurm cluster with fake GPUs, for tests (22.05, 24.11: see Releases).
 
 Everything runs on this one host, as root, out of a fresh temporary
 directory: one ``slurmctld`` and one ``slurmd -N <name>`` per node, each on
@@ -1058,6 +1058,9 @@ class TestCluster:
         supervisor = self.log_dir / "supervisor.stderr"
         if supervisor.exists() and supervisor.stat().st_size:
             parts.append("== supervisor.stderr:\n" + _tail(supervisor, lines))
+        munged = self.dir / "munge" / "munged.log"
+        if self.in_chroot and munged.exists() and munged.stat().st_size:
+            parts.append(f"== munged.log ({self.release.name} chroot):\n" + _tail(munged, node_lines))
         for name, log, count in daemons:
             label = "slurmctld" if name == "slurmctld" else f"slurmd-{name}"
             pid = self.pids.get(name)
