@@ -253,22 +253,22 @@ t.append(time.perf_counter())
 from slurmgpu.site import resolve_site
 site, _ = resolve_site("dgx-h100", os.environ)
 t.append(time.perf_counter())
-from slurmgpu import render as R
-from slurmgpu.spec import JobSpec
+from slurmgpu import job as J
+from slurmgpu.job import JobSpec
 spec = JobSpec(model="llama3-70b", launcher="megatron", nodes=2, task="lora", parallel={"tp": 8, "pp": 2})
 t.append(time.perf_counter())
 import slurmgpu.plan
 t.append(time.perf_counter())
-sizing = R.plan_layout(site, spec)
+sizing = J.plan_layout(site, spec)
 t.append(time.perf_counter())
 import jinja2
 t.append(time.perf_counter())
-req, _ = R.build_request(site, spec, sizing, "x")
-text = R.render(req, R.search_path(None, None, site))
+req, _ = J.build_request(site, spec, sizing, "x")
+text = J.render_request(req, J.search_path(None, None, site))
 t.append(time.perf_counter())
-import slurmgpu.policy, slurmgpu.jobdesc, lupa
+import slurmgpu.policy, slurmgpu.slurm.sbatch, lupa
 t.append(time.perf_counter())
-R.check_policy(site, spec, text, sizing)
+J.check_policy(site, spec, text, sizing)
 t.append(time.perf_counter())
 print(" ".join("%.2f" % (1000 * (b - a)) for a, b in zip(t, t[1:])))
 """

@@ -5,7 +5,13 @@ Load it with ``-p tests.cluster_fixtures`` or from tests/conftest.py with
 
 Fixtures:
 
-* ``slurm_cluster`` (session): a started ``TestCluster`` with the default
+* ``slurm_release`` (session, parametrised): each Slurm release the cluster
+  tests run on (``testcluster.test_releases()``): the host's own, and the other
+  Debian release's in the chroot that contrib/testcluster/make-chroot.sh builds
+  (22.05 on Debian 12 plus 24.11 in a trixie chroot, or the reverse on Debian
+  13).  Test ids carry the release: ``test_x[slurm24.11]``.  A release that
+  cannot run is skipped -- a failure under ``SLURMGPU_REQUIRE_CLUSTER=1``.
+* ``slurm_cluster`` (session, one per release): a started ``TestCluster`` with the default
   layout (gpu: gpu[01-04] 8×h100; gpu4: g4n[01-02] 4×a100; pcie: pc[01-02]
   8×l40s), an accept-all job_submit.lua and a pass-through cli_filter.lua.
   Skipped when not root or Slurm is not installed, unless
@@ -25,15 +31,18 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, List
 
 import pytest
 
 __all__ = [
     "testcluster",
+    "slurm_release",
     "slurm_cluster",
+    "new_cluster",
     "job_submit",
     "cli_filter",
     "ScriptSwap",
@@ -42,6 +51,8 @@ __all__ = [
     "pytest_terminal_summary",
     "_slurm_cluster_cleanup",
     "dgx_site_for",
+    "job_python_has",
+    "job_slurmgpu",
 ]
 
 REQUIRE_ENV = "SLURMGPU_REQUIRE_CLUSTER"
@@ -62,7 +73,17 @@ def _load_testcluster():
 
 
 testcluster = _load_testcluster()
-_state: dict = {"cluster": None, "summary": None}
+_state: dict = {"cluster": None, "summary": []}
+RELEASES = testcluster.test_releases()
+_REPO = Path(__file__).resolve().parents[1]
+
+
+def _release_ids(releases) -> list:
+    ids = []
+    for r in releases:
+        label = r.label if r.label not in ids else "%s-%s" % (r.label, r.name)
+        ids.append(label)
+    return ids
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -85,8 +106,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    if _state["summary"]:
-        terminalreporter.write_line(_state["summary"])
+    for line in _state["summary"]:
+        terminalreporter.write_line(line)
 
 
 def _unavailable(reason: str) -> None:
@@ -96,30 +117,57 @@ def _unavailable(reason: str) -> None:
     pytest.skip(f"Slurm test cluster unavailable: {reason}")
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster():
-    """The session's TestCluster (see contrib/testcluster/cluster.py)."""
-    reasons = testcluster.missing_prerequisites()
+@pytest.fixture(scope="session", params=RELEASES, ids=_release_ids(RELEASES))
+def slurm_release(request):
+    """One Slurm release the cluster tests run on (a ``testcluster.Release``)."""
+    release = request.param
+    reasons = release.missing()
     if reasons:
-        _unavailable("; ".join(reasons))
-    cluster = testcluster.TestCluster(
+        _unavailable("Slurm %s (%s): %s" % (release.major or "?", release.name, "; ".join(reasons)))
+    return release
+
+
+@pytest.fixture(scope="session")
+def new_cluster(slurm_release, tmp_path_factory):
+    """``new_cluster(partitions, **kwargs)``: a (not yet started) TestCluster of
+    this test's Slurm release that sees the repository (read-only) and pytest's
+    temporary directories (read-write) at their own paths."""
+    basetemp = str(tmp_path_factory.getbasetemp())
+
+    def make(partitions=None, **kwargs):
+        kwargs.setdefault("release", slurm_release)
+        kwargs.setdefault("shared_paths", (str(_REPO),))
+        kwargs.setdefault("writable_paths", (basetemp,))
+        return testcluster.TestCluster(partitions, **kwargs)
+    return make
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(slurm_release, new_cluster):
+    """The session's TestCluster for one release (see contrib/testcluster/cluster.py)."""
+    cluster = new_cluster(
         job_submit_lua=testcluster.ACCEPT_ALL_JOB_SUBMIT_LUA,
         cli_filter_lua=testcluster.PASSTHROUGH_CLI_FILTER_LUA,
         keep_dir=os.environ.get(KEEP_ENV) == "1")
     try:
         cluster.start()
     except testcluster.ClusterError as e:
-        pytest.fail(f"Slurm test cluster did not start: {e}", pytrace=False)
+        pytest.fail(f"Slurm {slurm_release.major} test cluster did not start: {e}", pytrace=False)
     _state["cluster"] = cluster
-    _state["summary"] = (f"slurm test cluster: {len(cluster.nodes)} nodes up "
-                         f"in {cluster.startup_seconds:.1f} s ({cluster.dir})")
+    summary = (f"slurm test cluster ({slurm_release.label}, {slurm_release.name}): "
+               f"{len(cluster.nodes)} nodes up in {cluster.startup_seconds:.1f} s ({cluster.dir})")
     if cluster.hosts_warning:
-        _state["summary"] += f"; warning: {cluster.hosts_warning}"
+        summary += f"; warning: {cluster.hosts_warning}"
+    _state["summary"].append(summary)
     try:
         yield cluster
     finally:
         _state["cluster"] = None
+        cluster_dir = cluster.dir
         cluster.stop()
+        problems = cluster.host_problems(cluster_dir)
+        assert not problems, "the Slurm %s test cluster harmed the host: %s" % (
+            slurm_release.major, "; ".join(problems))
 
 
 @pytest.fixture(autouse=True)
@@ -187,11 +235,28 @@ def dgx_site_for(cluster) -> str:
     return (
         "extends: dgx-h100\n"
         "name: testcluster\n"
-        "slurm_version: \"22.05\"\n"
+        "slurm_version: \"%s\"\n"
         "default_partition: %s\n"
         "partitions:\n"
         "  %s: {node_type: dgx-h100, nodes: %d}\n"
         "node_types:\n"
         "  dgx-h100: {cpus: 2, memory_gb: 8}\n"
-        "container: {runtime: none}\n" % (part.name, part.name, len(part.nodes))
+        "container: {runtime: none}\n" % (cluster.release.major, part.name, part.name, len(part.nodes))
     )
+
+
+def job_slurmgpu(cluster) -> List[str]:
+    """The slurmgpu command line (argv) the cluster's jobs can run: the installed one (or this
+    interpreter's module) natively; inside a chroot release this checkout under the release's own
+    Python (the chroot sees the checkout at its own path)."""
+    if cluster.in_chroot:
+        return ["env", "PYTHONPATH=%s" % _REPO, cluster.python, "-m", "slurmgpu.cli"]
+    found = shutil.which("slurmgpu")
+    return [found] if found else [sys.executable, "-m", "slurmgpu.cli"]
+
+
+def job_python_has(cluster, module: str) -> bool:
+    """Whether the Python that the cluster's jobs run (``cluster.python``, inside the chroot
+    for a chroot release) can import ``module``."""
+    proc = cluster.run([cluster.python, "-c", "import %s" % module], timeout=120)
+    return proc.returncode == 0

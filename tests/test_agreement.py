@@ -51,9 +51,10 @@ def _verdicts(name: str, pname: str, nodes: int, tp: int) -> Tuple[List[str], st
     planner = [r for r in check_layout_rules(site, pname, WIDE, lay) if "TP=" in r and "heads" not in r]
     seg, _ = segment_for(nt, tp, nodes, g)
     args = ["--partition", pname, "--nodes=%d" % nodes, "--gpus-per-node=%d" % g, "--ntasks-per-node=%d" % g]
-    if seg:
-        args.append("--segment=%d" % seg)
-    script = "#!/bin/bash\n%s\nsrun true\n" % lay.stamp(site.name)
+    # the segment as generated scripts carry it: job_submit.lua of 24.05-25.11.1 does not see a
+    # command-line --segment (slurmgpu.jobdesc), only #SBATCH lines
+    segment = "#SBATCH --segment=%d\n" % seg if seg else ""
+    script = "#!/bin/bash\n%s%s\nsrun true\n" % (segment, lay.stamp(site.name))
     v = _runner(name).check(script, args)
     return planner, v.decision, v.rules
 

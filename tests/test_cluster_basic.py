@@ -5,9 +5,12 @@ skipped otherwise unless SLURMGPU_REQUIRE_CLUSTER=1.
 """
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
+
+from slurmgpu.slurm import parse_sinfo_json
 
 pytestmark = pytest.mark.cluster
 
@@ -47,23 +50,29 @@ return slurm.SUCCESS
 
 
 def test_sinfo_json_lists_partitions_and_gres(slurm_cluster):
-    nodes = {n["name"]: n for n in slurm_cluster.sinfo_json()["nodes"]}
+    # 22.05 prints one object per node ("nodes"), 23.11+ one per node group and partition
+    # ("sinfo"): slurmgpu's parser reads both, and this is the real output of each release
+    text = slurm_cluster.run(["sinfo", "--json"], check=True).stdout
+    doc = parse_sinfo_json(text)
+    assert ("sinfo" if slurm_cluster.release.version_tuple >= (23, 11) else "nodes") in json.loads(text)
+    assert doc.release is not None and doc.release.startswith(slurm_cluster.release.major)
+    nodes = {n.name: n for n in doc.nodes}
 
     assert set(nodes) == set(slurm_cluster.nodes)
     by_partition: dict = {}
     for node in nodes.values():
-        for part in node["partitions"]:
-            by_partition.setdefault(part, set()).add(node["name"])
+        for part in node.partitions:
+            by_partition.setdefault(part, set()).add(node.name)
     assert by_partition == {"gpu": GPU_NODES,
                             "gpu4": {"g4n01", "g4n02"},
                             "pcie": {"pc01", "pc02"}}
     for name in GPU_NODES:
-        assert nodes[name]["gres"] == "gpu:h100:8"
-        assert nodes[name]["cpus"] == 16
-        assert nodes[name]["state"] == "idle"
-    assert nodes["g4n01"]["gres"] == "gpu:a100:4"
-    assert nodes["pc01"]["gres"] == "gpu:l40s:8"
-    assert "pcie" in nodes["pc01"]["features"].split(",")
+        assert [str(g) for g in nodes[name].gres] == ["gpu:h100:8"]
+        assert nodes[name].cpus == 16
+        assert nodes[name].state.lower() == "idle"
+    assert [str(g) for g in nodes["g4n01"].gres] == ["gpu:a100:4"]
+    assert [str(g) for g in nodes["pc01"].gres] == ["gpu:l40s:8"]
+    assert "pcie" in nodes["pc01"].features
 
 
 def test_two_node_gpu_job_runs_on_two_nodes(slurm_cluster):

@@ -18,6 +18,7 @@ import pytest
 from slurmgpu.discover import check, discover, render
 from slurmgpu.site import load_site
 from slurmgpu.slurm import SubprocessRunner
+from tests.cluster_fixtures import job_slurmgpu
 
 pytestmark = pytest.mark.cluster
 
@@ -60,7 +61,7 @@ def test_discover_validate_gen(slurm_cluster, tmp_path):
 
 def test_discover_probe_runs_srun_on_each_node_type(slurm_cluster, tmp_path):
     runner = SubprocessRunner(dict(slurm_cluster.env))
-    draft = discover(runner, with_probe=True)
+    draft = discover(runner, with_probe=True, probe_command=job_slurmgpu(slurm_cluster) + ["probe", "--json"])
     site = check(render(draft))
     expect_layout(site, slurm_cluster)
     text = render(draft)
@@ -96,7 +97,8 @@ def test_busy_node_type_keeps_its_todos(slurm_cluster):
         while (slurm_cluster.job_info(job) or {}).get("JobState") != "RUNNING":
             assert time.monotonic() - t0 < deadline, slurm_cluster.job_info(job)
             time.sleep(0.2)
-        draft = discover(SubprocessRunner(dict(slurm_cluster.env)), with_probe=True, wait_s=1)
+        draft = discover(SubprocessRunner(dict(slurm_cluster.env)), with_probe=True, wait_s=1,
+                         probe_command=job_slurmgpu(slurm_cluster) + ["probe", "--json"])
     finally:
         slurm_cluster.run(["scancel", str(job)])
     site = check(render(draft))

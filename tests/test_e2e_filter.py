@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -28,6 +29,7 @@ import yaml
 
 from slurmgpu.policy import PolicyRunner, render_filter
 from slurmgpu.site import Site, load_site, resolve_site_ref
+from slurmgpu.slurm import tres_prefix
 from tests.cluster_fixtures import testcluster
 from tests.policy_cases.cases import PolicyCase, load_cases
 
@@ -36,6 +38,10 @@ pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[1]
 SITE_FILE = ROOT / "tests" / "data" / "sites" / "testcluster.yaml"
 CASES = load_cases()
+
+# srun and salloc send their whole command line with an allocation request (job_desc.argv) from
+# 23.02 (Slurm's src/srun/allocate.c; 22.05 sends argv[0] only); seen on 22.05.8 vs 24.11.5.
+SRUN_SENDS_ITS_COMMAND = (23, 2)
 
 # A job the filter accepts on the test cluster: TP=8 inside each 8-GPU node, PP=2 across two.
 GOOD_SCRIPT = """\
@@ -68,6 +74,8 @@ def clean_env(cluster, extra: Optional[Mapping[str, str]] = None) -> Dict[str, s
     SLURMGPU_*/NCCL_*/SBATCH_* from it), so the caller's shell cannot change a verdict."""
     env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TERM") if k in os.environ}
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "/usr/bin:/bin")
+    if cluster.bin_dir is not None:  # a chroot release: its clients first
+        env["PATH"] = str(cluster.bin_dir) + os.pathsep + env["PATH"]
     env["SLURM_CONF"] = str(cluster.conf_path)
     env.update(extra or {})
     return env
@@ -254,25 +262,32 @@ def test_srun_new_allocation_with_tp16_is_rejected_before_it_starts(slurm_cluste
     assert "cli_filter plugin terminated with error" in err
     assert submit_lines(slurm_cluster, mark) == []
 
-    # Without the cli_filter the allocation still goes through job_submit, but srun sends
-    # slurmctld only the shape (no command line, no environment), so it cannot see TP there.
+    # Without the cli_filter the allocation still goes through job_submit. 22.05's srun sends
+    # slurmctld only the shape (no command line, no environment), so it cannot see TP there;
+    # from 23.02 srun sends its whole command (job_desc.argv), and job_submit refuses it too.
     cli_filter(testcluster.PASSTHROUGH_CLI_FILTER_LUA)
     mark = slurm_cluster.log_mark()
     rc, out, err = client(slurm_cluster, argv)
-    assert rc == 0, err
     lines = submit_lines(slurm_cluster, mark)
-    assert [(d["decision"], d["source"]) for d in lines] == [("accept", "none")]
+    if slurm_cluster.release.version_tuple >= SRUN_SENDS_ITS_COMMAND:
+        assert rc != 0 and "srun: error: slurmgpu: TP=16 (--tensor-model-parallel-size 16) is larger" in err, err
+        assert [(d["decision"], d["source"]) for d in lines] == [("reject", "flags")]
+    else:
+        assert rc == 0, err
+        assert [(d["decision"], d["source"]) for d in lines] == [("accept", "none")]
 
 
 def test_salloc_then_srun_step_with_tp16_never_runs(slurm_cluster, policy, tmp_path):
-    # salloc's cli_filter sees no command (22.05 fills options.argv only for srun), so the
-    # allocation is granted; the srun step inside is what the cli_filter refuses.
+    # 22.05: salloc's cli_filter sees no command (it fills options.argv only for srun), so the
+    # allocation is granted; the srun step inside is what the cli_filter refuses.  24.11's
+    # salloc hands its command to the cli_filter, which refuses the allocation itself.
     marker = tmp_path / "ran"
     rc, out, err = client(slurm_cluster, [
         "salloc", "-N2", "--gpus-per-node=8", "-p", "gpu",
         "srun", "bash", "-c", 'touch "$0"', str(marker), "--tensor-model-parallel-size", "16"])
     assert rc != 0
-    assert "srun: error: lua: slurmgpu: TP=16 (--tensor-model-parallel-size 16)" in err, err
+    who = "salloc" if slurm_cluster.release.version_tuple >= SRUN_SENDS_ITS_COMMAND else "srun"
+    assert "%s: error: lua: slurmgpu: TP=16 (--tensor-model-parallel-size 16)" % who in err, err
     assert "cli_filter plugin terminated with error" in err
     assert not marker.exists()
 
@@ -359,9 +374,8 @@ def test_het_job_with_tp16_in_the_script_on_the_two_node_component_is_rejected(s
 def _as_nobody(cluster, argv: Sequence[str], stdin: Optional[str] = None) -> Tuple[int, str, str]:
     """A client run as user nobody: root's updates are admin updates the filter lets through."""
     env = clean_env(cluster)
-    p = subprocess.run(["runuser", "-u", "nobody", "--", "env", "SLURM_CONF=" + env["SLURM_CONF"],
-                        "PATH=" + env["PATH"], *argv], input=stdin, capture_output=True, text=True,
-                       timeout=60, cwd="/")
+    p = cluster.run(["runuser", "-u", "nobody", "--", "env", "SLURM_CONF=" + env["SLURM_CONF"],
+                     "PATH=" + env["PATH"], *argv], input=stdin, timeout=60, cwd="/")
     return p.returncode, p.stdout, p.stderr
 
 
@@ -384,7 +398,8 @@ def test_scontrol_update_of_a_held_job_goes_through_job_modify(slurm_cluster, po
     assert [(d["decision"], d["rules"].split(",")[0]) for d in lines] == [
         ("reject", "tp-spans-nodes"), ("accept", "-")], lines
     info = slurm_cluster.job_info(int(job_id))
-    assert info is not None and info["TresPerNode"] == "gres:gpu:8" and info["NumNodes"].startswith("1")
+    gpus8 = tres_prefix(slurm_cluster.release.version) + "gpu:8"  # gres/gpu:8 from 23.11
+    assert info is not None and info["TresPerNode"] == gpus8 and info["NumNodes"].startswith("1")
 
     # root's update is an admin update: let through and logged
     mark = slurm_cluster.log_mark()
@@ -416,9 +431,10 @@ def test_what_export_sends_is_what_check_and_cli_filter_assume(slurm_cluster, jo
     real = submit_lines(slurm_cluster, mark)
     assert len(real) == 1, err
     env = {k: v for k, v in clean_env(slurm_cluster, shell).items() if k != "SLURM_CONF"}
-    v = PolicyRunner(site).check(script, argv[2:-1], env=env, user="root", uid=0, script_path=str(path))
+    v = PolicyRunner(replace(site, slurm_version=slurm_cluster.release.version)).check(
+        script, argv[2:-1], env=env, user="root", uid=0, script_path=str(path))
 
-    cli_filter(rendered["cli_filter"])
+    cli_filter(render_filter(replace(site, slurm_version=slurm_cluster.release.version), "cli_filter"))
     rc, out, cf_err = client(slurm_cluster, argv, env=shell)
     cf = "reject" if "cli_filter plugin terminated with error" in cf_err else "accept"
 
@@ -454,14 +470,17 @@ class _CaseClusters:
     """One test cluster per case site, started on first use, its job_submit.lua rendered
     from that site."""
 
-    def __init__(self) -> None:
+    def __init__(self, new_cluster, release) -> None:
+        self.new_cluster = new_cluster
+        self.release = release
         self.clusters: Dict[str, object] = {}
         self.runners: Dict[str, PolicyRunner] = {}
 
     def get(self, case: PolicyCase):
         if case.site_ref not in self.clusters:
-            s = load_site(resolve_site_ref(case.site_ref))
-            c = testcluster.TestCluster(_partitions_for(s), job_submit_lua=render_filter(s, "job_submit"))
+            # the site as run by this release: `slurmgpu check` models its sbatch
+            s = replace(load_site(resolve_site_ref(case.site_ref)), slurm_version=self.release.version)
+            c = self.new_cluster(_partitions_for(s), job_submit_lua=render_filter(s, "job_submit"))
             self.clusters[case.site_ref] = c
             c.start()
             self.runners[case.site_ref] = PolicyRunner(s)
@@ -473,8 +492,8 @@ class _CaseClusters:
 
 
 @pytest.fixture(scope="module")
-def case_clusters(slurm_cluster):  # slurm_cluster: skip/fail exactly as the other cluster tests
-    cc = _CaseClusters()
+def case_clusters(slurm_cluster, new_cluster):  # slurm_cluster: skip/fail exactly as the other cluster tests
+    cc = _CaseClusters(new_cluster, slurm_cluster.release)
     try:
         yield cc
     finally:
@@ -515,13 +534,14 @@ def test_policy_case_verdict_from_real_slurmctld(case_clusters, case, tmp_path):
                      user="root", uid=0, account=case.account, qos=case.qos, script_path=str(path))
     assert len(lines) == 1, lines
     real = lines[0]
-    assert (real["decision"], v.decision) == (case.expect, case.expect), (real, v, p.stderr)
+    expect = case.expect_for(cluster.release.version)
+    assert (real["decision"], v.decision) == (expect, expect), (real, v, p.stderr)
     assert real["rules"] == (",".join(v.rules) or "-")
     assert (real["tp"], real["pp"], real["source"]) == (str(v.layout["tp"]), str(v.layout["pp"]), v.source)
     # every line the check prints reaches the user through sbatch
     for text in v.messages + v.warnings:
         assert text in p.stderr, (text, p.stderr)
-    if case.expect == "reject":
+    if expect == "reject":
         assert p.returncode != 0
     else:
         assert "Invalid generic resource" not in p.stderr

@@ -27,6 +27,7 @@ import pytest
 
 from slurmgpu.policy import render_filter
 from slurmgpu.site import load_site
+from tests.cluster_fixtures import job_python_has
 
 pytestmark = pytest.mark.cluster
 
@@ -41,6 +42,8 @@ def clean_env(cluster, extra: Optional[Mapping[str, str]] = None) -> Dict[str, s
     interpreter's bin directory first so the job finds the same torchrun and slurmgpu."""
     env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TERM") if k in os.environ}
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "/usr/bin:/bin")
+    if cluster.bin_dir is not None:  # a chroot release: its clients first
+        env["PATH"] = str(cluster.bin_dir) + os.pathsep + env["PATH"]
     env["SLURM_CONF"] = str(cluster.conf_path)
     env.update(extra or {})
     return env
@@ -128,6 +131,10 @@ def test_generated_script_is_accepted_and_runs_on_two_nodes(slurm_cluster, polic
 
 
 def test_torchrun_gloo_job_forms_the_planned_groups_with_tp_inside_nodes(slurm_cluster, policy, tmp_path):
+    if slurm_cluster.in_chroot and not job_python_has(slurm_cluster, "torch"):
+        pytest.skip("PyTorch is not installed in the Slurm %s chroot (its jobs run its own Python %s): "
+                    "the gloo launch runs on the native release" % (slurm_cluster.release.major,
+                                                                    slurm_cluster.python))
     if importlib.util.find_spec("torch") is None or not shutil.which(
             "torchrun", path=clean_env(slurm_cluster)["PATH"]):
         msg = "PyTorch (torch, torchrun) is not installed: pip install torch==2.13.0 (the CPU build will do)"

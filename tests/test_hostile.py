@@ -79,13 +79,14 @@ def stubs(tmp_path):
     return make_stubs(tmp_path / "bin", PROGRAMS)
 
 
-def make_stubs(bin_dir, names):
+def make_stubs(bin_dir, names, python=sys.executable):
+    """Stub programs (run by `python`: the jobs' interpreter on the cluster)."""
     bin_dir.mkdir()
     (bin_dir / "stub.py").write_text(STUB)
     for name in names:
         p = bin_dir / name
         p.write_text("#!%s\nimport sys\nsys.argv[0] = %r\nexec(compile(open(%r).read(), 'stub.py', 'exec'))\n"
-                     % (sys.executable, str(p), str(bin_dir / "stub.py")))
+                     % (python, str(p), str(bin_dir / "stub.py")))
         p.chmod(0o755)
     return bin_dir
 
@@ -248,7 +249,7 @@ def test_requeue_trap_asks_for_a_checkpoint_then_requeues(tmp_path, stubs):
 
 @pytest.mark.cluster
 def test_hostile_job_through_real_slurm(tmp_path, slurm_cluster):
-    stubs = make_stubs(tmp_path / "bin", ("torchrun",))  # the real srun and scontrol run
+    stubs = make_stubs(tmp_path / "bin", ("torchrun",), python=slurm_cluster.python)  # the real srun and scontrol run
     site_file = tmp_path / "site.yaml"
     site_file.write_text(dgx_site_for(slurm_cluster))
     os.chmod(str(tmp_path), 0o755)

@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Dict
 
@@ -66,14 +67,47 @@ def test_case(case, runners):
     r = runner_for(runners, case.site_ref)
     v = r.check(case.script, case.args, env=case.env, user=case.user or "bob", account=case.account,
                 qos=case.qos, script_path=case.path.name)
-    found = problems(case, v.decision, v.messages, v.warnings, v.rules, v.source, v.launcher or "", v.layout)
+    found = problems(case, v.decision, v.messages, v.warnings, v.rules, v.source, v.launcher or "", v.layout,
+                     slurm_version=r.site.slurm_version)
     assert not found, "%s (%s)\nmessages: %s\nwarnings: %s" % (
         found, case.description, list(v.messages), list(v.warnings))
-    assert v.exit_code == (0 if case.expect == "accept" else 1)
-    assert v.slurm_code == (0 if case.expect == "accept" else 2072)
+    expect = case.expect_for(r.site.slurm_version)
+    assert v.exit_code == (0 if expect == "accept" else 1)
+    assert v.slurm_code == (0 if expect == "accept" else 2072)
     for line in v.messages + v.warnings:
         assert line.startswith("slurmgpu: ")
         assert re.match(r"^[\x20-\x7e]+$", line), line
+
+
+@pytest.mark.parametrize("lua", ["5.3", "5.4"])
+def test_cases_under_other_lua_versions(lua):
+    """RHEL-family Slurm builds link the distribution's Lua (5.3, 5.4): the rendered filter gives
+    every case the same verdict, messages and log fields there as under 5.1 (test_case)."""
+    runners: Dict[str, PolicyRunner] = {}
+    bad = []
+    for case in CASES:
+        if case.site_ref not in runners:
+            runners[case.site_ref] = PolicyRunner(load_site(resolve_site_ref(case.site_ref)), backend="lupa", lua=lua)
+        r = runners[case.site_ref]
+        v = r.check(case.script, case.args, env=case.env, user=case.user or "bob", account=case.account,
+                    qos=case.qos, script_path=case.path.name)
+        ref = runner_for(_LUA51, case.site_ref).check(case.script, case.args, env=case.env, user=case.user or "bob",
+                                                      account=case.account, qos=case.qos, script_path=case.path.name)
+        found = problems(case, v.decision, v.messages, v.warnings, v.rules, v.source, v.launcher or "", v.layout,
+                         slurm_version=r.site.slurm_version)
+        if found or v != ref:
+            bad.append((case.name, found, v, ref))
+        # slurm_job_submit itself: return code, the user's lines and the controller log line
+        desc = job_desc(case.script, case.args, env=case.env, user=case.user or "bob", account=case.account,
+                        qos=case.qos, script_path=case.path.name, slurm_version=r.site.slurm_version)
+        got = r.submit_desc_logged(desc, 1000)
+        want = runner_for(_LUA51, case.site_ref).submit_desc_logged(desc, 1000)
+        if got != want:
+            bad.append((case.name, got, want))
+    assert not bad, bad
+
+
+_LUA51: Dict[str, PolicyRunner] = {}
 
 
 def test_reject_message_names_tp_partition_gpus_and_fix():
@@ -235,6 +269,43 @@ def test_job_desc_formats():
     d = job_desc("#!/bin/bash\n", ["--gpus-per-task=1", "--gpus-per-socket=2", "--sockets-per-node=2"])
     assert (d["tres_per_task"], d["tres_per_socket"], d["sockets_per_node"]) == ("gres:gpu:1", "gres:gpu:2", 2)
     assert "min_nodes" not in d and "tres_per_node" not in d
+
+
+def test_job_desc_follows_the_slurm_release():
+    """What sbatch sends differs per release (seen on the test cluster's 22.05.8 and 24.11.5)."""
+    script = "#!/bin/bash\n#SBATCH --gpus-per-node=8\n"
+    assert job_desc(script, slurm_version="22.05")["tres_per_node"] == "gres:gpu:8"
+    assert job_desc(script, slurm_version="23.11")["tres_per_node"] == "gres/gpu:8"
+    assert job_desc(script, ["--gres=gpu:h100:8"], slurm_version="24.11")["tres_per_node"] == \
+        "gres/gpu:8,gres/gpu:h100:8"
+    assert job_desc(script, ["--gpus=16"], slurm_version="24.11")["tres_per_job"] == "gres/gpu:16"
+    # --export=NIL and name lists: the SLURM_* names up to 23.11, every SLURM* name from 24.05
+    env = {"SLURM_X": "1", "SLURMGPU_TP": "16", "FOO": "1"}
+    for ver, passed in (("22.05", {"SLURM_X"}), ("23.11", {"SLURM_X"}), ("24.05", {"SLURM_X", "SLURMGPU_TP"}),
+                        ("24.11", {"SLURM_X", "SLURMGPU_TP"}), (None, {"SLURM_X"})):
+        assert set(job_desc(script, ["--export=NIL"], env=env, slurm_version=ver)["environment"]) == passed, ver
+        assert set(job_desc(script, ["--export=FOO"], env=env, slurm_version=ver)["environment"]) == \
+            passed | {"FOO"}, ver
+    # a command-line --segment: job_submit.lua sees job_desc.segment_size only from 25.11.2 (sbatch before
+    # 24.05 has no --segment at all, so nothing to hide there)
+    for ver, seen in (("22.05", True), ("24.05", False), ("24.11", False), ("25.11.1", False), ("25.11.2", True),
+                      ("25.11", True), ("26.05", True), (None, True)):
+        assert ("segment_size" in job_desc("#!/bin/bash\n", ["--segment=4"], slurm_version=ver)) == seen, ver
+
+
+def test_command_line_segment_is_not_seen_by_a_24_11_controller(runners):
+    """Case 42 (--segment=4 on the command line keeps TP=16 in one NVL72 rack): accepted where
+    job_submit sees the segment, rejected by 24.11's (it only reads #SBATCH --segment lines)."""
+    case = next(c for c in CASES if c.name == "42-nvl72-segment-option")
+    lab = load_site(resolve_site_ref(case.site_ref))
+    for ver, verdict in (("24.11", "reject"), ("25.11.2", "accept")):
+        v = PolicyRunner(replace(lab, slurm_version=ver), backend="lupa").check(
+            case.script, case.args, env=case.env, user="bob", script_path=case.path.name)
+        assert v.decision == verdict == case.expect_for(ver), (ver, v.messages)
+    directive = case.script.replace(b"-N4 --gpus-per-node=4", b"-N4 --gpus-per-node=4 --segment=4")
+    v = PolicyRunner(replace(lab, slurm_version="24.11"), backend="lupa").check(
+        directive, (), env=case.env, user="bob", script_path=case.path.name)
+    assert v.decision == "accept", v.messages
 
 
 def test_job_desc_precedence_and_export():

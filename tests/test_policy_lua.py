@@ -13,7 +13,9 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -35,9 +37,27 @@ def dgx():
     return load_site(str(preset_dir() / "dgx-h100.yaml"))
 
 
+# The same driver under lupa's Lua 5.3 / 5.4 (RHEL-family Slurm builds link the distribution's Lua),
+# in a child process like lua5.1 (own cwd and environment, os.getenv sees `env`).
+LUPA_DRIVER = """
+import sys
+from lupa import %s as lua
+rt = lua.LuaRuntime()
+rt.execute(open("driver.lua", "rb").read().decode("utf-8", "surrogateescape"))
+"""
+
+
+@pytest.fixture(params=["5.1", "5.3", "5.4"])
+def lua_version(request) -> str:
+    if request.param != "5.1":
+        pytest.importorskip("lupa.lua" + request.param.replace(".", ""))
+    return request.param
+
+
 def run_lua(tmp: Path, body: str, rendered: Optional[str] = None, env: Optional[Dict[str, str]] = None,
-            timeout: float = 120) -> List[Any]:
-    """Run `body` under lua5.1 after the stub (and a rendered filter); it prints one JSON value per line."""
+            timeout: float = 120, lua: str = "5.1") -> List[Any]:
+    """Run `body` under lua5.1 (or `lua` 5.3/5.4 through lupa) after the stub (and a rendered
+    filter); it prints one JSON value per line."""
     tmp.mkdir(parents=True, exist_ok=True)
     shutil.copy(lua_dir() / "slurm_stub.lua", tmp / "slurm_stub.lua")
     shutil.copy(lua_dir() / "policy.lua", tmp / "policy.lua")
@@ -48,7 +68,10 @@ def run_lua(tmp: Path, body: str, rendered: Optional[str] = None, env: Optional[
     (tmp / "driver.lua").write_bytes((head + body).encode("utf-8", "surrogateescape"))
     run_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     run_env.update(env or {})
-    proc = subprocess.run([LUA, "driver.lua"], cwd=str(tmp), capture_output=True, timeout=timeout, env=run_env)
+    argv = [LUA, "driver.lua"] if lua == "5.1" else [sys.executable, "-c", LUPA_DRIVER % ("lua" + lua.replace(".", ""))]
+    if lua != "5.1":
+        run_env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    proc = subprocess.run(argv, cwd=str(tmp), capture_output=True, timeout=timeout, env=run_env)
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
     return [json.loads(line) for line in proc.stdout.decode("utf-8").splitlines() if line]
 
@@ -56,7 +79,7 @@ def run_lua(tmp: Path, body: str, rendered: Optional[str] = None, env: Optional[
 # ---------------------------------------------------------------------------
 # the case files through slurm_job_submit
 
-def test_cases_through_slurm_job_submit(tmp_path):
+def test_cases_through_slurm_job_submit(tmp_path, lua_version):
     by_site: Dict[str, list] = {}
     for c in CASES:
         by_site.setdefault(c.site_ref, []).append(c)
@@ -68,7 +91,7 @@ def test_cases_through_slurm_job_submit(tmp_path):
         body = "local parts = %s\nlocal descs = %s\nfor i = 1, #descs do\n" \
                "  local rc, msgs, log = S.submit(descs[i], parts, 1000)\n" \
                "  out({rc = rc, msgs = msgs, log = log})\nend\n" % (lua_literal(part_list(site)), lua_literal(descs))
-        results = run_lua(tmp_path / site.name, body, render_filter(site, "job_submit"))
+        results = run_lua(tmp_path / site.name, body, render_filter(site, "job_submit"), lua=lua_version)
         assert len(results) == len(cases)
         for c, res in zip(cases, results):
             decision = {0: "accept", 2072: "reject"}.get(res["rc"], "rc=%s" % res["rc"])
@@ -121,13 +144,13 @@ out({rc = slurm_job_submit(desc_with({}), parts, 1000)})
 
 
 @pytest.mark.parametrize("on_error,expect_rc", [("accept", 0), ("reject", -1)])
-def test_job_submit_never_raises(tmp_path, on_error, expect_rc):
+def test_job_submit_never_raises(tmp_path, on_error, expect_rc, lua_version):
     site_file = tmp_path / "s.yaml"
     site_file.write_text("extends: dgx-h100\nname: s\npolicy:\n  on_internal_error: %s\n" % on_error)
     site = load_site(str(site_file))
     good = job_desc("#!/bin/bash\nsrun x --tensor-model-parallel-size 16\n", ["-N2", "--gpus-per-node=8"])
     body = SAFETY % {"parts": lua_literal(part_list(site)), "good": lua_literal(good)}
-    res = run_lua(tmp_path / "run", body, render_filter(site, "job_submit"))
+    res = run_lua(tmp_path / "run", body, render_filter(site, "job_submit"), lua=lua_version)
     assert len(res) == 13
     for r in res[:12]:
         assert r["ok"] is True and r["t"] == "number", r
@@ -138,7 +161,7 @@ def test_job_submit_never_raises(tmp_path, on_error, expect_rc):
     body = "S.reset()\nslurmgpu_filter.topo.partitions.gpu.gpus = {}\n" \
            "out({rc = slurm_job_submit(S.job_desc(%s), S.part_list(%s), 1000), msgs = S.user_msgs, log = S.log})\n" % (
                lua_literal(good), lua_literal(part_list(site)))
-    (r,) = run_lua(tmp_path / "broken", body, render_filter(site, "job_submit"))
+    (r,) = run_lua(tmp_path / "broken", body, render_filter(site, "job_submit"), lua=lua_version)
     assert r["rc"] == expect_rc
     assert any("slurmgpu-filter:" in line and "internal-error" in line for line in r["log"])
     if expect_rc == -1:
@@ -192,14 +215,14 @@ modify({tres_per_node = "gpu:8"}, 1000)          -- raw scontrol spelling, still
 """
 
 
-def test_job_modify_rechecks_changed_shape(tmp_path):
+def test_job_modify_rechecks_changed_shape(tmp_path, lua_version):
     site = load_site(LAB)
     rec = job_desc("#!/bin/bash\nexport NCCL_IB_HCA==mlx5_0\n"
                    "srun x --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2\n",
                    ["-N2", "--gpus-per-node=8", "-p", "h100"], user="bob", uid=1000)
     del rec["environment"]  # job_rec has none
     res = run_lua(tmp_path, MODIFY % {"parts": lua_literal(part_list(site)), "rec": lua_literal(rec)},
-                  render_filter(site, "job_submit"))
+                  render_filter(site, "job_submit"), lua=lua_version)
     rcs = [r["rc"] for r in res]
     assert rcs == [2072, 0, 0, 0, 2072, 0]
     assert [r["reads"] for r in res] == [1, 0, 0, 1, 1, 1]
@@ -241,11 +264,11 @@ pre({type = "sbatch", nodes = "2", exclusive = "exclusive", argv = {"job.sh"}, e
 """
 
 
-def test_cli_filter(tmp_path):
+def test_cli_filter(tmp_path, lua_version):
     site = dgx()
     step = {"SLURM_JOB_ID": "77", "SLURM_GPUS_ON_NODE": "4", "SLURM_JOB_NUM_NODES": "2",
             "SLURM_JOB_PARTITION": "gpu", "USER": "bob"}
-    res = run_lua(tmp_path / "a", CLI_SHAPES, render_filter(site, "cli_filter"), env=step)
+    res = run_lua(tmp_path / "a", CLI_SHAPES, render_filter(site, "cli_filter"), env=step, lua=lua_version)
     # --wrap with TP=16 rejected; TP=4 on 4 GPUs per node fine; salloc: shape only; an srun
     # step inside a 4-GPU-per-node, 2-node allocation with TP=8 rejected; no options at all is
     # an empty request; a broken site table is an internal error (accept by default)
@@ -257,10 +280,15 @@ def test_cli_filter(tmp_path):
     assert any("internal-error" in line for line in res[5]["log"])
     # the user's environment is what sbatch exports: --export=NONE hides TP but passes every
     # SLURM* name such as SLURMGPU_TP; NIL and name lists pass only SLURM_* and the names listed
-    res = run_lua(tmp_path / "b", CLI_ENV, render_filter(site, "cli_filter"), env={"TP": "16"})
+    res = run_lua(tmp_path / "b", CLI_ENV, render_filter(site, "cli_filter"), env={"TP": "16"}, lua=lua_version)
     assert [r["rc"] for r in res[:2]] == [0, -1], res
-    res = run_lua(tmp_path / "c", CLI_ENV, render_filter(site, "cli_filter"), env={"SLURMGPU_TP": "16"})
+    res = run_lua(tmp_path / "c", CLI_ENV, render_filter(site, "cli_filter"), env={"SLURMGPU_TP": "16"}, lua=lua_version)
     assert [r["rc"] for r in res] == [-1, -1, -1, 0, 0, -1], res
+    # from 24.05 NIL and name lists pass every SLURM* name too (seen on 24.11): the filter
+    # rendered for such a site models that
+    site24 = replace(site, slurm_version="24.11")
+    res = run_lua(tmp_path / "d", CLI_ENV, render_filter(site24, "cli_filter"), env={"SLURMGPU_TP": "16"}, lua=lua_version)
+    assert [r["rc"] for r in res] == [-1, -1, -1, -1, -1, -1], res
 
 
 # ---------------------------------------------------------------------------
@@ -289,10 +317,10 @@ out({P.parse_gpus("gres:nic:1") == nil, select(2, P.parse_gpus("gres:gpu:8:9:x")
 """
 
 
-def test_policy_contract_plain_tables(tmp_path):
+def test_policy_contract_plain_tables(tmp_path, lua_version):
     (tmp_path).mkdir(exist_ok=True)
     (tmp_path / "topo.lua").write_text(topology_lua(dgx()))
-    res = run_lua(tmp_path, CONTRACT)
+    res = run_lua(tmp_path, CONTRACT, lua=lua_version)
     spans, fits, env_four, vllm, empty, consts, counts, odd = res
     assert spans["decision"] == "reject" and spans["code"] == 2072
     assert "TP=16 (--tensor-model-parallel-size 16)" in spans["messages"][0]
@@ -358,10 +386,10 @@ submit({het_job_offset = 1, min_nodes = 2, tres_per_node = "gres:gpu:8", environ
 """
 
 
-def test_het_components_share_the_batch_script(tmp_path):
+def test_het_components_share_the_batch_script(tmp_path, lua_version):
     """Only het component 0 carries the script; its srun lines may run on the others."""
     site = dgx()
-    res = run_lua(tmp_path, HET % {"parts": lua_literal(part_list(site))}, render_filter(site, "job_submit"))
+    res = run_lua(tmp_path, HET % {"parts": lua_literal(part_list(site))}, render_filter(site, "job_submit"), lua=lua_version)
     assert res == [0, 2072, 0, 0, 0, 0, 0]
 
 
@@ -386,9 +414,9 @@ show(long)
 """
 
 
-def test_argv_is_not_read_as_shell_text(tmp_path):
+def test_argv_is_not_read_as_shell_text(tmp_path, lua_version):
     (tmp_path / "topo.lua").write_text(topology_lua(dgx()))
-    hash_arg, forged, long = run_lua(tmp_path, ARGV_NOT_SHELL)
+    hash_arg, forged, long = run_lua(tmp_path, ARGV_NOT_SHELL, lua=lua_version)
     assert hash_arg == ["reject", "flags"]
     assert forged == ["reject", "flags"]
     assert long == ["reject", "flags"]

@@ -18,12 +18,20 @@ import textwrap
 
 import pytest
 
+from tests.cluster_fixtures import job_python_has
+from tests.cluster_fixtures import job_slurmgpu as cluster_job_slurmgpu
+
 pytestmark = pytest.mark.cluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DGX = os.path.join(ROOT, "tests", "data", "probe", "dgx-h100")
 HCA_DOWN = os.path.join(ROOT, "tests", "data", "preflight", "dgx-h100-hca-down")
 SLURMGPU = shutil.which("slurmgpu") or "%s -m slurmgpu.cli" % shlex.quote(sys.executable)
+
+
+def job_slurmgpu(cluster) -> str:
+    """The slurmgpu command line a job of `cluster` runs (see cluster_fixtures.job_slurmgpu)."""
+    return shlex.join(cluster_job_slurmgpu(cluster))
 
 
 def free_port() -> int:
@@ -61,7 +69,7 @@ def site_file(tmp_path, gpu_nodes):
     return str(path)
 
 
-def batch_script(site: str, fixture: str, nodes: int, extra: str = "") -> str:
+def batch_script(site: str, fixture: str, nodes: int, extra: str = "", sg: str = SLURMGPU) -> str:
     """The preflight lines docs/preflight.md gives the generator, then a stand-in launcher."""
     return textwrap.dedent("""\
         #!/bin/bash
@@ -76,7 +84,7 @@ def batch_script(site: str, fixture: str, nodes: int, extra: str = "") -> str:
           || {{ echo "slurmgpu: preflight failed; launcher not started" >&2; exit 1; }}
         {extra}
         echo "LAUNCHER STARTED on $SLURM_JOB_NODELIST"
-        """).format(nodes=nodes, fixture=shlex.quote(fixture), port=free_port(), sg=SLURMGPU,
+        """).format(nodes=nodes, fixture=shlex.quote(fixture), port=free_port(), sg=sg,
                     site=shlex.quote(site), extra=extra)
 
 
@@ -88,7 +96,7 @@ def run_job(cluster, script: str, *args: str, timeout: float = 180):
 
 
 def test_preflight_runs_on_every_node_then_the_launcher(slurm_cluster, site_file, gpu_nodes):
-    res = run_job(slurm_cluster, batch_script(site_file, DGX, 2))
+    res = run_job(slurm_cluster, batch_script(site_file, DGX, 2, sg=job_slurmgpu(slurm_cluster)))
     assert res.ok, res.stdout
     out = res.stdout
     assert "slurmgpu preflight: 2 nodes, all checks passed (site testdgx)" in out
@@ -107,7 +115,8 @@ def test_down_hca_on_one_node_stops_the_job_before_the_launcher(slurm_cluster, s
     fixture = tmp_path / "fixture"
     fixture.mkdir()
     (fixture / "nodes.json").write_text(json.dumps({bad: HCA_DOWN, "*": DGX}))
-    res = run_job(slurm_cluster, batch_script(site_file, str(fixture), 2), "--nodelist=%s,%s" % (good, bad))
+    res = run_job(slurm_cluster, batch_script(site_file, str(fixture), 2, sg=job_slurmgpu(slurm_cluster)),
+                  "--nodelist=%s,%s" % (good, bad))
     out = res.stdout
     assert res.state == "FAILED" and res.exit_code == 1, out
     assert "Warning" not in out  # srun honoured one task per node
@@ -124,13 +133,17 @@ def test_down_hca_on_one_node_stops_the_job_before_the_launcher(slurm_cluster, s
 
 def test_bandwidth_fanout_over_the_allocation(slurm_cluster, site_file, gpu_nodes):
     pytest.importorskip("torch")
+    if slurm_cluster.in_chroot and not job_python_has(slurm_cluster, "torch"):
+        pytest.skip("PyTorch is not installed in the Slurm %s chroot: the gloo bandwidth test runs on the "
+                    "native release" % slurm_cluster.release.major)
+    sg = job_slurmgpu(slurm_cluster)
     bw = textwrap.dedent("""\
         srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_NTASKS" --ntasks-per-node=2 --kill-on-bad-exit=0 \\
             {sg} preflight --site {site} --bandwidth --bandwidth-backend gloo --bandwidth-size-mb 2 \\
             --min-bandwidth-fraction 0 --record \\
           | {sg} preflight --aggregate - --nodes "$SLURM_JOB_NODELIST" || exit 1
-        """).format(sg=SLURMGPU, site=shlex.quote(site_file))
-    script = batch_script(site_file, DGX, 2, extra=bw).replace("--ntasks-per-node=1\n", "--ntasks-per-node=2\n", 1)
+        """).format(sg=sg, site=shlex.quote(site_file))
+    script = batch_script(site_file, DGX, 2, extra=bw, sg=sg).replace("--ntasks-per-node=1\n", "--ntasks-per-node=2\n", 1)
     res = run_job(slurm_cluster, script, timeout=300)
     assert res.ok, res.stdout + slurm_cluster.logs()
     assert "gloo all-reduce of 2 MiB, 4 ranks on 2 nodes" in res.stdout
@@ -143,7 +156,7 @@ def test_doctor_reads_a_job_by_id(slurm_cluster, tmp_path):
              "grep -v '^# slurmgpu' %s\nexit 1\n" % shlex.quote(log)
     job = slurm_cluster.submit(script, "--nodes=1", "--job-name=ibtest", "--output=%x-%j.out")
     slurm_cluster.wait_job(job, timeout=60)
-    p = slurm_cluster.run(shlex.split(SLURMGPU) + ["doctor", str(job), "--json"])
+    p = slurm_cluster.run(shlex.split(SLURMGPU) + ["doctor", str(job), "--json"], host=True)
     assert p.returncode == 0, p.stdout + p.stderr
     doc = json.loads(p.stdout)
     assert doc["source"].startswith("job %d (" % job) and doc["source"].endswith("ibtest-%d.out)" % job)
@@ -156,6 +169,6 @@ def test_doctor_names_a_real_time_limit(slurm_cluster):
     job = slurm_cluster.submit("#!/bin/bash\nsrun sleep 600\n", "--nodes=1", "--time=1")
     res = slurm_cluster.wait_job(job, timeout=240)
     assert res.state == "TIMEOUT"
-    p = slurm_cluster.run(shlex.split(SLURMGPU) + ["doctor", str(job), "--json"])
+    p = slurm_cluster.run(shlex.split(SLURMGPU) + ["doctor", str(job), "--json"], host=True)
     doc = json.loads(p.stdout)
     assert p.returncode == 0 and doc["problems"][0]["id"] == "time-limit", res.stdout

@@ -4,8 +4,10 @@ Two layers, both with the real parts:
   * the plugin's own C entry (slurm_spank_task_init) built into a small harness binary with
     the real Lua 5.1, fed the step facts slurmstepd would pass: verdicts, messages, failure
     handling (broken policy, runaway policy, bad plugstack.conf arguments);
-  * the built .so loaded by slurmstepd on a local two-node Slurm 22.05 cluster: interactive
-    salloc+srun, a batch job whose script passed job_submit, warn mode, a broken policy file.
+  * the built .so loaded by slurmstepd on a local two-node cluster of each Slurm release the
+    cluster tests run on (22.05 and 24.11; the plugin is built against each release's own
+    spank.h, inside its chroot for the chroot release): interactive salloc+srun, a batch job
+    whose script passed job_submit, warn mode, a broken policy file.
 Expected messages are never written here: they come from the policy itself (the rendered
 job_submit.lua run under Lua 5.1), so the tests hold the plugin to "the same message".
 """
@@ -60,6 +62,22 @@ def build(tmp_path_factory) -> Path:
         _unavailable("SPANK build headers missing: " + probe.stderr.strip())
     proc = subprocess.run(["make", "-C", str(SPANK_SRC), "O=%s" % out, "all", "harness"],
                           capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    os.chmod(out, 0o755)
+    return out
+
+
+@pytest.fixture(scope="module")
+def release_build(slurm_release, build, tmp_path_factory) -> Path:
+    """The plugin built against the spank.h of the release the cluster tests run on: `build`
+    for the native one, else `make` inside the release's chroot (its gcc, headers, Lua)."""
+    from tests.cluster_fixtures import testcluster as mod
+
+    if slurm_release.root is None:
+        return build
+    out = tmp_path_factory.mktemp("spank-build-" + slurm_release.name)
+    proc = mod.release_run(slurm_release, ["make", "-C", str(SPANK_SRC), "O=%s" % out, "all"],
+                           shared_paths=(str(ROOT),), writable_paths=(str(out),))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     os.chmod(out, 0o755)
     return out
@@ -517,6 +535,20 @@ class Guarded:
     def sh(self, command: str, timeout: float = 90) -> subprocess.CompletedProcess:
         return self.c.run(["bash", "-c", command], timeout=timeout)
 
+    def in_allocation(self, step: str, timeout: float = 90) -> subprocess.CompletedProcess:
+        """`salloc -N2 --exclusive <step>`, but with the allocation made first (--no-shell) and the
+        step started into it: from 23.02 salloc sends its command to job_submit (22.05 does not),
+        which refuses a TP=16 step before the plugin could see it."""
+        script = (
+            'out=$(salloc -N2 --exclusive --no-shell 2>&1) || { printf "%s\\n" "$out" >&2; exit 97; }\n'
+            'job=$(printf "%s\\n" "$out" | sed -n "s/.*Granted job allocation \\([0-9][0-9]*\\).*/\\1/p")\n'
+            '[ -n "$job" ] || { printf "%s\\n" "$out" >&2; exit 97; }\n'
+            'trap \'scancel "$job"\' EXIT\n'
+            'SLURM_JOB_ID=$job ' + step + "\n")
+        r = self.sh(script, timeout=timeout)
+        assert r.returncode != 97, r.stderr
+        return r
+
     def log_marks(self) -> Dict[str, int]:
         return {n: self.c.slurmd_log_path(n).stat().st_size for n in self.c.nodes}
 
@@ -542,20 +574,17 @@ class Guarded:
 
 
 @pytest.fixture(scope="module")
-def guarded(build, policy_file, site, tmp_path_factory) -> Iterator[Guarded]:
+def guarded(release_build, policy_file, site, tmp_path_factory, new_cluster) -> Iterator[Guarded]:
     from tests.cluster_fixtures import testcluster as mod
 
-    reasons = mod.missing_prerequisites()
-    if reasons:
-        _unavailable("local Slurm cluster unavailable: " + "; ".join(reasons))
     d = tmp_path_factory.mktemp("spank-cluster")
     os.chmod(d, 0o755)
     plugstack = d / "plugstack.conf"
-    g_plugin = build / "slurmgpu_spank.so"
+    g_plugin = release_build / "slurmgpu_spank.so"
     parts = (mod.Partition("gpu", mod.Partition.node_names("gpu", 2), "h100", 8,
                            features=("h100", "nvlink"), default=True),)
-    cluster = mod.TestCluster(parts, job_submit_lua=render_filter(site, "job_submit"),
-                              extra_config="PlugStackConfig=%s" % plugstack)
+    cluster = new_cluster(parts, job_submit_lua=render_filter(site, "job_submit"),
+                          extra_config="PlugStackConfig=%s" % plugstack)
     g = Guarded(cluster, plugstack, g_plugin, policy_file)
     g.plug("mode=enforce")
     try:
@@ -581,7 +610,7 @@ STEP = "srun -N2 --ntasks-per-node=8 echo launched pretrain_gpt.py --tensor-mode
 
 @pytest.mark.cluster
 def test_interactive_cross_node_step_is_refused(enforce: Guarded, site: Site) -> None:
-    r = enforce.sh("salloc -N2 --exclusive " + STEP % 16)
+    r = enforce.in_allocation(STEP % 16)
     assert r.returncode != 0, r.stdout + r.stderr
     assert "launched" not in r.stdout
     expected = submit_filter_messages(site, "echo launched pretrain_gpt.py --tensor-model-parallel-size 16",
@@ -631,7 +660,7 @@ def test_batch_step_that_passed_job_submit_is_refused_at_launch(enforce: Guarded
 @pytest.mark.cluster
 def test_warn_mode_runs_the_step_and_prints_the_message(enforce: Guarded) -> None:
     enforce.plug("mode=warn")
-    r = enforce.sh("salloc -N2 --exclusive " + STEP % 16)
+    r = enforce.in_allocation(STEP % 16)
     assert r.returncode == 0 and r.stdout.count("launched") == 16, r.stderr
     warned = [ln for ln in r.stderr.splitlines() if "(not enforced: the launch-time guard is in warn mode)" in ln]
     assert len(warned) == 1 and "TP=16" in warned[0], r.stderr
@@ -644,7 +673,7 @@ def test_broken_policy_file_does_not_stop_steps_and_is_logged(enforce: Guarded, 
     os.chmod(tmp_path, 0o755)
     enforce.plug("mode=enforce", policy=broken)
     before = enforce.log_marks()
-    r = enforce.sh("salloc -N2 --exclusive " + STEP % 16)
+    r = enforce.in_allocation(STEP % 16)
     assert r.returncode == 0 and r.stdout.count("launched") == 16, r.stderr
     assert "slurmgpu" not in r.stderr
     logged = enforce.slurmd_logs(before)
@@ -658,3 +687,22 @@ def test_on_error_deny_fails_the_step_without_draining(enforce: Guarded, tmp_pat
     r = enforce.sh("salloc -N2 --exclusive " + STEP % 8)
     assert r.returncode != 0 and "launched" not in r.stdout
     assert TAG + ", task refused (on_error=deny)" in r.stderr
+
+
+@pytest.mark.cluster
+def test_plugin_built_for_another_release_is_refused(enforce: Guarded, build: Path, release_build: Path) -> None:
+    """The SPANK ABI is per release: the plugin built against the host's spank.h does not load in
+    the other release's srun (a `required` plugin then stops the step), hence a build per release."""
+    from tests.cluster_fixtures import testcluster as mod
+
+    if release_build == build or enforce.c.release.major == mod.native_release().major:
+        pytest.skip("Slurm %s is the host's release: `build` is its own plugin" % enforce.c.release.major)
+    own = enforce.plugin
+    enforce.plugin = build / "slurmgpu_spank.so"
+    try:
+        enforce.plug("mode=enforce")
+        r = enforce.sh("srun -N1 echo launched")
+    finally:
+        enforce.plugin = own
+    assert r.returncode != 0 and "launched" not in r.stdout, r.stdout + r.stderr
+    assert "Incompatible plugin version" in r.stderr and "slurmgpu_spank.so" in r.stderr, r.stderr

@@ -75,12 +75,13 @@ end
 
 -- The user's environment as sbatch would export it (--export=ALL by default).
 -- --export=NONE passes every name starting with SLURM (SLURMGPU_TP too); NIL and a list of
--- names pass only SLURM_* names besides the listed ones (seen live on 22.05).
+-- names pass only SLURM_* names besides the listed ones (seen live on 22.05), and every SLURM*
+-- name from 24.05 on (seen on 24.11; TOPO.export_keeps_slurm_prefix, from the site's version).
 local function env_for(options)
   local export = opt(options, "export")
   local only = nil
   local keep = "SLURM_"
-  if export == "NONE" then keep = "SLURM" end
+  if export == "NONE" or TOPO.export_keeps_slurm_prefix then keep = "SLURM" end
   if export and string.sub(export, 1, 3) ~= "ALL" then
     only = {}
     if export ~= "NONE" and export ~= "NIL" then

@@ -715,7 +715,7 @@ local function smaller_tp(tp, pp, ok)
   local prod = tp * pp
   local t = tp - 1
   while t >= 1 do
-    if prod % t == 0 and ok(t) then return t, prod / t end
+    if prod % t == 0 and ok(t) then return t, floor(prod / t) end -- an integer in Lua 5.3+ too
     t = t - 1
   end
   return 1, prod
@@ -880,7 +880,7 @@ local function check_partition(ctx, pname, part)
         local inside = false
         if seg and seg >= 1 and seg <= dn and (nmin <= seg or (seg * rpn) % tp == 0) then inside = true end
         if not inside then
-          local kbase = tp / gcd(tp, rpn)
+          local kbase = floor(tp / gcd(tp, rpn)) -- '/' gives a float ("4.0") in Lua 5.3+
           local K
           local k = kbase
           while k <= dn do

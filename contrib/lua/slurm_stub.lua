@@ -11,6 +11,8 @@ local S = {user_msgs = {}, log = {}}
 
 local NO_VAL, NO_VAL16 = 4294967294, 65534
 
+local unpack = unpack or table.unpack -- 5.1 / 5.2+ (the policy cases also run under 5.3 and 5.4)
+
 local function fmt(...)
   return string.format(unpack({...}))
 end

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A throw-away local Slurm 22.05 cluster with fake GPUs, for tests.
+"""A throw-away local Slurm cluster with fake GPUs, for tests (22.05, 24.11: see Releases).
 
 Everything runs on this one host, as root, out of a fresh temporary
 directory: one ``slurmctld`` and one ``slurmd -N <name>`` per node, each on
@@ -44,6 +44,23 @@ Usage::
         result = c.wait_job(job_id)          # JobResult: state, exit_code, ...
         rc, out, err = c.sbatch(None, "--test-only", "--wrap", "true")
 
+Releases
+--------
+A cluster runs one Slurm release (``Release``): the host's own packages
+(``native_release()``), or another Debian release's packages in a chroot built
+by ``make-chroot.sh`` (``chroot_release("trixie")``: Slurm 24.11 on a Debian 12
+host; ``bookworm`` on a Debian 13 host).  For a chroot release, slurmctld,
+slurmd, munged and every client run inside the chroot, in a private mount
+namespace (the supervisor's) that holds the chroot's /proc and bind mounts of
+the cluster's base directory and ``shared_paths`` at the same paths, so file
+names mean the same inside and out; the mounts vanish with the namespace and
+never show in the host's /proc/mounts.  The chroot has its own /dev nodes and
+munge key; each such cluster runs its own munged (socket in the cluster
+directory, ``AuthInfo=socket=``), stopped by its pid file.  ``run()`` runs a
+command inside the release's root; ``env`` puts ``bin_dir`` first in PATH,
+whose wrappers run the release's clients from host programs (``slurmgpu
+discover``, ``subprocess.run(["sbatch", ...], env=cluster.env)``).
+
 Debugging from a shell (prints the SLURM_CONF export line)::
 
     python contrib/testcluster/cluster.py up
@@ -73,6 +90,12 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 __all__ = [
     "ACCEPT_ALL_JOB_SUBMIT_LUA",
+    "Release",
+    "chroot_release",
+    "native_release",
+    "other_suite",
+    "release_run",
+    "test_releases",
     "PASSTHROUGH_CLI_FILTER_LUA",
     "DEFAULT_PARTITIONS",
     "ClusterError",
@@ -144,6 +167,137 @@ class ClusterError(RuntimeError):
     """The test cluster could not be started, or a Slurm command failed."""
 
 
+# ---------------------------------------------------------------- releases
+CHROOT_CACHE_ENV = "SLURMGPU_CHROOT_CACHE"      # make-chroot.sh reads it too
+DEFAULT_CHROOT_CACHE = "/var/cache/slurmgpu-testcluster"
+RELEASES_ENV = "SLURMGPU_TESTCLUSTER_RELEASES"  # e.g. "native,trixie"
+CHROOT_STAMP = ".slurmgpu-testcluster-stamp"    # written last by make-chroot.sh
+MAKE_CHROOT = Path(__file__).resolve().parent / "make-chroot.sh"
+# Debian suite -> the Slurm major release it ships.
+SUITE_SLURM = {"bookworm": "22.05", "trixie": "24.11"}
+
+
+@dataclass(frozen=True)
+class Release:
+    """Where one Slurm release's daemons and clients live.
+
+    ``root`` is None for the host's own binaries, else the chroot directory.
+    ``version`` is the full ``slurmctld -V`` version ("24.11.5"); for a chroot
+    that is not built yet, the major release its suite ships."""
+
+    name: str                       # "native" or the chroot's Debian suite
+    version: str
+    root: Optional[str] = None
+
+    @property
+    def major(self) -> str:
+        """ "24.11" """
+        return ".".join(self.version.split(".")[:2])
+
+    @property
+    def version_tuple(self) -> Tuple[int, int]:
+        try:
+            a, b = self.major.split(".")
+            return int(a), int(b)
+        except ValueError:
+            return (0, 0)
+
+    @property
+    def label(self) -> str:
+        """Test id: "slurm24.11"."""
+        return "slurm" + (self.major or self.name)
+
+    @property
+    def python(self) -> str:
+        """A Python 3 interpreter that jobs of this release can run."""
+        return sys.executable if self.root is None else "/usr/bin/python3"
+
+    def missing(self) -> List[str]:
+        """Reasons this release cannot run a TestCluster (empty when it can)."""
+        reasons = []
+        if os.geteuid() != 0:
+            reasons.append("the test cluster needs root (slurmd runs jobs as root "
+                           "and /etc/hosts may need node names)")
+        if self.root is None:
+            missing = [b for b in _REQUIRED_BINARIES if not _which(b)]
+            if missing:
+                reasons.append("not installed: " + ", ".join(missing) +
+                               " (run contrib/testcluster/install-deps.sh)")
+            return reasons
+        if not (Path(self.root) / CHROOT_STAMP).is_file():
+            reasons.append(f"the {self.name} chroot (Slurm {self.major}) is not built "
+                           f"in {self.root} (run {MAKE_CHROOT} as root)")
+        for tool in ("unshare", "nsenter", "chroot"):
+            if not _which(tool):
+                reasons.append(f"{tool} not found (util-linux/coreutils)")
+        return reasons
+
+
+def _slurm_version(argv: Sequence[str]) -> str:
+    try:
+        out = subprocess.run(list(argv), capture_output=True, text=True,
+                             timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    m = re.search(r"(\d+\.\d+\.\d+)", out)
+    return m.group(1) if m else ""
+
+
+def native_release() -> Release:
+    """The host's own Slurm (version "" when it is not installed)."""
+    ctld = _which("slurmctld")
+    return Release("native", _slurm_version([ctld, "-V"]) if ctld else "")
+
+
+def host_suite() -> str:
+    """The host's Debian codename ("bookworm"), "" if unknown."""
+    try:
+        text = Path("/etc/os-release").read_text()
+    except OSError:
+        return ""
+    m = re.search(r'^VERSION_CODENAME="?([a-z]+)"?$', text, re.M)
+    return m.group(1) if m else ""
+
+
+def other_suite() -> str:
+    """The Debian suite whose Slurm the host does not have: trixie (24.11) on
+    bookworm (22.05) and anywhere else, bookworm on trixie."""
+    return "bookworm" if host_suite() == "trixie" else "trixie"
+
+
+def chroot_cache() -> Path:
+    return Path(os.environ.get(CHROOT_CACHE_ENV) or DEFAULT_CHROOT_CACHE)
+
+
+def chroot_release(suite: str) -> Release:
+    """The release in ``make-chroot.sh --suite SUITE``'s chroot (built or not)."""
+    root = chroot_cache() / suite
+    version = SUITE_SLURM.get(suite, "")
+    try:
+        m = re.search(r"^slurm_version=(\S+)$",
+                      (root / CHROOT_STAMP).read_text(), re.M)
+        if m:
+            version = m.group(1)
+    except OSError:
+        pass
+    return Release(suite, version, str(root))
+
+
+def test_releases() -> List[Release]:
+    """The releases the cluster tests run on: the native one and the other
+    Debian release's chroot -- or what ``SLURMGPU_TESTCLUSTER_RELEASES``
+    names ("native", suite names, comma-separated).  A chroot of the same
+    major release as the native one is left out unless named."""
+    names = [n.strip() for n in os.environ.get(RELEASES_ENV, "").split(",")
+             if n.strip()]
+    if names:
+        return [native_release() if n == "native" else chroot_release(n)
+                for n in names]
+    native = native_release()
+    other = chroot_release(other_suite())
+    return [native] + ([other] if other.major != native.major else [])
+
+
 @dataclass(frozen=True)
 class Partition:
     """One partition and the shape of every node in it.
@@ -203,17 +357,10 @@ class _Node:
     features: Tuple[str, ...]
 
 
-def missing_prerequisites() -> List[str]:
-    """Reasons this process cannot run a TestCluster (empty when it can)."""
-    reasons = []
-    if os.geteuid() != 0:
-        reasons.append("the test cluster needs root (slurmd runs jobs as root "
-                       "and /etc/hosts may need node names)")
-    missing = [b for b in _REQUIRED_BINARIES if not _which(b)]
-    if missing:
-        reasons.append("not installed: " + ", ".join(missing) +
-                       " (run contrib/testcluster/install-deps.sh)")
-    return reasons
+def missing_prerequisites(release: Optional[Release] = None) -> List[str]:
+    """Reasons this process cannot run a TestCluster of ``release`` (default:
+    the native one); empty when it can."""
+    return (release or Release("native", "")).missing()
 
 
 def _which(name: str) -> Optional[str]:
@@ -386,6 +533,96 @@ while True:
 """
 
 
+# sh -c script run by unshare(1) in the new mount namespace before the
+# supervisor: "$1" the chroot, then "rw:/path" / "ro:/path" host directories to
+# bind at the same path inside it, "--", the supervisor's argv.  /proc is the
+# only other mount; /dev and /run stay the chroot's own.
+_NS_SETUP = r"""
+set -eu
+root=$1; shift
+mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
+while [ "$1" != "--" ]; do
+    mode=${1%%:*}; path=${1#*:}
+    mkdir -p "$root$path"
+    if [ "$mode" = ro ]; then
+        mount -o bind,ro "$path" "$root$path"
+    else
+        mount --bind "$path" "$root$path"
+    fi
+    shift
+done
+shift
+exec "$@"
+"""
+
+
+def _bind_specs(writable: Sequence[Union[str, os.PathLike]],
+                readonly: Sequence[Union[str, os.PathLike]]) -> List[str]:
+    """"rw:/path" / "ro:/path" arguments for _NS_SETUP: outermost first, none
+    inside another (a read-write one wins over a read-only one of the same
+    path)."""
+    wanted = [("rw", str(Path(p).resolve())) for p in writable] + \
+        [("ro", str(Path(p).resolve())) for p in readonly]
+    out: List[Tuple[str, str]] = []
+    for mode, path in sorted(wanted, key=lambda mp: (len(mp[1]), mp[0] == "ro")):
+        if not any(path == q or path.startswith(q.rstrip("/") + "/") for _, q in out):
+            out.append((mode, path))
+    return [f"{mode}:{path}" for mode, path in out]
+
+
+def release_run(release: Release, argv: Sequence[str], *,
+                shared_paths: Sequence[Union[str, os.PathLike]] = (),
+                writable_paths: Sequence[Union[str, os.PathLike]] = (),
+                cwd: Optional[Union[str, os.PathLike]] = None,
+                env: Optional[Mapping[str, str]] = None,
+                timeout: float = 300.0) -> "subprocess.CompletedProcess[str]":
+    """Run one command with ``release``'s programs, no cluster needed (e.g.
+    ``make`` of the SPANK plugin against its spank.h): natively, or inside
+    its chroot in a private mount namespace of its own that shares
+    ``shared_paths`` (read-only) and ``writable_paths`` at the same paths,
+    and is gone when the command exits."""
+    workdir = str(cwd) if cwd else "/"
+    if release.root is None:
+        return subprocess.run(list(argv), capture_output=True, text=True,
+                              timeout=timeout, cwd=workdir, env=env)
+    reasons = release.missing()
+    if reasons:
+        raise ClusterError("; ".join(reasons))
+    binds = _bind_specs(writable_paths, shared_paths)
+    cmd = ["unshare", "--mount", "--propagation", "private", "--",
+           "/bin/sh", "-c", _NS_SETUP, "sh", release.root, *binds, "--",
+           "chroot", release.root, "/usr/bin/env", "-C", workdir, "--", *argv]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+def _host_problems(release: Release, cluster_dir: Optional[Union[str, os.PathLike]]) -> List[str]:
+    problems = []
+    try:
+        st = os.stat("/dev/null")
+        if not stat.S_ISCHR(st.st_mode) or os.major(st.st_rdev) != 1 or os.minor(st.st_rdev) != 3:
+            problems.append("the host's /dev/null is not the null device (char 1:3) any more")
+    except OSError as e:
+        problems.append(f"cannot stat the host's /dev/null: {e}")
+    if release.root is None:
+        return problems
+    root = str(Path(release.root).resolve())
+    try:
+        with open("/proc/self/mounts") as f:
+            mounts = [line.split()[1] for line in f if len(line.split()) > 1]
+    except OSError:
+        mounts = []
+    leaked = [m for m in mounts if m == root or m.startswith(root + "/")]
+    if leaked:
+        problems.append("mounts of the chroot in the host's /proc/mounts: " + ", ".join(leaked))
+    if cluster_dir:
+        for pid in _proc_table():
+            if (TestCluster._root_of(pid) == root
+                    and str(cluster_dir) in _pid_cmdline(pid)):
+                problems.append(f"process {pid} left in the chroot: {_pid_cmdline(pid)[:120]}")
+    return problems
+
+
 def _write_atomic(path: Path, text: str, mtime: Optional[int] = None) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
@@ -444,7 +681,20 @@ class TestCluster:
         start_timeout: float = 60.0,
         extra_config: str = "",
         debug_level: str = "info",
+        release: Optional[Release] = None,
+        shared_paths: Sequence[Union[str, os.PathLike]] = (),
+        writable_paths: Sequence[Union[str, os.PathLike]] = (),
+        topology_blocks: Optional[Mapping[str, Sequence[str]]] = None,
+        block_sizes: Sequence[int] = (),
     ) -> None:
+        self.release = release or native_release()
+        # host directories a chroot release sees at the same path: read-only,
+        # read-write (the base directory always is)
+        self.shared_paths = tuple(str(Path(p).resolve()) for p in shared_paths)
+        self.writable_paths = tuple(str(Path(p).resolve()) for p in writable_paths)
+        # topology/block (Slurm 23.11+): block name -> its nodes, BlockSizes
+        self.topology_blocks = dict(topology_blocks or {})
+        self.block_sizes = tuple(block_sizes)
         self.partitions: Tuple[Partition, ...] = tuple(
             DEFAULT_PARTITIONS if partitions is None else partitions)
         self._shapes = _nodes_from_partitions(self.partitions)
@@ -466,6 +716,21 @@ class TestCluster:
         self.supervisor_pid = 0
         self.startup_seconds: Optional[float] = None
         self.hosts_warning: Optional[str] = None
+        self._munged_pid = 0
+
+    @property
+    def in_chroot(self) -> bool:
+        return self.release.root is not None
+
+    @property
+    def root(self) -> Optional[Path]:
+        """The chroot of the release; None for the native one."""
+        return Path(self.release.root) if self.release.root else None
+
+    @property
+    def python(self) -> str:
+        """A Python 3 that this cluster's jobs can run (see Release.python)."""
+        return self.release.python
 
     # ----------------------------------------------------------------- paths
     def _require_dir(self) -> Path:
@@ -507,14 +772,30 @@ class TestCluster:
         return self.log_dir / f"slurmd-{node}.log"
 
     @property
+    def bin_dir(self) -> Optional[Path]:
+        """For a chroot release: wrappers that run its clients (sbatch, srun,
+        ...) in the chroot, first in ``env``'s PATH; None for the native one."""
+        return self._require_dir() / "bin" if self.in_chroot else None
+
+    @property
+    def munge_socket(self) -> Optional[Path]:
+        """The cluster's own munged socket (chroot releases); None: the
+        system's munged."""
+        return self._require_dir() / "munge" / "munge.socket" if self.in_chroot else None
+
+    @property
     def env(self) -> Dict[str, str]:
-        """Environment for Slurm clients: ``os.environ`` plus SLURM_CONF."""
+        """Environment for Slurm clients: ``os.environ`` plus SLURM_CONF (and
+        for a chroot release ``bin_dir`` first in PATH)."""
         env = dict(os.environ)
         for key in list(env):  # don't leak an outer job's settings
             if key.startswith(("SLURM_", "SBATCH_", "SALLOC_", "SRUN_",
                                "SQUEUE_", "SINFO_")):
                 del env[key]
         env["SLURM_CONF"] = str(self.conf_path)
+        if self.bin_dir is not None:
+            env["PATH"] = os.pathsep.join(
+                [str(self.bin_dir), env.get("PATH") or "/usr/bin:/bin"])
         return env
 
     @property
@@ -536,7 +817,7 @@ class TestCluster:
         slurmd; return once ``sinfo`` shows every node idle."""
         if self.dir is not None:
             raise ClusterError("the test cluster is already started")
-        reasons = missing_prerequisites()
+        reasons = self.release.missing()
         if reasons:
             raise ClusterError("; ".join(reasons))
         t0 = time.monotonic()
@@ -550,7 +831,8 @@ class TestCluster:
             self.node_ports = dict(zip(self.nodes, ports[1:]))
             self._write_config()
             self._ensure_hosts()
-            _ensure_munge()
+            if not self.in_chroot:
+                _ensure_munge()
             self._start_daemons()
             self._wait_idle(t0 + self.start_timeout)
         except BaseException:
@@ -576,11 +858,19 @@ class TestCluster:
                 self._signal(pid, signal.SIGKILL)
                 self._wait_exit(pid, time.monotonic() + 5)
         self._kill_job_processes()
+        self._stop_munged()
         self._stop_supervisor()
         self.pids.clear()
         if not self.keep_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
         self.dir = None
+
+    def host_problems(self, cluster_dir: Optional[Union[str, os.PathLike]] = None) -> List[str]:
+        """What a chroot release may have done to the host (empty: nothing): the host's
+        /dev/null no longer the null character device, a mount of the chroot visible in the
+        host's /proc/mounts, a process left running in the chroot for this cluster (one whose
+        command line names ``cluster_dir``, default the current directory)."""
+        return _host_problems(self.release, cluster_dir or self.dir)
 
     # --------------------------------------------------------------- clients
     def run(
@@ -592,17 +882,25 @@ class TestCluster:
         check: bool = False,
         env: Optional[Mapping[str, str]] = None,
         cwd: Optional[Union[str, os.PathLike]] = None,
+        host: bool = False,
     ) -> "subprocess.CompletedProcess[str]":
         """Run a client command (``"sinfo -N"`` or a list) with ``self.env``
         (updated by ``env``); text output captured.  ``check=True`` raises
-        ClusterError with stdout/stderr on a non-zero exit."""
+        ClusterError with stdout/stderr on a non-zero exit.
+
+        For a chroot release the command runs inside the chroot (``runuser
+        -u nobody -- sbatch`` works there); ``host=True`` runs a host program
+        instead (``slurmgpu doctor``), which finds the clients through PATH."""
         argv = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
         full_env = self.env
         if env:
             full_env.update(env)
+        workdir = str(cwd) if cwd else str(self.jobs_dir)
+        if self.in_chroot and not host:
+            argv = self.root_argv(argv, workdir)
         proc = subprocess.run(argv, input=input, capture_output=True,
                               text=True, timeout=timeout, env=full_env,
-                              cwd=str(cwd) if cwd else str(self.jobs_dir))
+                              cwd=workdir if not self.in_chroot or host else "/")
         if check and proc.returncode != 0:
             raise ClusterError(
                 f"{shlex.join(argv)} exited {proc.returncode}\n"
@@ -760,6 +1058,9 @@ class TestCluster:
         supervisor = self.log_dir / "supervisor.stderr"
         if supervisor.exists() and supervisor.stat().st_size:
             parts.append("== supervisor.stderr:\n" + _tail(supervisor, lines))
+        munged = self.dir / "munge" / "munged.log"
+        if self.in_chroot and munged.exists() and munged.stat().st_size:
+            parts.append(f"== munged.log ({self.release.name} chroot):\n" + _tail(munged, node_lines))
         for name, log, count in daemons:
             label = "slurmctld" if name == "slurmctld" else f"slurmd-{name}"
             pid = self.pids.get(name)
@@ -778,6 +1079,8 @@ class TestCluster:
         d = self._require_dir()
         for sub in ("etc", "log", "run", "state", "spool", "jobs", "dev"):
             (d / sub).mkdir(mode=0o755)
+        if self.in_chroot:
+            self._prepare_root()
         nodes = self._shapes
         for i in range(max(n.gpus for n in nodes)):  # shared by all nodes
             _make_fake_gpu(d / "dev" / f"nvidia{i}")
@@ -793,7 +1096,9 @@ class TestCluster:
             "SlurmUser=root",
             "SlurmdUser=root",
             "AuthType=auth/munge",
-            "CryptoType=crypto/munge",
+            # 23.11 replaced CryptoType with CredType (default cred/munge)
+            "CryptoType=crypto/munge" if self.release.version_tuple < (23, 11)
+            else "CredType=cred/munge",
             f"StateSaveLocation={d}/state",
             f"SlurmdSpoolDir={d}/spool/%n",
             f"SlurmctldPidFile={d}/run/slurmctld.pid",
@@ -830,6 +1135,10 @@ class TestCluster:
             "BatchStartTimeout=20",
             "CompleteWait=0",
         ]
+        if self.munge_socket is not None:
+            lines.append(f"AuthInfo=socket={self.munge_socket}")
+        if self.topology_blocks:
+            lines.append("TopologyPlugin=topology/block")
         if self.job_submit_enabled:
             lines.append("JobSubmitPlugins=lua")
             _write_atomic(self.job_submit_path, self._initial_job_submit or "")
@@ -861,7 +1170,24 @@ class TestCluster:
             lines.append(self.extra_config)
         (d / "etc" / "slurm.conf").write_text("\n".join(lines) + "\n")
         (d / "etc" / "gres.conf").write_text("\n".join(gres) + "\n")
-        (d / "etc" / "cgroup.conf").write_text("CgroupPlugin=autodetect\n")
+        (d / "etc" / "cgroup.conf").write_text(self._cgroup_conf())
+        if self.topology_blocks:
+            topo = [f"BlockName={name} Nodes={','.join(members)}"
+                    for name, members in self.topology_blocks.items()]
+            if self.block_sizes:
+                topo.append("BlockSizes=" + ",".join(map(str, self.block_sizes)))
+            (d / "etc" / "topology.conf").write_text("\n".join(topo) + "\n")
+
+    def _cgroup_conf(self) -> str:
+        """No cgroups are used (task/none, proctrack/linuxproc), but slurmd
+        (22.05 and 24.11 alike) initialises its cgroup plugin at start-up
+        whatever the task plugin, and ``autodetect`` dies when /sys/fs/cgroup
+        is not mounted (a chroot has no /sys).  cgroup/v1 loads without
+        touching any cgroup file system until a task or proctrack plugin asks
+        for a controller."""
+        if self.in_chroot:
+            return "CgroupPlugin=cgroup/v1\n"
+        return "CgroupPlugin=autodetect\n"
 
     def _ensure_hosts(self) -> None:
         try:
@@ -876,18 +1202,165 @@ class TestCluster:
         except OSError as e:
             self.hosts_warning = (f"could not add node names to {_HOSTS_FILE}: "
                                   f"{e}; MASTER_ADDR=<node> will not resolve")
+        if self.root is not None:  # the chroot resolves names like the host
+            try:
+                _write_atomic(self.root / "etc" / "hosts",
+                              Path(_HOSTS_FILE).read_text())
+            except OSError as e:
+                raise ClusterError(f"cannot write the chroot's /etc/hosts: {e}")
+
+    # ------------------------------------------------------- chroot releases
+    def _prepare_root(self) -> None:
+        """Refuse a chroot whose /dev is not its own; make the cluster's munge
+        directory (owned by the chroot's munge user)."""
+        root = self._require_root()
+        for name in ("null", "zero", "random", "urandom", "tty", "full"):
+            st = os.lstat(root / "dev" / name)
+            if not stat.S_ISCHR(st.st_mode):
+                raise ClusterError(f"{root}/dev/{name} is not a character device: "
+                                   f"rebuild the chroot ({MAKE_CHROOT} --rebuild)")
+        if os.path.ismount(root / "dev") or os.path.ismount(root / "run"):
+            raise ClusterError(f"something is mounted on {root}/dev or {root}/run "
+                               f"in this namespace: the chroot must have its own")
+        uid, gid = self._root_user("munge")
+        munge_dir = self._require_dir() / "munge"
+        munge_dir.mkdir(mode=0o755)
+        os.chown(munge_dir, uid, gid)
+
+    def _require_root(self) -> Path:
+        if self.root is None:
+            raise ClusterError("not a chroot release")
+        return self.root
+
+    def _root_user(self, name: str) -> Tuple[int, int]:
+        """uid and gid of ``name`` in the chroot's /etc/passwd."""
+        for line in (self._require_root() / "etc" / "passwd").read_text().splitlines():
+            fields = line.split(":")
+            if len(fields) > 3 and fields[0] == name:
+                return int(fields[2]), int(fields[3])
+        raise ClusterError(f"no user {name} in {self.root}/etc/passwd")
+
+    def _shared(self) -> List[str]:
+        """Host directories bound into the chroot at the same path, outermost
+        first, none inside another: the base directory (read-write) and
+        ``writable_paths``, ``shared_paths`` (read-only), as "rw:/path" /
+        "ro:/path"."""
+        return _bind_specs([self._base_dir, *self.writable_paths], self.shared_paths)
+
+    def root_argv(self, argv: Sequence[str], cwd: Optional[str] = None) -> List[str]:
+        """``argv`` as a command that runs it inside the chroot, in the
+        supervisor's mount namespace, in directory ``cwd`` (default /)."""
+        if not self.supervisor_pid:
+            raise ClusterError("the cluster's mount namespace is gone (not started?)")
+        return ["nsenter", f"--mount=/proc/{self.supervisor_pid}/ns/mnt", "--",
+                "chroot", str(self._require_root()), "/usr/bin/env",
+                "-C", cwd or "/", "--", *argv]
+
+    def _write_wrappers(self) -> None:
+        """bin_dir/<client> for every program of the chroot's slurm-client:
+        from the host it enters the namespace and the chroot; inside the
+        chroot (jobs inherit PATH) it runs the real program."""
+        root = self._require_root()
+        listing = root / "var" / "lib" / "dpkg" / "info" / "slurm-client.list"
+        try:
+            names = sorted({Path(p).name for p in listing.read_text().split()
+                            if p.startswith("/usr/bin/")})
+        except OSError as e:
+            raise ClusterError(f"cannot list the chroot's Slurm clients: {e}")
+        bin_dir = self.bin_dir
+        assert bin_dir is not None
+        bin_dir.mkdir(mode=0o755)
+        enter = shlex.join(["nsenter", f"--mount=/proc/{self.supervisor_pid}/ns/mnt",
+                            "--", "chroot", str(root), "/bin/sh", "-c",
+                            'cd "$0" 2>/dev/null || cd /; exec "$@"'])
+        for name in names:
+            prog = shlex.quote(f"/usr/bin/{name}")
+            text = (f"#!/bin/sh\n"
+                    f"# slurmgpu test cluster: {name} of Slurm {self.release.version} in {root}\n"
+                    f"if [ -e /{CHROOT_STAMP} ]; then exec {prog} \"$@\"; fi\n"
+                    f"exec {enter} \"$PWD\" {prog} \"$@\"\n")
+            path = bin_dir / name
+            path.write_text(text)
+            os.chmod(path, 0o755)
+
+    def _start_munged(self) -> None:
+        """The cluster's own munged inside the chroot (the chroot's key, a
+        socket in the cluster directory); waits until a credential round-trips."""
+        d = self._require_dir() / "munge"
+        sock = str(self.munge_socket)
+        argv = ["/usr/bin/setpriv", "--reuid=munge", "--regid=munge", "--init-groups",
+                "/usr/sbin/munged", "--foreground", f"--socket={sock}",
+                f"--pid-file={d}/munged.pid", f"--log-file={d}/munged.log",
+                f"--seed-file={d}/munged.seed"]
+        self._spawn("munged", argv)
+        self._munged_pid = self.pids.pop("munged")
+        probe = shlex.join(["munge", "-n", "-S", sock]) + " | " + \
+            shlex.join(["unmunge", "-S", sock])
+        deadline = time.monotonic() + 15
+        last = ""
+        while time.monotonic() < deadline:
+            if not _pid_alive(self._munged_pid):
+                break
+            p = subprocess.run(self.root_argv(["/bin/sh", "-c", probe]),
+                               capture_output=True, text=True, timeout=15)
+            if p.returncode == 0:
+                return
+            last = p.stderr.strip()
+            time.sleep(0.2)
+        raise ClusterError(f"the chroot's munged did not work: {last}\n"
+                           + _tail(d / "munged.log", 10) + "\n"
+                           + _tail(self.log_dir / "munged.stderr", 10))
+
+    def _stop_munged(self) -> None:
+        """Stop the chroot's munged by its pid file (and the pid it started as,
+        which must be the same process: a munged in this chroot)."""
+        if not self._munged_pid or self.dir is None:
+            return
+        pids = {self._munged_pid}
+        try:
+            pids.add(int((self.dir / "munge" / "munged.pid").read_text().split()[0]))
+        except (OSError, ValueError, IndexError):
+            pass
+        for pid in pids:
+            if _pid_alive(pid) and self._root_of(pid) == str(self.root) \
+                    and "munged" in _pid_cmdline(pid):
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 5
+        for pid in pids:
+            if not self._wait_exit(pid, deadline) and "munged" in _pid_cmdline(pid):
+                os.kill(pid, signal.SIGKILL)
+        self._munged_pid = 0
+
+    @staticmethod
+    def _root_of(pid: int) -> str:
+        try:
+            return os.readlink(f"/proc/{pid}/root")
+        except OSError:
+            return ""
 
     def _start_daemons(self) -> None:
         conf = str(self.conf_path)
+        argv = [sys.executable, "-c", _SUPERVISOR]
+        if self.in_chroot:
+            # a private mount namespace for the chroot's mounts: they vanish
+            # with its last process and never show in the host's /proc/mounts
+            argv = ["unshare", "--mount", "--propagation", "private", "--",
+                    "/bin/sh", "-c", _NS_SETUP, "sh", str(self._require_root()),
+                    *self._shared(), "--", *argv]
         with open(self.log_dir / "supervisor.stderr", "wb") as err:
             self._supervisor = subprocess.Popen(
-                [sys.executable, "-c", _SUPERVISOR], stdin=subprocess.PIPE,
+                argv, stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=err, text=True,
                 cwd=str(self.dir),
                 start_new_session=True)  # no SIGINT from the terminal
         self.supervisor_pid = self._supervisor.pid
-        self._spawn("slurmctld", [_which("slurmctld") or "slurmctld",
-                                  "-D", "-f", conf])
+        if self.in_chroot:
+            self._start_munged()
+            self._write_wrappers()
+        self._spawn("slurmctld", [self._daemon("slurmctld"), "-D", "-f", conf])
         # Let slurmctld bind its port before the nodes register.
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
@@ -896,15 +1369,23 @@ class TestCluster:
                 break
             time.sleep(0.2)
         for node in self.nodes:
-            self._spawn(node, [_which("slurmd") or "slurmd", "-D", "-N", node,
+            self._spawn(node, [self._daemon("slurmd"), "-D", "-N", node,
                                "-f", conf])
         assert self._supervisor.stdin is not None
         self._supervisor.stdin.close()  # from now on it only reaps
 
+    def _daemon(self, name: str) -> str:
+        if self.in_chroot:
+            return f"/usr/sbin/{name}"
+        return _which(name) or name
+
     def _spawn(self, name: str, argv: List[str]) -> None:
         sup = self._supervisor
         assert sup is not None and sup.stdin and sup.stdout
-        label = "slurmctld" if name == "slurmctld" else f"slurmd-{name}"
+        label = name if name in ("slurmctld", "munged") else f"slurmd-{name}"
+        if self.in_chroot:
+            argv = ["chroot", str(self._require_root()), "/usr/bin/env", "-C",
+                    str(self.dir), "--", *argv]
         request = {"argv": argv, "env": self.env, "cwd": str(self.dir),
                    "log": str(self.log_dir / f"{label}.stderr")}
         sup.stdin.write(json.dumps(request) + "\n")
@@ -992,6 +1473,7 @@ class TestCluster:
     def _state(self) -> dict:
         return {"dir": str(self.dir), "pids": self.pids,
                 "supervisor": self.supervisor_pid,
+                "release": self.release.name, "munged": self._munged_pid,
                 "partitions": [p.__dict__ for p in self.partitions],
                 "job_submit": self.job_submit_enabled,
                 "cli_filter": self.cli_filter_enabled}
@@ -1001,11 +1483,15 @@ class TestCluster:
         parts = [Partition(**{k: tuple(v) if isinstance(v, list) else v
                               for k, v in p.items()})
                  for p in state["partitions"]]
+        name = state.get("release", "native")
+        release = native_release() if name == "native" else chroot_release(name)
         c = cls(parts, job_submit_lua="" if state["job_submit"] else None,
-                cli_filter_lua="" if state["cli_filter"] else None)
+                cli_filter_lua="" if state["cli_filter"] else None,
+                release=release)
         c.dir = Path(state["dir"])
         c.pids = {k: int(v) for k, v in state["pids"].items()}
         c.supervisor_pid = int(state.get("supervisor", 0))
+        c._munged_pid = int(state.get("munged", 0))
         return c
 
 
@@ -1070,6 +1556,9 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
                     help="cli_filter.lua to start with (default: pass-through)")
     ap.add_argument("--keep-dir", action="store_true",
                     help="down: keep the cluster directory (logs)")
+    ap.add_argument("--release", default="native",
+                    help="up: 'native' (default) or a chroot suite built by "
+                         "make-chroot.sh, e.g. 'trixie' (Slurm 24.11)")
     args = ap.parse_args(argv)
     state_file = Path(args.state)
     if args.action == "up":
@@ -1081,7 +1570,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         cf = (Path(args.cli_filter).read_text() if args.cli_filter
               else PASSTHROUGH_CLI_FILTER_LUA)
         try:
-            c = TestCluster(job_submit_lua=js, cli_filter_lua=cf, keep_dir=True)
+            release = (native_release() if args.release == "native"
+                       else chroot_release(args.release))
+            c = TestCluster(job_submit_lua=js, cli_filter_lua=cf, keep_dir=True,
+                            release=release)
             c.start()
         except ClusterError as e:
             print(f"error: {e}", file=sys.stderr)
@@ -1091,6 +1583,8 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         if c.hosts_warning:
             print(f"# warning: {c.hosts_warning}")
         print(f"export SLURM_CONF={c.conf_path}")
+        if c.bin_dir is not None:
+            print(f"export PATH={c.bin_dir}:$PATH")
         return 0
     try:
         state = json.loads(state_file.read_text())

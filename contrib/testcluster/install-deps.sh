@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Install what the local Slurm test cluster (contrib/testcluster/cluster.py) and the
-# Lua/shell checks need, from Debian's archive: Slurm 22.05 daemons and clients, munge,
-# Lua 5.1 (the version bookworm's slurmctld embeds), shellcheck and luacheck (`make lint`),
-# and the Slurm/Lua headers for building plugins.  Run as root.  Idempotent: when everything is already
-# installed it changes nothing and does not touch the network.
+# Lua/shell checks need, from Debian's archive: Slurm daemons and clients (22.05 on
+# Debian 12, 24.11 on Debian 13), munge, Lua 5.1 (the version Debian's slurmctld embeds),
+# ShellCheck and luacheck (`make lint`), the Slurm/Lua headers for building plugins, and
+# debootstrap; then build (or reuse) the chroot with the other Debian release's Slurm
+# (make-chroot.sh), so the cluster tests run on both 22.05 and 24.11.  SLURMGPU_CHROOT=0 skips
+# the chroot (its tests are then skipped, or fail under SLURMGPU_REQUIRE_CLUSTER=1).  Run as
+# root.  Idempotent: when everything is already installed and the cached chroot is current it
+# changes nothing and does not touch the network.
 set -euo pipefail
 
-PACKAGES=(slurmctld slurmd slurm-client munge lua5.1 shellcheck lua-check libslurm-dev liblua5.1-dev)
+PACKAGES=(slurmctld slurmd slurm-client munge lua5.1 shellcheck lua-check libslurm-dev liblua5.1-dev debootstrap)
 
 die() {
     echo "install-deps.sh: error: $*" >&2
@@ -45,3 +49,15 @@ for cmd in slurmctld slurmd sbatch munged lua5.1 shellcheck luacheck; do
 done
 [ -f /usr/include/slurm/spank.h ] || die "/usr/include/slurm/spank.h missing (libslurm-dev)"
 echo "install-deps.sh: ok ($(/usr/sbin/slurmctld -V))"
+
+# The other Debian release's Slurm, in a cached chroot (only Debian 12 and 13 hosts have a
+# counterpart in the same archive).
+# shellcheck disable=SC1091  # /etc/os-release is the host's
+codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+if [ "${SLURMGPU_CHROOT:-1}" = 0 ]; then
+    echo "install-deps.sh: SLURMGPU_CHROOT=0: not building the second Slurm release's chroot"
+elif [ "$codename" = bookworm ] || [ "$codename" = trixie ]; then
+    bash "$(dirname "$0")/make-chroot.sh" || die "building the second Slurm release's chroot failed"
+else
+    echo "install-deps.sh: host is '${codename:-unknown}', not Debian 12/13: no chroot for a second Slurm release"
+fi

@@ -109,8 +109,13 @@ def topology_table(site: Site) -> Dict[str, Any]:
             "mode": p.policy or site.policy.mode, "nccl": nccl,
         }
     pol = site.policy
+    from ..slurm import EXPORT_SLURM_PREFIX_FROM, slurm_version_tuple
+
+    ver = slurm_version_tuple(site.slurm_version)
     return {
         "site": site.name,
+        # sbatch --export=NIL/list passes every SLURM* name (SLURMGPU_TP too) from 24.05
+        "export_keeps_slurm_prefix": bool(ver and ver >= EXPORT_SLURM_PREFIX_FROM),
         "default_partition": site.default_partition,
         "topology": site.topology,
         "mode": pol.mode,

@@ -69,18 +69,33 @@ def verdict_from_data(d: Mapping[str, Any]) -> Verdict:
     )
 
 
-def _from_lua(obj: Any) -> Any:
-    """lupa table -> list (1..n keys) or dict, recursively."""
-    from lupa import lua51
+def _from_lua(obj: Any, lua: Any = None) -> Any:
+    """lupa table -> list (1..n keys) or dict, recursively (`lua`: the lupa module of the runtime
+    the table comes from, default lupa.lua51)."""
+    if lua is None:
+        from lupa import lua51 as lua
 
-    if lua51.lua_type(obj) != "table":
+    if lua.lua_type(obj) != "table":
         return obj
     keys = list(obj.keys())
     if keys and all(isinstance(k, int) for k in keys) and sorted(keys) == list(range(1, len(keys) + 1)):
-        return [_from_lua(obj[i]) for i in range(1, len(keys) + 1)]
+        return [_from_lua(obj[i], lua) for i in range(1, len(keys) + 1)]
     if not keys:
         return []
-    return {k: _from_lua(v) for k, v in obj.items()}
+    return {k: _from_lua(v, lua) for k, v in obj.items()}
+
+
+# Lua versions lupa can run the filter under: Debian's Slurm links 5.1; RHEL-family builds
+# link the distribution's Lua (5.3 on EL8, 5.4 on EL9).
+LUA_VERSIONS = ("5.1", "5.3", "5.4")
+
+
+def _lupa_module(version: str) -> Any:
+    import importlib
+
+    if version not in LUA_VERSIONS:
+        raise SlurmgpuError("unknown Lua version '%s' (expected %s)" % (version, ", ".join(LUA_VERSIONS)))
+    return importlib.import_module("lupa.lua" + version.replace(".", ""))
 
 
 def _lua_binary() -> Optional[str]:
@@ -105,10 +120,11 @@ class PolicyRunner:
     """The rendered job_submit.lua of one site, loaded once, run on job_descs.
 
     backend: "lupa" (lupa.lua51 in-process), "lua5.1" (the Debian binary, one process per
-    call) or "auto" (lupa if importable).
+    call) or "auto" (lupa if importable). `lua`: the Lua version lupa runs ("5.1", "5.3",
+    "5.4"), as slurmctld builds linked against that Lua would.
     """
 
-    def __init__(self, site: Site, backend: str = "auto"):
+    def __init__(self, site: Site, backend: str = "auto", lua: str = "5.1"):
         self.site = site
         self.text = render_filter(site, "job_submit")
         self.parts = part_list(site)
@@ -117,11 +133,13 @@ class PolicyRunner:
         if backend == "lua5.1" and not _lua_binary():
             raise SlurmgpuError("running the filter needs Lua 5.1: pip install lupa, or install the lua5.1 package")
         self.backend = backend
+        if lua != "5.1" and backend != "lupa":
+            raise SlurmgpuError("Lua %s needs the lupa backend" % lua)
         self._lua = None
+        self._lupa = None
         if backend == "lupa":
-            from lupa import lua51
-
-            rt = lua51.LuaRuntime(unpack_returned_tuples=True)
+            self._lupa = _lupa_module(lua)
+            rt = self._lupa.LuaRuntime(unpack_returned_tuples=True)
             rt.execute(_lua_file("slurm_stub.lua"))
             rt.execute(self.text)
             self._lua = rt
@@ -129,22 +147,29 @@ class PolicyRunner:
             self._submit = rt.eval("slurmgpu_stub.submit")
 
     def evaluate_desc(self, desc: Mapping[str, Any], uid: Optional[int] = None) -> Verdict:
-        """The verdict of job_submit.lua for these job_desc fields (see slurmgpu.jobdesc)."""
+        """The verdict of job_submit.lua for these job_desc fields (see slurmgpu.slurm.sbatch)."""
         if self._lua is not None:
             rt = self._lua
             v = self._verdict(rt.table_from(dict(desc), recursive=True),
                               rt.table_from(self.parts, recursive=True), uid)
-            return verdict_from_data(_from_lua(v))
+            return verdict_from_data(_from_lua(v, self._lupa))
         return verdict_from_data(self._run_binary(desc, uid))
 
     def submit_desc(self, desc: Mapping[str, Any], uid: Optional[int] = None) -> Tuple[int, List[str]]:
         """slurm_job_submit's return value and the slurm.log_user lines, as slurmctld gets them."""
+        rc, msgs, _ = self.submit_desc_logged(desc, uid)
+        return rc, msgs
+
+    def submit_desc_logged(self, desc: Mapping[str, Any],
+                           uid: Optional[int] = None) -> Tuple[int, List[str], List[str]]:
+        """submit_desc, plus the lines the filter wrote to the controller log."""
         if self._lua is None:
             raise SlurmgpuError("submit_desc needs lupa")
         rt = self._lua
-        rc, msgs, _log = self._submit(rt.table_from(dict(desc), recursive=True),
-                                      rt.table_from(self.parts, recursive=True), uid)
-        return int(rc), [msgs[i] for i in range(1, len(msgs) + 1)]
+        rc, msgs, log = self._submit(rt.table_from(dict(desc), recursive=True),
+                                     rt.table_from(self.parts, recursive=True), uid)
+        return (int(rc), [msgs[i] for i in range(1, len(msgs) + 1)],
+                [log[i] for i in range(1, len(log) + 1)])
 
     def _run_binary(self, desc: Mapping[str, Any], uid: Optional[int]) -> Dict[str, Any]:
         import subprocess  # only this fallback runs a process: gen with lupa does not load it
@@ -170,7 +195,8 @@ class PolicyRunner:
         from ..slurm import job_desc
 
         desc = job_desc(script, sbatch_args, env=env, script_path=script_path, partition=partition,
-                        user=user, uid=uid, account=account, qos=qos, script_args=script_args)
+                        user=user, uid=uid, account=account, qos=qos, script_args=script_args,
+                        slurm_version=self.site.slurm_version)
         return self.evaluate_desc(desc, uid)
 
 

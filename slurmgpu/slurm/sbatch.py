@@ -1,9 +1,21 @@
-"""What slurmctld's job_submit plugin receives for an sbatch submission (Slurm 22.05 formats).
+"""What slurmctld's job_submit plugin receives for an sbatch submission.
 
 `slurmgpu check` must give the controller's verdict, so it turns a script's `#SBATCH` lines,
 `SBATCH_*` input variables and command-line options into the job_desc fields sbatch sends
 (e.g. `--gpus-per-node=8` -> tres_per_node "gres:gpu:8"), with sbatch's precedence: command
 line over environment over script. The Lua adapter then reads them exactly as in slurmctld.
+
+What sbatch sends depends on the Slurm release (``slurm_version``, the site's; None: 22.05's
+behaviour).  Seen on the test cluster's 22.05.8 and 24.11.5, and read in Slurm's sources:
+
+* TRES spelling: "gres:gpu:8" up to 23.02, "gres/gpu:8" from 23.11.
+* ``--export=NIL`` and a list of names pass the SLURM_* names of the submitting shell up to
+  23.11, every name starting with SLURM (SLURMGPU_TP too) from 24.05 (src/common/env.c,
+  env_merge_filter); ``--export=NONE`` passes every SLURM* name in both.
+* ``--segment`` (sbatch 24.05+; older ones refuse the option) reaches job_submit.lua as
+  ``job_desc.segment_size`` only from 25.11.2: on 24.05-25.11.1 a command-line --segment is
+  invisible to the controller's filter (an ``#SBATCH --segment`` line is still in the script
+  it reads), so the model leaves segment_size out there.
 """
 from __future__ import annotations
 
@@ -12,6 +24,28 @@ import shlex
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..errors import ConfigError, Issue
+
+GRES_SLASH_FROM = (23, 11, 0)      # tres_per_node "gres/gpu:8" instead of "gres:gpu:8"
+EXPORT_SLURM_PREFIX_FROM = (24, 5, 0)  # --export=NIL/list pass SLURM* names, not only SLURM_*
+SEGMENT_OPTION_FROM = (24, 5, 0)   # sbatch --segment
+SEGMENT_VISIBLE_FROM = (25, 11, 2)  # job_submit/lua shows job_desc.segment_size
+Version = Tuple[int, int, int]
+
+
+def tres_prefix(slurm_version: Optional[str]) -> str:
+    """How Slurm `slurm_version` spells a GRES in TRES strings (job_desc.tres_per_node,
+    `scontrol show job`'s TresPerNode): "gres/" from 23.11, else "gres:"."""
+    ver = slurm_version_tuple(slurm_version)
+    return "gres/" if ver and ver >= GRES_SLASH_FROM else "gres:"
+
+
+def slurm_version_tuple(version: Optional[str]) -> Optional[Version]:
+    """"24.11" -> (24, 11, 99) (a release without a patch level: its latest), "25.11.1" ->
+    (25, 11, 1); None when unknown."""
+    m = re.match(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?", version or "")
+    if not m:
+        return None
+    return int(m.group(1)), int(m.group(2)), int(m.group(3)) if m.group(3) else 99
 
 # sbatch's long options (getopt_long accepts any unambiguous prefix of these).
 _LONG = (
@@ -170,16 +204,16 @@ def _script_options(script: Union[str, bytes], path: str) -> List[Tuple[str, Opt
     return out
 
 
-def _tres(kind: str, value: str, where: Where, option: str) -> str:
+def _tres(kind: str, value: str, where: Where, option: str, prefix: str = "gres:") -> str:
     items = [x for x in value.split(",") if x]
     if not items:
         _fail(where, option, "needs a GPU count such as 8 or h100:8")
     out = []
     for item in items:
         if kind == "gres":
-            out.append(item if item.startswith(("gres:", "gres/")) else "gres:" + item)
+            out.append(item if item.startswith(("gres:", "gres/")) else prefix + item)
         else:
-            out.append("gres:gpu:" + item)
+            out.append(prefix + "gpu:" + item)
     return ",".join(out)
 
 
@@ -194,8 +228,9 @@ def _nodes(value: str, where: Where) -> Tuple[int, int]:
     return lo, hi
 
 
-def _export_env(export: Optional[str], env: Mapping[str, str]) -> Dict[str, str]:
-    """The environment slurmctld receives for --export (default ALL)."""
+def _export_env(export: Optional[str], env: Mapping[str, str], slurm_prefix: bool = False) -> Dict[str, str]:
+    """The environment slurmctld receives for --export (default ALL); `slurm_prefix`: NIL and
+    lists pass every SLURM* name (24.05+), not only SLURM_* ones."""
     if export is None or export == "" or export.startswith("ALL"):
         out = dict(env)
         items = export.split(",")[1:] if export else []
@@ -206,7 +241,7 @@ def _export_env(export: Optional[str], env: Mapping[str, str]) -> Dict[str, str]
         out["SLURM_GET_USER_ENV"] = "1"
         items = []
     else:
-        out = {k: v for k, v in env.items() if k.startswith("SLURM_")}
+        out = {k: v for k, v in env.items() if k.startswith("SLURM" if slurm_prefix else "SLURM_")}
         items = [] if export == "NIL" else export.split(",")
     for item in items:
         name, eq, value = item.partition("=")
@@ -220,10 +255,13 @@ def _export_env(export: Optional[str], env: Mapping[str, str]) -> Dict[str, str]
 def job_desc(script: Union[str, bytes], sbatch_args: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
              script_path: str = "script.sh", partition: Optional[str] = None, user: Optional[str] = None,
              uid: Optional[int] = None, account: Optional[str] = None, qos: Optional[str] = None,
-             script_args: Sequence[str] = ()) -> Dict[str, Any]:
-    """The job_desc fields (22.05 formats; unset numbers omitted, read as NO_VAL) for
-    `sbatch [sbatch_args] script_path [script_args]` with this script text and environment."""
+             script_args: Sequence[str] = (), slurm_version: Optional[str] = None) -> Dict[str, Any]:
+    """The job_desc fields (unset numbers omitted, read as NO_VAL) for `sbatch [sbatch_args]
+    script_path [script_args]` with this script text and environment, as the job_submit.lua
+    of Slurm `slurm_version` ("24.11"; None: 22.05) sees them."""
     env = dict(env or {})
+    ver = slurm_version_tuple(slurm_version)
+    prefix = tres_prefix(slurm_version)
     opts: Dict[str, Tuple[Optional[str], Where]] = {}
     sources = _script_options(script, script_path)
     for var, name in sorted(_ENV_INPUT.items()):
@@ -264,18 +302,18 @@ def job_desc(script: Union[str, bytes], sbatch_args: Sequence[str] = (), env: Op
             desc["num_tasks"] = desc["min_nodes"] * ints["ntasks-per-node"]
     if "sockets-per-node" in ints:
         desc["sockets_per_node"] = ints["sockets-per-node"]
-    if "segment" in ints:
+    if "segment" in ints and not (ver and SEGMENT_OPTION_FROM <= ver < SEGMENT_VISIBLE_FROM):
         desc["segment_size"] = ints["segment"]
     per_node = []
     for name, kind in (("gpus-per-node", "gpu"), ("gres", "gres")):
         if val(name) and val(name) != "none":
-            per_node.append(_tres(kind, val(name) or "", opts[name][1], "--" + name))
+            per_node.append(_tres(kind, val(name) or "", opts[name][1], "--" + name, prefix))
     if per_node:
         desc["tres_per_node"] = ",".join(per_node)
     for name, field in (("gpus", "tres_per_job"), ("gpus-per-task", "tres_per_task"),
                         ("gpus-per-socket", "tres_per_socket")):
         if val(name):
-            desc[field] = _tres("gpu", val(name) or "", opts[name][1], "--" + name)
+            desc[field] = _tres("gpu", val(name) or "", opts[name][1], "--" + name, prefix)
     if "ntasks-per-gpu" in ints and "num_tasks" not in desc and val("gpus"):
         total = sum(int(m) for m in re.findall(r"(?:^|[:,])(\d+)(?=,|$)", val("gpus") or ""))
         if total:
@@ -290,7 +328,8 @@ def job_desc(script: Union[str, bytes], sbatch_args: Sequence[str] = (), env: Op
         desc["shared"] = 1
     if val("wrap"):
         desc["script"] = "#!/bin/sh\n# This script was created by sbatch --wrap.\n\n%s\n" % val("wrap")
-    desc["environment"] = _export_env(val("export"), env)
+    desc["environment"] = _export_env(val("export"), env,
+                                      slurm_prefix=bool(ver and ver >= EXPORT_SLURM_PREFIX_FROM))
     if user:
         desc["user_name"] = user
     if uid is not None:

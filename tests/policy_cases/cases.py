@@ -9,6 +9,8 @@ Header keys (`# key: value` lines; repeatable ones marked *):
   env       NAME=VALUE ... (the submitting environment)
   user, account, qos
   expect    accept | reject
+  expect-slurm*  FROM-TO accept|reject: the verdict a controller of a Slurm release in FROM..TO
+            gives instead (e.g. "24.05-25.11.1 reject": those cannot see a command-line --segment)
   message*  text that one rejection message contains
   warning*  text that one warning contains
   no-warnings (no value): the verdict has no warnings
@@ -27,7 +29,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 HERE = Path(__file__).resolve().parent
 SITES = HERE / "sites"
 _HEADER = re.compile(r"^# ([a-z-]+):?(?: (.*))?$")
-_REPEATABLE = {"message", "warning", "rule", "not-rule"}
+_REPEATABLE = {"message", "warning", "rule", "not-rule", "expect-slurm"}
 _KEYS = _REPEATABLE | {"case", "site", "args", "env", "user", "account", "qos", "expect", "source",
                        "launcher", "layout", "no-warnings"}
 
@@ -53,6 +55,18 @@ class PolicyCase:
     source: Optional[str] = None
     launcher: Optional[str] = None
     layout: Dict[str, int] = field(default_factory=dict)
+    expect_slurm: Tuple[Tuple[Tuple[int, int, int], Tuple[int, int, int], str], ...] = ()
+
+    def expect_for(self, slurm_version: Optional[str]) -> str:
+        """The verdict a controller of this Slurm release ("24.11.5", a site's "24.11") gives:
+        an `expect-slurm` range it falls in, else `expect`."""
+        from slurmgpu.slurm import slurm_version_tuple
+
+        ver = slurm_version_tuple(slurm_version)
+        for lo, hi, verdict in self.expect_slurm:
+            if ver is not None and lo <= ver <= hi:
+                return verdict
+        return self.expect
 
     @property
     def site_ref(self) -> str:
@@ -81,6 +95,14 @@ def parse_case(path: Path) -> PolicyCase:
         raise ValueError("%s: '# expect: accept|reject' is required" % path.name)
     env = dict(item.split("=", 1) for item in shlex.split(one("env", "") or ""))
     layout = {k: int(v) for k, v in (item.split("=") for item in (one("layout", "") or "").split())}
+    ranges = []
+    for spec in values.get("expect-slurm", ()):
+        m = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?-(\d+)\.(\d+)(?:\.(\d+))? (accept|reject)$", spec)
+        if not m:
+            raise ValueError("%s: '# expect-slurm: %s': expected FROM-TO accept|reject, e.g. "
+                             "'24.05-25.11.1 reject'" % (path.name, spec))
+        g = m.groups()
+        ranges.append(((int(g[0]), int(g[1]), int(g[2] or 0)), (int(g[3]), int(g[4]), int(g[5] or 99)), g[6]))
     return PolicyCase(
         name=path.stem, path=path, script=data, description=one("case", "") or "",
         site=one("site", "dgx-h100") or "dgx-h100", args=tuple(shlex.split(one("args", "") or "")), env=env,
@@ -88,6 +110,7 @@ def parse_case(path: Path) -> PolicyCase:
         messages=tuple(values.get("message", ())), warnings=tuple(values.get("warning", ())),
         no_warnings="no-warnings" in values, rules=tuple(values.get("rule", ())),
         not_rules=tuple(values.get("not-rule", ())), source=one("source"), launcher=one("launcher"), layout=layout,
+        expect_slurm=tuple(ranges),
     )
 
 
@@ -97,12 +120,15 @@ def load_cases() -> List[PolicyCase]:
 
 def problems(case: PolicyCase, decision: str, messages: Sequence[str], warnings: Sequence[str],
              rules: Optional[Sequence[str]] = None, source: Optional[str] = None,
-             launcher: Optional[str] = None, layout: Optional[Dict[str, Optional[int]]] = None) -> List[str]:
-    """What differs from the case's expectations (empty: the verdict is right). Fields passed as
-    None are not checked (e.g. the lua5.1 path only sees the return code and the user lines)."""
+             launcher: Optional[str] = None, layout: Optional[Dict[str, Optional[int]]] = None,
+             slurm_version: Optional[str] = None) -> List[str]:
+    """What differs from the case's expectations (empty: the verdict is right) on a site of Slurm
+    `slurm_version` (see expect_for). Fields passed as None are not checked (e.g. the lua5.1 path
+    only sees the return code and the user lines)."""
     out = []
-    if decision != case.expect:
-        out.append("decision %s, expected %s" % (decision, case.expect))
+    expect = case.expect_for(slurm_version)
+    if decision != expect:
+        out.append("decision %s, expected %s" % (decision, expect))
     for text in case.messages:
         if not any(text in m for m in messages):
             out.append("no rejection message contains %r" % text)

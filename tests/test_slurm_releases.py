@@ -1,0 +1,227 @@
+"""The Slurm release matrix of the cluster tests (contrib/testcluster: the host's Slurm plus the
+other Debian release's in a chroot) and what differs between the releases.
+
+* the chroot release keeps to itself: its own /dev, /run/munge and munge key, nothing mounted
+  in the host's namespace, nothing left running, the host's /dev/null intact;
+* make-chroot.sh is idempotent (a cached chroot is reused at once) and puts it where cluster.py
+  looks;
+* the generated GPU request (`gpu_request: gpus-per-node | gres` in the site) is what each
+  release accepts, and what it records for the job (TresPerNode: gres:gpu:N up to 23.02,
+  gres/gpu:N from 23.11);
+* block topology made from a site (tests/data/sites/testcluster-nvl.yaml, one BlockName per
+  NVLink domain) on releases with topology/block (23.11+): the generated `--segment` keeps
+  every segment in one block, a segment larger than a block is refused; 22.05's sbatch has no
+  --segment at all.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+import pytest
+
+from slurmgpu.site import Site, load_site
+from slurmgpu.slurm import parse_hostlist, tres_prefix
+from tests.cluster_fixtures import RELEASES, REQUIRE_ENV, testcluster
+
+pytestmark = pytest.mark.cluster
+
+ROOT = Path(__file__).resolve().parents[1]
+TEST_SITE = ROOT / "tests" / "data" / "sites" / "testcluster.yaml"
+NVL_SITE = ROOT / "tests" / "data" / "sites" / "testcluster-nvl.yaml"
+MAKE_CHROOT = ROOT / "contrib" / "testcluster" / "make-chroot.sh"
+BLOCK_TOPOLOGY_FROM = (23, 11)   # topology/block
+SEGMENT_OPTION_FROM = (24, 5)    # sbatch --segment
+
+
+def gen(*args: str) -> str:
+    p = subprocess.run([sys.executable, "-m", "slurmgpu.cli", "gen", *args], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def placed_nodes(sbatch_stderr: str) -> List[str]:
+    """The nodes `sbatch --test-only` says the job would start on."""
+    m = re.search(r" on nodes (\S+) in partition ", sbatch_stderr)
+    assert m, sbatch_stderr
+    return parse_hostlist(m.group(1))
+
+
+# ---------------------------------------------------------------------------
+# the matrix itself
+
+def test_ci_runs_both_releases():
+    """In CI (SLURMGPU_REQUIRE_CLUSTER=1) the matrix is the host's release plus the other one;
+    on a Debian 12 or 13 host that is 22.05 and 24.11."""
+    majors = [r.major for r in RELEASES]
+    assert len(set(majors)) == len(majors), RELEASES
+    if os.environ.get(REQUIRE_ENV) == "1" and testcluster.host_suite() in testcluster.SUITE_SLURM:
+        assert sorted(majors) == sorted(testcluster.SUITE_SLURM.values()), RELEASES
+
+
+def test_make_chroot_reuses_the_cache_where_cluster_py_looks(slurm_release):
+    if slurm_release.root is None:
+        pytest.skip("the native release has no chroot")
+    where = subprocess.run(["bash", str(MAKE_CHROOT), "--suite", slurm_release.name, "--print-dir"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert where == slurm_release.root
+    t0 = time.monotonic()
+    again = subprocess.run(["bash", str(MAKE_CHROOT), "--suite", slurm_release.name],
+                           capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - t0
+    assert again.returncode == 0, again.stderr
+    assert "chroot is current" in again.stderr and took < 20, (took, again.stderr)
+
+
+def test_chroot_release_keeps_to_itself(slurm_release, new_cluster):
+    """The chroot's daemons and jobs see the chroot's own /dev, /run/munge and munge key; the
+    host sees none of its mounts, and nothing is left once the cluster stops."""
+    if slurm_release.root is None:
+        pytest.skip("the native release has no chroot")
+    root = Path(slurm_release.root)
+    part = testcluster.Partition("gpu", testcluster.Partition.node_names("kt", 2), "h100", 8, default=True)
+    cluster = new_cluster([part])
+    cluster.start()
+    cluster_dir = cluster.dir
+    try:
+        inside = cluster.run(["stat", "-c", "%d:%i %F %t:%T", "/dev/null", "/run/munge"], check=True).stdout.split("\n")
+        for line, path in zip(inside, (root / "dev" / "null", root / "run" / "munge")):
+            st = os.stat(path)
+            assert line.split()[0] == "%d:%d" % (st.st_dev, st.st_ino), (line, path)  # the chroot's own inode
+        assert inside[0].split()[-1] == "1:3" and "character" in inside[0]
+        if Path("/etc/munge/munge.key").exists():
+            assert (root / "etc" / "munge" / "munge.key").read_bytes() != Path("/etc/munge/munge.key").read_bytes()
+        job = cluster.submit("#!/bin/bash\ncat /etc/debian_version\nls /dev\n", "-N1")
+        res = cluster.wait_job(job, timeout=60)
+        assert res.ok and res.stdout is not None, res
+        assert res.stdout.split()[0] == (root / "etc" / "debian_version").read_text().strip()
+        assert "sda" not in res.stdout.split() and "vda" not in res.stdout.split()  # no host block devices
+        # the mounts live in the cluster's namespace only
+        with open("/proc/mounts") as f:
+            assert str(root) not in f.read()
+        ns_mounts = Path("/proc/%d/mounts" % cluster.supervisor_pid).read_text()
+        assert "%s/proc " % root in ns_mounts
+        assert not any(line.split()[1] in ("%s/dev" % root, "%s/run" % root) for line in ns_mounts.splitlines())
+        supervisor = cluster.supervisor_pid
+    finally:
+        cluster.stop()
+    assert cluster.host_problems(cluster_dir) == []
+    assert not Path("/proc/%d" % supervisor).exists() or testcluster._pid_cmdline(supervisor) == ""
+    with open("/proc/mounts") as f:
+        assert str(root) not in f.read()
+
+
+# ---------------------------------------------------------------------------
+# the GPU request of generated scripts, per release
+
+@pytest.mark.parametrize("gpu_request", ["gpus-per-node", "gres"])
+def test_generated_gpu_request_is_accepted_and_recorded(slurm_cluster, tmp_path, gpu_request):
+    site = tmp_path / "site.yaml"
+    site.write_text(TEST_SITE.read_text().replace("gpu_request: gpus-per-node", "gpu_request: " + gpu_request)
+                    .replace('slurm_version: "22.05"', 'slurm_version: "%s"' % slurm_cluster.release.major))
+    script = gen("--site", str(site), "--launcher", "srun", "--nodes", "2", "--tp", "8", "--no-preflight",
+                 "--mem", "1000M", "--", "true")
+    line = "#SBATCH --gpus-per-node=8" if gpu_request == "gpus-per-node" else "#SBATCH --gres=gpu:8"
+    assert line in script.splitlines()
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    rc, _, err = slurm_cluster.sbatch(None, "--test-only", str(path))
+    assert rc == 0, err
+    job = slurm_cluster.submit(None, "-H", str(path))
+    info = slurm_cluster.job_info(job)
+    assert info is not None and info["TresPerNode"] == tres_prefix(slurm_cluster.release.version) + "gpu:8"
+
+
+def test_typed_and_untyped_gpu_requests_do_not_mix(slurm_cluster):
+    """Both releases combine --gpus-per-node and an untyped --gres=gpu:N (TresPerNode lists
+    both), and both refuse a typed and an untyped request together: the generator writes one."""
+    rc, _, err = slurm_cluster.sbatch(None, "--test-only", "-N2", "--gpus-per-node=8", "--gres=gpu:8",
+                                      "--wrap", "true")
+    assert rc == 0, err
+    rc, _, err = slurm_cluster.sbatch(None, "--test-only", "-N2", "--gpus-per-node=4", "--gres=gpu:h100:8",
+                                      "--wrap", "true")
+    assert rc != 0 and "Invalid GRES specification (with and without type identification)" in err, err
+
+
+# ---------------------------------------------------------------------------
+# block topology from the site (23.11+) and --segment (24.05+)
+
+def blocks_from_site(site: Site, partition: str, nodes: Sequence[str]) -> Dict[str, Tuple[str, ...]]:
+    """topology/block for a site: one block per NVLink domain (domain_nodes consecutive nodes)."""
+    per = site.node_type_of(partition).domain_nodes
+    return {"rack%d" % (i // per + 1): tuple(nodes[i:i + per]) for i in range(0, len(nodes), per)}
+
+
+@pytest.fixture(scope="module")
+def nvl(slurm_release, new_cluster):
+    """A cluster shaped like testcluster-nvl.yaml, with its blocks where the release has them."""
+    site = load_site(str(NVL_SITE))
+    p = site.partitions[site.default_partition]
+    nt = site.node_type_of(p.name)
+    part = testcluster.Partition(p.name, testcluster.Partition.node_names("nvl", p.nodes), nt.gres_type, nt.gpus,
+                                 default=True)
+    blocks = blocks_from_site(site, p.name, part.nodes)
+    with_blocks = slurm_release.version_tuple >= BLOCK_TOPOLOGY_FROM
+    cluster = new_cluster([part], topology_blocks=blocks if with_blocks else None,
+                          block_sizes=(nt.domain_nodes,) if with_blocks else ())
+    cluster.start()
+    try:
+        yield cluster, site, blocks
+    finally:
+        cluster.stop()
+
+
+def test_block_topology_comes_from_the_site(nvl):
+    cluster, site, blocks = nvl
+    if cluster.release.version_tuple < BLOCK_TOPOLOGY_FROM:
+        pytest.skip("Slurm %s has no topology/block" % cluster.release.major)
+    assert blocks == {"rack1": ("nvl01", "nvl02", "nvl03", "nvl04"), "rack2": ("nvl05", "nvl06", "nvl07", "nvl08")}
+    out = cluster.run(["scontrol", "show", "topology"], check=True).stdout
+    for name, members in blocks.items():
+        m = re.search(r"BlockName=%s .*Nodes=(\S+)" % name, out)
+        assert m and sorted(parse_hostlist(m.group(1))) == list(members), out
+
+
+@pytest.mark.parametrize("nodes,segment", [(4, 4), (8, 4)])
+def test_generated_segment_keeps_each_segment_in_one_block(nvl, tmp_path, nodes, segment):
+    cluster, site, blocks = nvl
+    script = gen("--site", str(NVL_SITE), "--launcher", "srun", "--nodes", str(nodes), "--tp", "16",
+                 "--no-preflight", "--", "true")
+    assert "#SBATCH --segment=%d" % segment in script.splitlines()
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    rc, _, err = cluster.sbatch(None, "--test-only", str(path))
+    if cluster.release.version_tuple < SEGMENT_OPTION_FROM:
+        assert rc != 0 and "unrecognized option '--segment" in err, err
+        return
+    assert rc == 0, err
+    placed = placed_nodes(err)
+    assert len(placed) == nodes
+    block_of = {n: b for b, members in blocks.items() for n in members}
+    per_block: Dict[str, int] = {}
+    for n in placed:
+        per_block[block_of[n]] = per_block.get(block_of[n], 0) + 1
+    assert all(count % segment == 0 for count in per_block.values()), (placed, blocks)
+
+
+def test_segment_larger_than_a_block_is_refused(nvl, tmp_path):
+    cluster, site, blocks = nvl
+    if cluster.release.version_tuple < SEGMENT_OPTION_FROM:
+        pytest.skip("Slurm %s's sbatch has no --segment" % cluster.release.major)
+    script = gen("--site", str(NVL_SITE), "--launcher", "srun", "--nodes", "8", "--tp", "16", "--no-preflight",
+                 "--", "true").replace("#SBATCH --segment=4\n", "#SBATCH --segment=8\n")
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    rc, _, err = cluster.sbatch(None, "--test-only", str(path))
+    assert rc != 0 and "Requested node configuration is not available" in err, err
+    rc, _, err = cluster.sbatch(None, "--test-only", "-N6", "--gpus-per-node=4", "--segment=3", "--wrap", "true")
+    assert rc == 0, err
+    placed = placed_nodes(err)
+    racks = [sum(1 for n in placed if n in members) for members in blocks.values()]
+    assert sorted(racks) == [3, 3], (placed, blocks)  # 3-node segments, one per rack
