@@ -13,6 +13,7 @@ target; it shows the bounded worst case.
 
     python bench/filter_bench.py [--runs 21]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,17 +34,46 @@ from slurmgpu.slurm import job_desc
 TARGETS_MS = {"typical 10 KB": 1.0, "4 MB (10 KB + embedded data)": 100.0}
 
 LAUNCH_FLAGS = [
-    "--num-layers 80", "--hidden-size 8192", "--ffn-hidden-size 28672", "--num-attention-heads 64",
-    "--group-query-attention", "--num-query-groups 8", "--seq-length 8192", "--max-position-embeddings 8192",
-    "--micro-batch-size 1", "--global-batch-size 1024", "--lr 1.5e-4", "--min-lr 1.5e-5",
-    "--lr-decay-style cosine", "--lr-warmup-iters 2000", "--train-iters 500000", "--weight-decay 0.1",
-    "--adam-beta1 0.9", "--adam-beta2 0.95", "--clip-grad 1.0", "--bf16", "--use-flash-attn",
-    "--tensor-model-parallel-size $TP", "--pipeline-model-parallel-size $PP", "--sequence-parallel",
-    "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
-    "--num-layers-per-virtual-pipeline-stage 5", "--data-path $DATA", "--tokenizer-type HuggingFaceTokenizer",
-    "--tokenizer-model meta-llama/Meta-Llama-3-70B", "--split 99,1,0", "--save $CKPT", "--load $CKPT",
-    "--save-interval 1000", "--eval-interval 1000", "--eval-iters 10", "--log-interval 10",
-    "--tensorboard-dir $CKPT/tb", "--distributed-timeout-minutes 60",
+    "--num-layers 80",
+    "--hidden-size 8192",
+    "--ffn-hidden-size 28672",
+    "--num-attention-heads 64",
+    "--group-query-attention",
+    "--num-query-groups 8",
+    "--seq-length 8192",
+    "--max-position-embeddings 8192",
+    "--micro-batch-size 1",
+    "--global-batch-size 1024",
+    "--lr 1.5e-4",
+    "--min-lr 1.5e-5",
+    "--lr-decay-style cosine",
+    "--lr-warmup-iters 2000",
+    "--train-iters 500000",
+    "--weight-decay 0.1",
+    "--adam-beta1 0.9",
+    "--adam-beta2 0.95",
+    "--clip-grad 1.0",
+    "--bf16",
+    "--use-flash-attn",
+    "--tensor-model-parallel-size $TP",
+    "--pipeline-model-parallel-size $PP",
+    "--sequence-parallel",
+    "--use-distributed-optimizer",
+    "--overlap-grad-reduce",
+    "--overlap-param-gather",
+    "--num-layers-per-virtual-pipeline-stage 5",
+    "--data-path $DATA",
+    "--tokenizer-type HuggingFaceTokenizer",
+    "--tokenizer-model meta-llama/Meta-Llama-3-70B",
+    "--split 99,1,0",
+    "--save $CKPT",
+    "--load $CKPT",
+    "--save-interval 1000",
+    "--eval-interval 1000",
+    "--eval-iters 10",
+    "--log-interval 10",
+    "--tensorboard-dir $CKPT/tb",
+    "--distributed-timeout-minutes 60",
 ]
 
 
@@ -75,16 +105,21 @@ def typical_script(size: int = 10 * 1024) -> str:
         "CKPT=/scratch/checkpoints/$SLURM_JOB_ID",
         "trap 'scontrol requeue $SLURM_JOB_ID' USR1",
     ]
-    launch = ("srun --ntasks-per-node=1 bash -c 'torchrun --nnodes=$SLURM_NNODES --nproc-per-node=8 "
-              "--node-rank=$SLURM_NODEID --master-addr=$MASTER_ADDR --master-port=$MASTER_PORT pretrain_gpt.py \\\n    "
-              + " \\\n    ".join(LAUNCH_FLAGS) + "' &\nwait\n")
+    launch = (
+        "srun --ntasks-per-node=1 bash -c 'torchrun --nnodes=$SLURM_NNODES --nproc-per-node=8 "
+        "--node-rank=$SLURM_NODEID --master-addr=$MASTER_ADDR --master-port=$MASTER_PORT pretrain_gpt.py \\\n    "
+        + " \\\n    ".join(LAUNCH_FLAGS)
+        + "' &\nwait\n"
+    )
     body = "\n".join(head) + "\n"
     filler = []
     n = 0
     while len(body) + len(launch) + sum(len(x) + 1 for x in filler) < size:
         n += 1
-        filler.append("# step %d: checkpoint to $CKPT every 1000 iterations; resume with --load $CKPT after a"
-                      " requeue (the signal handler above asks Slurm to requeue the job)" % n)
+        filler.append(
+            "# step %d: checkpoint to $CKPT every 1000 iterations; resume with --load $CKPT after a"
+            " requeue (the signal handler above asks Slurm to requeue the job)" % n
+        )
     return body + "\n".join(filler) + "\n" + launch
 
 
@@ -142,12 +177,18 @@ def with_binary(text: str, descs, parts, runs: int):
         shutil.copy(lua_dir() / "slurm_stub.lua", os.path.join(tmp, "slurm_stub.lua"))
         Path(tmp, "job_submit.lua").write_text(text)
         names = list(descs)
-        driver = ["dofile('slurm_stub.lua')", "dofile('job_submit.lua')", BENCH_LUA,
-                  "local parts = %s" % lua_literal(parts)]
+        driver = [
+            "dofile('slurm_stub.lua')",
+            "dofile('job_submit.lua')",
+            BENCH_LUA,
+            "local parts = %s" % lua_literal(parts),
+        ]
         for i, name in enumerate(names):
             Path(tmp, "d%d.lua" % i).write_text("return " + lua_literal(descs[name]))
-            driver.append("do local m, w, rc = slurmgpu_bench(dofile('d%d.lua'), parts, %d)\n"
-                          "io.write(string.format('[%%.9f, %%.9f, %%d]\\n', m, w, rc)) end" % (i, runs))
+            driver.append(
+                "do local m, w, rc = slurmgpu_bench(dofile('d%d.lua'), parts, %d)\n"
+                "io.write(string.format('[%%.9f, %%.9f, %%d]\\n', m, w, rc)) end" % (i, runs)
+            )
         Path(tmp, "driver.lua").write_text("\n".join(driver))
         proc = subprocess.run([lua, "driver.lua"], cwd=tmp, capture_output=True, text=True, check=True)
     vals = [json.loads(line) for line in proc.stdout.splitlines()]
@@ -169,8 +210,10 @@ def main() -> None:
     descs = {name: job_desc(s, script_path="job.sh") for name, s in scripts.items()}
     parts = part_list(site)
     print("slurm_job_submit per job, dgx-h100 site, %d runs each (median / worst):" % args.runs)
-    for label, res in (("lupa.lua51", with_lupa(text, descs, parts, args.runs)),
-                       ("lua5.1 binary", with_binary(text, descs, parts, max(5, args.runs // 3)))):
+    for label, res in (
+        ("lupa.lua51", with_lupa(text, descs, parts, args.runs)),
+        ("lua5.1 binary", with_binary(text, descs, parts, max(5, args.runs // 3))),
+    ):
         if res is None:
             print("  %s: not installed" % label)
             continue
@@ -178,8 +221,10 @@ def main() -> None:
         for name, (med, worst, rc) in res.items():
             target = TARGETS_MS.get(name)
             ratio = "  ratio to %g ms target: %.3f" % (target, med / target) if target else ""
-            print("    %-40s %9.3f ms / %9.3f ms  (%s, %d bytes)%s" % (
-                name, med, worst, "accept" if rc == 0 else "rc=%d" % rc, len(scripts[name]), ratio))
+            print(
+                "    %-40s %9.3f ms / %9.3f ms  (%s, %d bytes)%s"
+                % (name, med, worst, "accept" if rc == 0 else "rc=%d" % rc, len(scripts[name]), ratio)
+            )
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ render, policy). Run from anywhere:
 
     python bench/gen_bench.py [--runs 21] [--pairs 31] [--compare-only]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,23 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (the planner says so), so the benchmark plans a LoRA run with the TP=8 x PP=2 layout.
 # torchx's nearest equivalent: a 2-node x 8-GPU torchrun job as an sbatch script, not submitted.
 TORCHX = ["run", "--scheduler", "slurm", "--dryrun", "dist.ddp", "-j", "2x8", "--script", "train.py"]
-GEN = ["gen", "--model", "llama3-70b", "--launcher", "megatron", "--nodes", "2", "--tp", "8", "--pp", "2",
-       "--task", "lora", "--site", "dgx-h100"]
+GEN = [
+    "gen",
+    "--model",
+    "llama3-70b",
+    "--launcher",
+    "megatron",
+    "--nodes",
+    "2",
+    "--tp",
+    "8",
+    "--pp",
+    "2",
+    "--task",
+    "lora",
+    "--site",
+    "dgx-h100",
+]
 
 
 PY = sys.executable  # the interpreter that runs slurmgpu; main() swaps in the bench's clean venv
@@ -78,6 +94,7 @@ def with_tree(env: dict) -> dict:
 
 # ---------------------------------------------------------------------------
 # Clean venvs: torchx, and slurmgpu's dependencies (this tree runs from PYTHONPATH)
+
 
 def bench_cache() -> str:
     if os.environ.get("SLURMGPU_BENCH_CACHE"):
@@ -116,9 +133,11 @@ def venv(name: str, requirements: list, probe: str):
         return py, None
     print("building %s (%s, from the package index, once) ..." % (home, want), flush=True)
     shutil.rmtree(home, ignore_errors=True)
-    steps = ([sys.executable, "-m", "venv", home],
-             [py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--timeout", "30", "--retries", "2"]
-             + requirements)
+    steps = (
+        [sys.executable, "-m", "venv", home],
+        [py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--timeout", "30", "--retries", "2"]
+        + requirements,
+    )
     for argv in steps:
         try:
             r = subprocess.run(argv, capture_output=True, text=True, timeout=900)
@@ -221,10 +240,22 @@ def compare(pairs: int, env: dict) -> None:
     for label, _a, _e in contenders:
         ratio = meds[label] / base
         q = sorted(a / b for a, b in zip(times[label], times[tx[0]]))
-        print("  %s / torchx: wall ratio of medians %.2f (target <= %.2f: %s)\n"
-              "      per round: median %.2f, middle half %.2f..%.2f, all %.2f..%.2f; CPU ratio of medians %.2f"
-              % (label, ratio, TARGET_RATIO, "met" if ratio <= TARGET_RATIO else "NOT met", statistics.median(q),
-                 q[len(q) // 4], q[(3 * len(q)) // 4], q[0], q[-1], cpu_meds[label] / cpu_base))
+        print(
+            "  %s / torchx: wall ratio of medians %.2f (target <= %.2f: %s)\n"
+            "      per round: median %.2f, middle half %.2f..%.2f, all %.2f..%.2f; CPU ratio of medians %.2f"
+            % (
+                label,
+                ratio,
+                TARGET_RATIO,
+                "met" if ratio <= TARGET_RATIO else "NOT met",
+                statistics.median(q),
+                q[len(q) // 4],
+                q[(3 * len(q)) // 4],
+                q[0],
+                q[-1],
+                cpu_meds[label] / cpu_base,
+            )
+        )
 
 
 def wall(argv, runs, env):
@@ -240,8 +271,7 @@ def wall(argv, runs, env):
 
 def describe(label, times):
     med = statistics.median(times)
-    print("  %-50s median %6.1f ms   min %6.1f   max %6.1f   (n=%d)" % (label, med, min(times), max(times),
-                                                                       len(times)))
+    print("  %-50s median %6.1f ms   min %6.1f   max %6.1f   (n=%d)" % (label, med, min(times), max(times), len(times)))
     return med
 
 
@@ -283,8 +313,9 @@ def main() -> None:
     cache = tempfile.mkdtemp(prefix="slurmgpu-bench-")
     # An installed slurmgpu has compiled .pyc files; PYTHONDONTWRITEBYTECODE (set in some sandboxes
     # and CI images) makes every run compile every module from source, so measure both.
-    env = dict(os.environ, SLURMGPU_CACHE_DIR=os.path.join(cache, "templates"),
-               PYTHONPYCACHEPREFIX=os.path.join(cache, "pyc"))
+    env = dict(
+        os.environ, SLURMGPU_CACHE_DIR=os.path.join(cache, "templates"), PYTHONPYCACHEPREFIX=os.path.join(cache, "pyc")
+    )
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     plain_env = env
     env = with_tree(env)
@@ -295,18 +326,26 @@ def main() -> None:
     cold_env = dict(env, SLURMGPU_CACHE_DIR="")
     argv = cli() + GEN
     print("slurmgpu gen benchmark: %s" % " ".join(["slurmgpu"] + GEN))
-    print("python %s on %s, %d CPUs, load average %s" % (
-        sys.version.split()[0], sys.platform, os.cpu_count() or 0,
-        " ".join("%.1f" % x for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"))
+    print(
+        "python %s on %s, %d CPUs, load average %s"
+        % (
+            sys.version.split()[0],
+            sys.platform,
+            os.cpu_count() or 0,
+            " ".join("%.1f" % x for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?",
+        )
+    )
     global PY
     py, why = gen_venv()
     if py:
         PY = py
         print("slurmgpu from %s, run by %s (a venv with only its dependencies)\n" % (ROOT, PY))
     else:
-        print("slurmgpu from %s, run by %s: NOTE the clean venv cannot be built (%s), so this interpreter's\n"
-              "site-packages (.pth files run at every start-up) count against gen but not against torchx\n"
-              % (ROOT, PY, why))
+        print(
+            "slurmgpu from %s, run by %s: NOTE the clean venv cannot be built (%s), so this interpreter's\n"
+            "site-packages (.pth files run at every start-up) count against gen but not against torchx\n"
+            % (ROOT, PY, why)
+        )
     compare(args.pairs, plain_env)
     if args.compare_only:
         shutil.rmtree(cache, ignore_errors=True)
@@ -318,21 +357,26 @@ def main() -> None:
     warm = describe("slurmgpu gen (installed: .pyc and template cache)", wall(argv, args.runs, env))
     cold = describe("slurmgpu gen (no cache: templates, YAML)", wall(argv, max(5, args.runs // 3), cold_env))
     nopyc = describe("slurmgpu gen (PYTHONDONTWRITEBYTECODE=1)", wall(argv, max(5, args.runs // 3), nopyc_env))
-    print("\n  target %.0f ms: %.2fx the target (%s); without the caches %.2fx; without .pyc %.2fx" % (
-        TARGET_MS, warm / TARGET_MS, "met" if warm < TARGET_MS else "NOT met", cold / TARGET_MS,
-        nopyc / TARGET_MS))
+    print(
+        "\n  target %.0f ms: %.2fx the target (%s); without the caches %.2fx; without .pyc %.2fx"
+        % (TARGET_MS, warm / TARGET_MS, "met" if warm < TARGET_MS else "NOT met", cold / TARGET_MS, nopyc / TARGET_MS)
+    )
 
     print("\nImport time (fastest of %d, interpreter start-up subtracted):" % max(5, args.runs // 3))
     n = max(5, args.runs // 3)
     fastest = min(wall([PY, "-c", "pass"], n, env))
-    for label, mods in (("slurmgpu.cli (what --help imports)", "slurmgpu.cli"),
-                        ("+ generator: spec, render, fabric, launchers",
-                         "slurmgpu.cli, slurmgpu.spec, slurmgpu.render"),
-                        ("+ site loader and PyYAML", "slurmgpu.cli, slurmgpu.render, slurmgpu.site, yaml"),
-                        ("+ planner", "slurmgpu.cli, slurmgpu.render, slurmgpu.site, yaml, slurmgpu.plan"),
-                        ("+ jinja2", "slurmgpu.cli, slurmgpu.render, slurmgpu.site, yaml, slurmgpu.plan, jinja2"),
-                        ("+ policy (lupa, jobdesc)", "slurmgpu.cli, slurmgpu.render, slurmgpu.site, yaml, "
-                         "slurmgpu.plan, jinja2, slurmgpu.policy, slurmgpu.jobdesc, lupa")):
+    for label, mods in (
+        ("slurmgpu.cli (what --help imports)", "slurmgpu.cli"),
+        ("+ generator: spec, render, fabric, launchers", "slurmgpu.cli, slurmgpu.spec, slurmgpu.render"),
+        ("+ site loader and PyYAML", "slurmgpu.cli, slurmgpu.render, slurmgpu.site, yaml"),
+        ("+ planner", "slurmgpu.cli, slurmgpu.render, slurmgpu.site, yaml, slurmgpu.plan"),
+        ("+ jinja2", "slurmgpu.cli, slurmgpu.render, slurmgpu.site, yaml, slurmgpu.plan, jinja2"),
+        (
+            "+ policy (lupa, jobdesc)",
+            "slurmgpu.cli, slurmgpu.render, slurmgpu.site, yaml, "
+            "slurmgpu.plan, jinja2, slurmgpu.policy, slurmgpu.jobdesc, lupa",
+        ),
+    ):
         t = min(wall([PY, "-c", "import " + mods], n, env))
         print("  %-50s %6.1f ms" % (label, t - fastest))
 
@@ -341,9 +385,17 @@ def main() -> None:
     for _ in range(n):
         r = subprocess.run([PY, "-c", STAGES], capture_output=True, text=True, env=env, check=True)
         rows.append([float(x) for x in r.stdout.split()])
-    names = ("import slurmgpu.cli (click)", "load the site (YAML cache warm)", "import spec + render (generator)",
-             "import the planner", "make_plan", "import jinja2", "build request + render (generator)",
-             "import policy + lupa", "policy check (Lua)")
+    names = (
+        "import slurmgpu.cli (click)",
+        "load the site (YAML cache warm)",
+        "import spec + render (generator)",
+        "import the planner",
+        "make_plan",
+        "import jinja2",
+        "build request + render (generator)",
+        "import policy + lupa",
+        "policy check (Lua)",
+    )
     for i, name in enumerate(names):
         print("  %-50s %6.1f ms" % (name, statistics.median(r[i] for r in rows)))
     shutil.rmtree(cache, ignore_errors=True)

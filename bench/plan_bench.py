@@ -5,6 +5,7 @@ and median wall time of several runs, and the ratio to the target (below 1.0 is 
 
     python bench/plan_bench.py [--repeat 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,16 +57,28 @@ def main() -> int:
             times.append(time.perf_counter() - t0)
         assert plan is not None
         lay = plan.layout
-        desc = "%dx%d TP%d PP%d DP%d CP%d EP%d mb%d" % (lay.nodes, lay.gpus_per_node, lay.tp, lay.pp, lay.dp,
-                                                       lay.cp, lay.ep, lay.micro_batch)
+        desc = "%dx%d TP%d PP%d DP%d CP%d EP%d mb%d" % (
+            lay.nodes,
+            lay.gpus_per_node,
+            lay.tp,
+            lay.pp,
+            lay.dp,
+            lay.cp,
+            lay.ep,
+            lay.micro_batch,
+        )
         best, med = min(times), statistics.median(times)
         ratio = med / TARGET_S
         if gated:
             worst = max(worst, ratio)
-        print("%-42s %-36s %5.1f%% %8.3f %8.3f %6.2f%s" % (title, desc, 100 * plan.mfu, best, med, ratio,
-                                                           "" if gated else " (not gated)"))
-    print("target %.1f s per full search; worst gated ratio %.2f (%s)" % (
-        TARGET_S, worst, "ok" if worst <= 1.0 else "TOO SLOW"))
+        print(
+            "%-42s %-36s %5.1f%% %8.3f %8.3f %6.2f%s"
+            % (title, desc, 100 * plan.mfu, best, med, ratio, "" if gated else " (not gated)")
+        )
+    print(
+        "target %.1f s per full search; worst gated ratio %.2f (%s)"
+        % (TARGET_S, worst, "ok" if worst <= 1.0 else "TOO SLOW")
+    )
     return 0 if worst <= 1.0 else 1
 
 

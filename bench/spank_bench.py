@@ -13,6 +13,7 @@
 
     python bench/spank_bench.py [--calls 300] [--steps 30] [--rounds 3] [--no-cluster]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,9 @@ TASKS_PER_NODE = 8
 
 
 def build(out: Path) -> None:
-    proc = subprocess.run(["make", "-s", "-C", str(SPANK_SRC), "O=%s" % out, "all", "harness"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["make", "-s", "-C", str(SPANK_SRC), "O=%s" % out, "all", "harness"], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         sys.exit("building the plugin failed:\n" + proc.stdout + proc.stderr)
 
@@ -49,10 +51,26 @@ def render_policy(conf_dir: Path) -> Path:
 
 def policy_call_ms(harness: Path, policy: Path, argv: List[str], calls: int) -> Tuple[float, int]:
     """Mean ms of one slurm_spank_task_init() call, and its return code."""
-    env = ["-e", "SLURM_GPUS_ON_NODE=8", "-e", "SLURM_JOB_PARTITION=gpu",
-           "-e", "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7"]
-    cmd = [str(harness), "-E", "-N", "2", "-n", str(TASKS_PER_NODE), "-t", str(2 * TASKS_PER_NODE),
-           "-R", str(calls), "-p", "policy=%s" % policy] + env + ["--"] + argv
+    env = ["-e", "SLURM_GPUS_ON_NODE=8", "-e", "SLURM_JOB_PARTITION=gpu", "-e", "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7"]
+    cmd = (
+        [
+            str(harness),
+            "-E",
+            "-N",
+            "2",
+            "-n",
+            str(TASKS_PER_NODE),
+            "-t",
+            str(2 * TASKS_PER_NODE),
+            "-R",
+            str(calls),
+            "-p",
+            "policy=%s" % policy,
+        ]
+        + env
+        + ["--"]
+        + argv
+    )
     proc = subprocess.run(cmd, capture_output=True, text=True)
     m = re.search(r"per_call_ms=([\d.]+) rc=(-?\d+)", proc.stdout)
     if not m:
@@ -85,8 +103,10 @@ def _cluster_module():
     return mod
 
 
-LOOP = ("for i in $(seq %d); do s=$(date +%%s%%N); srun -N2 --ntasks-per-node=%d true || exit 3; "
-        "e=$(date +%%s%%N); echo step_ns=$((e - s)); done")
+LOOP = (
+    "for i in $(seq %d); do s=$(date +%%s%%N); srun -N2 --ntasks-per-node=%d true || exit 3; "
+    "e=$(date +%%s%%N); echo step_ns=$((e - s)); done"
+)
 
 
 def bench_cluster(plugin: Path, policy: Path, steps: int, rounds: int, work: Path) -> None:
@@ -102,10 +122,15 @@ def bench_cluster(plugin: Path, policy: Path, steps: int, rounds: int, work: Pat
         times: Dict[str, List[float]] = {"without": [], "with": []}
         for _ in range(rounds):
             for label in ("without", "with"):
-                plugstack.write_text("# empty: no SPANK plugins\n" if label == "without" else
-                                     "required %s policy=%s mode=enforce\n" % (plugin, policy))
-                proc = c.run(["salloc", "-N2", "--exclusive", "bash", "-c", LOOP % (steps, TASKS_PER_NODE)],
-                             timeout=60 + steps * 10)
+                plugstack.write_text(
+                    "# empty: no SPANK plugins\n"
+                    if label == "without"
+                    else "required %s policy=%s mode=enforce\n" % (plugin, policy)
+                )
+                proc = c.run(
+                    ["salloc", "-N2", "--exclusive", "bash", "-c", LOOP % (steps, TASKS_PER_NODE)],
+                    timeout=60 + steps * 10,
+                )
                 got = [int(x) / 1e6 for x in re.findall(r"step_ns=(\d+)", proc.stdout)]
                 if proc.returncode != 0 or len(got) != steps:
                     sys.exit("steps failed (%s):\n%s\n%s" % (label, proc.stderr, c.logs()))
@@ -114,12 +139,16 @@ def bench_cluster(plugin: Path, policy: Path, steps: int, rounds: int, work: Pat
     on = statistics.median(times["with"])
     tasks = 2 * TASKS_PER_NODE
     delta = on - off
-    print("local cluster, srun -N2 --ntasks-per-node=%d true, %d steps x %d rounds each (median):"
-          % (TASKS_PER_NODE, steps, rounds))
+    print(
+        "local cluster, srun -N2 --ntasks-per-node=%d true, %d steps x %d rounds each (median):"
+        % (TASKS_PER_NODE, steps, rounds)
+    )
     print("  without plugin: %8.2f ms per step" % off)
     print("  with plugin:    %8.2f ms per step  (ratio %.3f)" % (on, on / off))
-    print("  difference:     %8.2f ms per step = %.2f ms per task start (%d tasks, %d per node, "
-          "%d CPUs here)" % (delta, delta / tasks, tasks, TASKS_PER_NODE, os.cpu_count() or 0))
+    print(
+        "  difference:     %8.2f ms per step = %.2f ms per task start (%d tasks, %d per node, "
+        "%d CPUs here)" % (delta, delta / tasks, tasks, TASKS_PER_NODE, os.cpu_count() or 0)
+    )
     print("  per node (its %d tasks start in parallel): %.2f ms" % (TASKS_PER_NODE, delta))
 
 

@@ -20,6 +20,7 @@ given by --slurm-conf or $SLURMGPU_BENCH_SLURM_CONF; its job_submit.lua is resto
 
     python bench/submit_bench.py [--jobs 400] [--batch 25] [--mode test-only|hold] [--concurrency 1]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,12 +73,15 @@ MEGATRON_ARGS = """pretrain_gpt.py
 --timing-log-level 1 --exit-signal-handler --ckpt-format torch_dist --async-save
 --manual-gc --manual-gc-interval 50""".split()
 
-PROBE = "#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8 -p gpu\nsrun python pretrain_gpt.py --tensor-model-parallel-size 16\n"
+PROBE = (
+    "#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8 -p gpu\nsrun python pretrain_gpt.py --tensor-model-parallel-size 16\n"
+)
 
 
 def load_testcluster():
-    spec = importlib.util.spec_from_file_location("slurmgpu_testcluster",
-                                                  ROOT / "contrib" / "testcluster" / "cluster.py")
+    spec = importlib.util.spec_from_file_location(
+        "slurmgpu_testcluster", ROOT / "contrib" / "testcluster" / "cluster.py"
+    )
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
@@ -86,9 +90,29 @@ def load_testcluster():
 
 
 def generate_script() -> str:
-    argv = [sys.executable, "-m", "slurmgpu.cli", "gen", "--site", str(SITE_FILE), "--model", "llama3-70b",
-            "--task", "lora", "--launcher", "megatron", "--nodes", "2", "--tp", "8", "--pp", "2",
-            "--requeue", "--no-preflight", "--"] + MEGATRON_ARGS
+    argv = [
+        sys.executable,
+        "-m",
+        "slurmgpu.cli",
+        "gen",
+        "--site",
+        str(SITE_FILE),
+        "--model",
+        "llama3-70b",
+        "--task",
+        "lora",
+        "--launcher",
+        "megatron",
+        "--nodes",
+        "2",
+        "--tp",
+        "8",
+        "--pp",
+        "2",
+        "--requeue",
+        "--no-preflight",
+        "--",
+    ] + MEGATRON_ARGS
     r = subprocess.run(argv, capture_output=True, text=True, cwd=str(ROOT))
     if r.returncode != 0:
         sys.exit("slurmgpu gen failed:\n%s" % r.stderr)
@@ -120,8 +144,15 @@ class Controller:
         os.replace(tmp, self.job_submit)
 
     def sbatch(self, args: List[str], stdin: Optional[str] = None) -> Tuple[int, str, str]:
-        p = subprocess.run(["sbatch", *args], input=stdin, capture_output=True, text=True, env=self.env,
-                           cwd=str(self.workdir), timeout=60)
+        p = subprocess.run(
+            ["sbatch", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            cwd=str(self.workdir),
+            timeout=60,
+        )
         return p.returncode, p.stdout, p.stderr
 
     def probe_rejects(self) -> bool:
@@ -139,7 +170,7 @@ class Controller:
 
     def cancel(self, ids: List[str]) -> None:
         for i in range(0, len(ids), 200):
-            subprocess.run(["scancel", *ids[i:i + 200]], env=self.env, capture_output=True, timeout=60)
+            subprocess.run(["scancel", *ids[i : i + 200]], env=self.env, capture_output=True, timeout=60)
 
 
 def run_batch(ctl: Controller, script: Path, n: int, mode: str, concurrency: int) -> Tuple[float, List[str]]:
@@ -186,16 +217,21 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=25, help="submissions per timed batch (default 25)")
     ap.add_argument("--mode", choices=("test-only", "hold"), default="test-only")
     ap.add_argument("--concurrency", type=int, default=1, help="sbatch clients at once (default 1)")
-    ap.add_argument("--slurm-conf", default=os.environ.get("SLURMGPU_BENCH_SLURM_CONF"),
-                    help="use this running test cluster instead of starting one")
+    ap.add_argument(
+        "--slurm-conf",
+        default=os.environ.get("SLURMGPU_BENCH_SLURM_CONF"),
+        help="use this running test cluster instead of starting one",
+    )
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     from slurmgpu.policy import render_filter
     from slurmgpu.site import load_site
 
     tc = load_testcluster()
-    filters: Dict[str, str] = {"accept-all": tc.ACCEPT_ALL_JOB_SUBMIT_LUA,
-                               "slurmgpu": render_filter(load_site(str(SITE_FILE)), "job_submit")}
+    filters: Dict[str, str] = {
+        "accept-all": tc.ACCEPT_ALL_JOB_SUBMIT_LUA,
+        "slurmgpu": render_filter(load_site(str(SITE_FILE)), "job_submit"),
+    }
     script_text = generate_script()
     cluster = None
     restore: Optional[str] = None
@@ -213,11 +249,19 @@ def main() -> int:
     try:
         script = ctl.workdir / "job.sh"
         script.write_text(script_text)
-        print("submit benchmark: %d x sbatch %s of a %.1f KB generated script (%d lines) per filter,"
-              % (args.jobs, "--test-only" if args.mode == "test-only" else "-H", len(script_text.encode()) / 1024,
-                 script_text.count("\n")))
-        print("  batches of %d, interleaved, %d client(s) at once; controller %s"
-              % (args.batch, args.concurrency, "started here" if cluster else args.slurm_conf))
+        print(
+            "submit benchmark: %d x sbatch %s of a %.1f KB generated script (%d lines) per filter,"
+            % (
+                args.jobs,
+                "--test-only" if args.mode == "test-only" else "-H",
+                len(script_text.encode()) / 1024,
+                script_text.count("\n"),
+            )
+        )
+        print(
+            "  batches of %d, interleaved, %d client(s) at once; controller %s"
+            % (args.batch, args.concurrency, "started here" if cluster else args.slurm_conf)
+        )
         print("python %s, %d CPUs" % (sys.version.split()[0], os.cpu_count() or 0))
 
         rpc = "REQUEST_JOB_WILL_RUN" if args.mode == "test-only" else "REQUEST_SUBMIT_BATCH_JOB"
@@ -234,7 +278,7 @@ def main() -> int:
             _, ids = run_batch(ctl, script, min(5, args.batch), args.mode, args.concurrency)
             ctl.cancel(ids)
         for r in range(rounds):
-            for name in (names if r % 2 == 0 else names[::-1]):
+            for name in names if r % 2 == 0 else names[::-1]:
                 ctl.install(filters[name])
                 if ctl.probe_rejects() != (name == "slurmgpu"):
                     sys.exit("the %s job_submit.lua did not take effect (round %d)" % (name, r))
@@ -252,18 +296,30 @@ def main() -> int:
         print("\nThroughput (submissions per second):")
         for name in names:
             rs = per_round[name]
-            print("  %-11s %7.1f /s   (%d jobs; per batch median %.1f, min %.1f, max %.1f; %.2f ms per job)"
-                  % (name, rate[name], totals[name][1], statistics.median(rs), min(rs), max(rs),
-                     1000 / rate[name]))
+            print(
+                "  %-11s %7.1f /s   (%d jobs; per batch median %.1f, min %.1f, max %.1f; %.2f ms per job)"
+                % (name, rate[name], totals[name][1], statistics.median(rs), min(rs), max(rs), 1000 / rate[name])
+            )
         ratio = rate["slurmgpu"] / rate["accept-all"]
         paired = statistics.median(s / a for s, a in zip(per_round["slurmgpu"], per_round["accept-all"]))
-        print("\n  ratio slurmgpu / accept-all: %.3f overall, %.3f median of paired batches  (target >= %.2f: %s)"
-              % (ratio, paired, TARGET, "met" if ratio >= TARGET else "NOT met"))
+        print(
+            "\n  ratio slurmgpu / accept-all: %.3f overall, %.3f median of paired batches  (target >= %.2f: %s)"
+            % (ratio, paired, TARGET, "met" if ratio >= TARGET else "NOT met")
+        )
         per = {name: (us / n if n else float("nan")) for name, (n, us) in ctld.items()}
-        print("\nInside slurmctld (sdiag, %s): accept-all %.0f us, slurmgpu %.0f us per submission; the filter "
-              "adds %.0f us;\n  the controller alone could take %.0f vs %.0f submissions/s (ratio %.3f)"
-              % (rpc, per["accept-all"], per["slurmgpu"], per["slurmgpu"] - per["accept-all"],
-                 1e6 / per["accept-all"], 1e6 / per["slurmgpu"], per["accept-all"] / per["slurmgpu"]))
+        print(
+            "\nInside slurmctld (sdiag, %s): accept-all %.0f us, slurmgpu %.0f us per submission; the filter "
+            "adds %.0f us;\n  the controller alone could take %.0f vs %.0f submissions/s (ratio %.3f)"
+            % (
+                rpc,
+                per["accept-all"],
+                per["slurmgpu"],
+                per["slurmgpu"] - per["accept-all"],
+                1e6 / per["accept-all"],
+                1e6 / per["slurmgpu"],
+                per["accept-all"] / per["slurmgpu"],
+            )
+        )
         cost = filter_cost_us(script_text)
         print("  the filter alone, in-process under lupa: %.0f us per job" % cost)
     finally:

@@ -7,6 +7,7 @@ again after that for a long one (discover, preflight, submit --wait). Reference 
 everything else as usual. `slurmgpu.cli.main` itself (click's group, what CliRunner calls)
 leaves the collector alone.
 """
+
 from __future__ import annotations
 
 import gc

@@ -4,6 +4,7 @@ $SLURMGPU_CACHE_DIR (empty: no cache), else $XDG_CACHE_HOME/slurmgpu or ~/.cache
 Every entry is checked against its source before it is used, so a stale or damaged entry
 is only a miss. Imports nothing beyond os: commands on the start-up path use it.
 """
+
 from __future__ import annotations
 
 import os

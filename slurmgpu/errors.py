@@ -1,4 +1,5 @@
 """One exception hierarchy; the CLI maps each class to an exit code."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -3,6 +3,7 @@
 Used by the site config, job spec and model loaders: each describes its fields
 as `Field`s and gets back plain values or a list of `Issue`s, never a traceback.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -72,8 +73,9 @@ class Checker:
             return None
         return value
 
-    def take(self, data: Any, fields: Dict[str, Field], path: str,
-             container: Any = None, key: Any = None) -> Dict[str, Any]:
+    def take(
+        self, data: Any, fields: Dict[str, Field], path: str, container: Any = None, key: Any = None
+    ) -> Dict[str, Any]:
         """Check `data` against `fields`; unknown keys get a did-you-mean."""
         out: Dict[str, Any] = {}
         # An empty entry (`name:` with nothing after it) has no position of its own, so
@@ -83,8 +85,9 @@ class Checker:
             anchor = (container, key) if container is not None else (None, None)
             data = {}
         elif not isinstance(data, dict):
-            self.error(container if container is not None else data, key, path,
-                       "expected a mapping, got %s" % describe(data))
+            self.error(
+                container if container is not None else data, key, path, "expected a mapping, got %s" % describe(data)
+            )
             return {name: (f.default() if callable(f.default) else f.default) for name, f in fields.items()}
         for k in data:
             if k not in fields:
@@ -146,8 +149,9 @@ class Checker:
                 msg += " (did you mean '%s'?)" % hint[0]
             self.error(container, key, path, msg)
         if f.positive and isinstance(v, (int, float)) and v <= 0:
-            self.error(container, key, path, "must be a positive %s, got %r" % (
-                "integer" if f.kind == "int" else "number", v))
+            self.error(
+                container, key, path, "must be a positive %s, got %r" % ("integer" if f.kind == "int" else "number", v)
+            )
         elif f.minimum is not None and isinstance(v, (int, float)) and v < f.minimum:
             self.error(container, key, path, "must be at least %s, got %r" % (f.minimum, v))
         return v

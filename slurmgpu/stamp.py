@@ -15,6 +15,7 @@ runs that Lua over a list of lines to keep the two equal:
 
 Imports nothing of slurmgpu.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,7 +33,16 @@ _WORD = re.compile(r"[ \t]+([A-Za-z0-9_]+)=([^ \t\r\n]*)")
 def format_stamp(site: str, tp: int, pp: int, dp: int, cp: int, ep: int, nodes: int, gpus_per_node: int) -> str:
     """The stamp line for a layout on a site (no newline)."""
     return "%s site=%s tp=%d pp=%d dp=%d cp=%d ep=%d nodes=%d gpus_per_node=%d" % (
-        MARKER, site, tp, pp, dp, cp, ep, nodes, gpus_per_node)
+        MARKER,
+        site,
+        tp,
+        pp,
+        dp,
+        cp,
+        ep,
+        nodes,
+        gpus_per_node,
+    )
 
 
 def stamp_int(value: Optional[str]) -> Optional[int]:
@@ -54,7 +64,7 @@ def parse_stamp(text: str) -> Optional[Dict[str, str]]:
         if h - ls > MAX_INDENT or text[ls:h].strip(" \t"):
             continue
         nl = text.find("\n", h)
-        window = text[p:min(len(text) if nl < 0 else nl, p + WINDOW)]
+        window = text[p : min(len(text) if nl < 0 else nl, p + WINDOW)]
         words: Dict[str, str] = {}
         pos = 0
         for _ in range(MAX_WORDS):

@@ -9,6 +9,7 @@ A document that parsed cleanly is kept, positions and all, as JSON in the cache
 text and the PyYAML installed: `gen` for an unchanged site and spec never imports
 PyYAML, which costs more than the rest of loading a site.
 """
+
 from __future__ import annotations
 
 import os
@@ -70,8 +71,9 @@ def _loader_class():
                     merged.discard(key)
                 elif key in data:
                     first = data.locs[key]
-                    raise ConfigError([Issue(*self._loc(key_node), str(key),
-                                             "duplicate key (first defined on line %d)" % first[1])])
+                    raise ConfigError(
+                        [Issue(*self._loc(key_node), str(key), "duplicate key (first defined on line %d)" % first[1])]
+                    )
                 data[key] = self.construct_object(value_node, deep=True)
                 data.locs[key] = self._loc(key_node)
 
@@ -205,8 +207,13 @@ def _cache_get(entry: str, text: str, filename: str) -> Any:
     try:
         with open(entry, encoding="utf-8") as fh:
             raw = json.load(fh)
-        if (raw.get("format") != _CACHE_FORMAT or raw.get("filename") != filename or raw.get("text") != text
-                or raw.get("parser") != _parser_id() or raw["parser"] is None):
+        if (
+            raw.get("format") != _CACHE_FORMAT
+            or raw.get("filename") != filename
+            or raw.get("text") != text
+            or raw.get("parser") != _parser_id()
+            or raw["parser"] is None
+        ):
             return _MISS
         return _decode(raw["data"])
     except Exception:  # absent, unreadable, damaged or another format: parse the file again
@@ -220,8 +227,9 @@ def _cache_put(entry: str, text: str, filename: str, data: Any) -> None:
     if parser is None:
         return
     try:
-        blob = json.dumps({"format": _CACHE_FORMAT, "filename": filename, "text": text, "parser": parser,
-                           "data": _encode(data)})
+        blob = json.dumps(
+            {"format": _CACHE_FORMAT, "filename": filename, "text": text, "parser": parser, "data": _encode(data)}
+        )
     except (_Uncacheable, ValueError, TypeError):
         return
     tmp = "%s.%d.tmp" % (entry, os.getpid())

@@ -27,6 +27,7 @@ Fixtures:
 Jobs left by a test that uses ``slurm_cluster`` are cancelled after it, and
 a failing test gets the cluster's log tails in its report.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -89,8 +90,8 @@ def _release_ids(releases) -> list:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "cluster: runs against the local Slurm test cluster "
-        "(root + Debian slurm packages; see contrib/testcluster)")
+        "cluster: runs against the local Slurm test cluster (root + Debian slurm packages; see contrib/testcluster)",
+    )
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -99,9 +100,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = outcome.get_result()
     setattr(item, "rep_" + report.when, report)
     cluster = _state["cluster"]
-    if (report.failed and cluster is not None
-            and "slurm_cluster" in getattr(item, "fixturenames", ())
-            and all(name != _LOG_SECTION for name, _ in report.sections)):
+    if (
+        report.failed
+        and cluster is not None
+        and "slurm_cluster" in getattr(item, "fixturenames", ())
+        and all(name != _LOG_SECTION for name, _ in report.sections)
+    ):
         report.sections.append((_LOG_SECTION, cluster.logs()))
 
 
@@ -112,8 +116,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
 
 def _unavailable(reason: str) -> None:
     if os.environ.get(REQUIRE_ENV) == "1":
-        pytest.fail(f"Slurm test cluster required ({REQUIRE_ENV}=1) but "
-                    f"unavailable: {reason}", pytrace=False)
+        pytest.fail(f"Slurm test cluster required ({REQUIRE_ENV}=1) but unavailable: {reason}", pytrace=False)
     pytest.skip(f"Slurm test cluster unavailable: {reason}")
 
 
@@ -139,6 +142,7 @@ def new_cluster(slurm_release, tmp_path_factory):
         kwargs.setdefault("shared_paths", (str(_REPO),))
         kwargs.setdefault("writable_paths", (basetemp,))
         return testcluster.TestCluster(partitions, **kwargs)
+
     return make
 
 
@@ -148,14 +152,17 @@ def slurm_cluster(slurm_release, new_cluster):
     cluster = new_cluster(
         job_submit_lua=testcluster.ACCEPT_ALL_JOB_SUBMIT_LUA,
         cli_filter_lua=testcluster.PASSTHROUGH_CLI_FILTER_LUA,
-        keep_dir=os.environ.get(KEEP_ENV) == "1")
+        keep_dir=os.environ.get(KEEP_ENV) == "1",
+    )
     try:
         cluster.start()
     except testcluster.ClusterError as e:
         pytest.fail(f"Slurm {slurm_release.major} test cluster did not start: {e}", pytrace=False)
     _state["cluster"] = cluster
-    summary = (f"slurm test cluster ({slurm_release.label}, {slurm_release.name}): "
-               f"{len(cluster.nodes)} nodes up in {cluster.startup_seconds:.1f} s ({cluster.dir})")
+    summary = (
+        f"slurm test cluster ({slurm_release.label}, {slurm_release.name}): "
+        f"{len(cluster.nodes)} nodes up in {cluster.startup_seconds:.1f} s ({cluster.dir})"
+    )
     if cluster.hosts_warning:
         summary += f"; warning: {cluster.hosts_warning}"
     _state["summary"].append(summary)
@@ -167,7 +174,9 @@ def slurm_cluster(slurm_release, new_cluster):
         cluster.stop()
         problems = cluster.host_problems(cluster_dir)
         assert not problems, "the Slurm %s test cluster harmed the host: %s" % (
-            slurm_release.major, "; ".join(problems))
+            slurm_release.major,
+            "; ".join(problems),
+        )
 
 
 @pytest.fixture(autouse=True)
@@ -189,14 +198,14 @@ class ScriptSwap:
         self._default = default
         self.active = False
 
-    def __call__(self, lua_text: str, **kwargs) -> "ScriptSwap":
+    def __call__(self, lua_text: str, **kwargs) -> ScriptSwap:
         """Install ``lua_text`` (kwargs go to the cluster's install method,
         e.g. ``verify=False`` for job_submit)."""
         self._install(lua_text, **kwargs)
         self.active = True
         return self
 
-    def __enter__(self) -> "ScriptSwap":
+    def __enter__(self) -> ScriptSwap:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -212,8 +221,7 @@ class ScriptSwap:
 def job_submit(slurm_cluster):
     """``job_submit(lua_text, verify=True)`` installs a job_submit.lua; the
     accept-all default is restored after the test (or the ``with`` block)."""
-    swap = ScriptSwap(slurm_cluster.install_job_submit,
-                      testcluster.ACCEPT_ALL_JOB_SUBMIT_LUA)
+    swap = ScriptSwap(slurm_cluster.install_job_submit, testcluster.ACCEPT_ALL_JOB_SUBMIT_LUA)
     yield swap
     swap.restore()
 
@@ -222,8 +230,7 @@ def job_submit(slurm_cluster):
 def cli_filter(slurm_cluster):
     """``cli_filter(lua_text)`` installs a cli_filter.lua; the pass-through
     default is restored after the test (or the ``with`` block)."""
-    swap = ScriptSwap(slurm_cluster.install_cli_filter,
-                      testcluster.PASSTHROUGH_CLI_FILTER_LUA)
+    swap = ScriptSwap(slurm_cluster.install_cli_filter, testcluster.PASSTHROUGH_CLI_FILTER_LUA)
     yield swap
     swap.restore()
 
@@ -235,7 +242,7 @@ def dgx_site_for(cluster) -> str:
     return (
         "extends: dgx-h100\n"
         "name: testcluster\n"
-        "slurm_version: \"%s\"\n"
+        'slurm_version: "%s"\n'
         "default_partition: %s\n"
         "partitions:\n"
         "  %s: {node_type: dgx-h100, nodes: %d}\n"

@@ -1,4 +1,5 @@
 """Shared pytest wiring: the real-Slurm cluster fixtures and the golden-file option."""
+
 from __future__ import annotations
 
 import sys

@@ -7,6 +7,7 @@ The test cluster (contrib/testcluster) has partitions gpu (4 x 8 H100), gpu4 (2 
 and pcie (2 x 8 L40S); tests/data/sites/testcluster.yaml describes all three, the dgx-h100
 preset only `gpu`.
 """
+
 from __future__ import annotations
 
 import re
@@ -47,7 +48,8 @@ def test_the_live_partitions_match_the_test_cluster_site(slurm_cluster):
     res = check_site_partitions(load_site(str(SITE_FILE)), SubprocessRunner(slurm_cluster.env))
     assert res.ok, res.problem() or res.why
     assert {p.name: p.gpus for p in res.cluster_partitions} == {
-        p.name: p.gpus_per_node * len(p.nodes) for p in slurm_cluster.partitions}
+        p.name: p.gpus_per_node * len(p.nodes) for p in slurm_cluster.partitions
+    }
 
 
 def test_install_passes_the_check_and_replaces_our_own_filter(slurm_cluster, job_submit):
@@ -57,8 +59,10 @@ def test_install_passes_the_check_and_replaces_our_own_filter(slurm_cluster, job
     res = _cli(["admin", "install", "--site", str(SITE_FILE), "--conf-dir", str(conf)])
     assert res.exit_code == 0, res.output
     # the check asked this cluster (slurm.conf in --conf-dir), not the environment's
-    assert "slurmgpu: site 'testcluster' describes the cluster's partitions: gpu (32 GPUs), gpu4 (8 GPUs), " \
-           "pcie (16 GPUs)" in res.stderr
+    assert (
+        "slurmgpu: site 'testcluster' describes the cluster's partitions: gpu (32 GPUs), gpu4 (8 GPUs), "
+        "pcie (16 GPUs)" in res.stderr
+    )
     assert "unchanged, newer mtime" in res.stdout
     rc, out, err = slurm_cluster.sbatch(None, "--test-only", "-N2", "--gpus-per-node=8", "--wrap", "srun true --tp 16")
     assert rc != 0 and "TP=16" in err, err
@@ -92,8 +96,7 @@ def test_render_filter_checks_the_cluster_of_slurm_conf(slurm_cluster, tmp_path)
     assert "site partitions missing on the cluster: h100" in res.stderr
     assert "cluster partitions with GPUs that the site does not describe: gpu\n" in res.stderr
     # escape hatch, and a matching site
-    res = _cli(["admin", "render-filter", "--site", str(partial), "--kind", "job_submit", "--no-cluster-check"],
-               **env)
+    res = _cli(["admin", "render-filter", "--site", str(partial), "--kind", "job_submit", "--no-cluster-check"], **env)
     assert res.exit_code == 0 and written_by_slurmgpu(res.stdout)
     res = _cli(["admin", "render-filter", "--site", str(SITE_FILE), "--kind", "job_submit"], **env)
     assert res.exit_code == 0 and res.stdout == render_filter(load_site(str(SITE_FILE)), "job_submit")
@@ -105,16 +108,21 @@ def test_unknown_gpu_partition_is_logged_once_by_slurmctld(slurm_cluster, job_su
     job_submit(render_filter(load_site(str(_partial_site(tmp_path, ("gpu", "gpu4")))), "job_submit"))
     mark = slurm_cluster.log_mark()
     for _ in range(2):
-        rc, out, err = slurm_cluster.sbatch(None, "--test-only", "-p", "pcie", "-N2", "--gpus-per-node=8",
-                                            "--wrap", "srun true --tp 16")
+        rc, out, err = slurm_cluster.sbatch(
+            None, "--test-only", "-p", "pcie", "-N2", "--gpus-per-node=8", "--wrap", "srun true --tp 16"
+        )
         assert rc == 0, err
-    rc, out, err = slurm_cluster.sbatch(None, "--test-only", "-p", "gpu", "-N2", "--gpus-per-node=8",
-                                        "--wrap", "srun true --tp 16")
+    rc, out, err = slurm_cluster.sbatch(
+        None, "--test-only", "-p", "gpu", "-N2", "--gpus-per-node=8", "--wrap", "srun true --tp 16"
+    )
     assert rc != 0 and "TP=16" in err, err
     log = slurm_cluster.ctld_log(mark)
     warned = [line for line in log.splitlines() if "unknown-partition" in line]
     assert len(warned) == 1, log
-    assert re.search(r"slurmgpu-filter: warning unknown-partition=pcie: partition 'pcie' is not described by "
-                     r"site 'partial' \(it describes: gpu, gpu4\)", warned[0]), warned
+    assert re.search(
+        r"slurmgpu-filter: warning unknown-partition=pcie: partition 'pcie' is not described by "
+        r"site 'partial' \(it describes: gpu, gpu4\)",
+        warned[0],
+    ), warned
     assert log.count("slurmgpu-filter: decision=accept") >= 2
     assert slurm_cluster.job_submit_errors(mark) == []

@@ -11,6 +11,7 @@
 
 The real-cluster side is tests/test_admin_cluster.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,10 @@ from slurmgpu.slurm import CommandResult, parse_scontrol_partitions, tres_gpus
 ROOT = Path(__file__).resolve().parent.parent
 TESTCLUSTER = ROOT / "tests" / "data" / "sites" / "testcluster.yaml"
 SLURM = ROOT / "tests" / "data" / "slurm"
-HAND_WRITTEN = b"-- our own filter\nfunction slurm_job_submit(d, p, u) return slurm.SUCCESS end\n" \
-               b"function slurm_job_modify(d, r, p, u) return slurm.SUCCESS end\nreturn slurm.SUCCESS\n"
+HAND_WRITTEN = (
+    b"-- our own filter\nfunction slurm_job_submit(d, p, u) return slurm.SUCCESS end\n"
+    b"function slurm_job_modify(d, r, p, u) return slurm.SUCCESS end\nreturn slurm.SUCCESS\n"
+)
 BACKUP = re.compile(r"^job_submit\.lua\.bak-\d{8}T\d{6}(-\d+)?$")
 
 
@@ -54,8 +57,12 @@ def site():
 
 def invoke(args: List[str], env: Optional[Dict[str, Optional[str]]] = None, home: Optional[Path] = None):
     """The CLI with no site in the environment unless given (no $SLURMGPU_SITE, no admin or user config)."""
-    full = {"SLURMGPU_SITE": None, "SLURMGPU_SYSTEM_SITE": "/nonexistent/site.yaml", "SLURM_CONF": None,
-            "XDG_CONFIG_HOME": None}
+    full = {
+        "SLURMGPU_SITE": None,
+        "SLURMGPU_SYSTEM_SITE": "/nonexistent/site.yaml",
+        "SLURM_CONF": None,
+        "XDG_CONFIG_HOME": None,
+    }
     if home is not None:
         full["HOME"] = str(home)
     full.update(env or {})
@@ -72,6 +79,7 @@ def backups(conf: Path) -> List[Path]:
 
 # ---------------------------------------------------------------------------
 # item 6: a site's own filter, backups
+
 
 def test_rendered_filters_carry_the_marker_and_hand_written_ones_do_not():
     s = site()
@@ -175,6 +183,7 @@ def test_python_api_refuses_a_hand_written_file_unless_forced(tmp_path):
 # ---------------------------------------------------------------------------
 # item 6: an explicit site
 
+
 def test_install_without_an_explicit_site_is_refused(tmp_path):
     conf = tmp_path / "etc"
     conf.mkdir()
@@ -193,11 +202,13 @@ def test_install_without_an_explicit_site_is_refused(tmp_path):
 
 
 def test_explicit_sites_are_accepted(tmp_path):
-    for i, (args, env) in enumerate([
+    for i, (args, env) in enumerate(
+        [
             (["--site", str(TESTCLUSTER)], {}),
             ([], {"SLURMGPU_SITE": str(TESTCLUSTER)}),
             ([], {"SLURMGPU_SYSTEM_SITE": str(TESTCLUSTER)}),  # /etc/slurmgpu/site.yaml
-    ]):
+        ]
+    ):
         conf = tmp_path / str(i)
         conf.mkdir()
         res = invoke(install_args(conf, *args), env=env, home=tmp_path)
@@ -206,11 +217,16 @@ def test_explicit_sites_are_accepted(tmp_path):
 
 
 def test_built_in_presets_need_allow_preset(tmp_path):
-    for args, env in ((["--site", "dgx-h100"], {}), ([], {"SLURMGPU_SITE": "dgx-h100"}),
-                      (["--site", str(preset_dir() / "gb200-nvl72.yaml")], {})):
+    for args, env in (
+        (["--site", "dgx-h100"], {}),
+        ([], {"SLURMGPU_SITE": "dgx-h100"}),
+        (["--site", str(preset_dir() / "gb200-nvl72.yaml")], {}),
+    ):
         res = invoke(install_args(tmp_path, *args), env=env, home=tmp_path)
-        assert res.exit_code == 1 and "is a built-in preset" in res.stderr and "--allow-preset" in res.stderr, \
-            (args, res.output)
+        assert res.exit_code == 1 and "is a built-in preset" in res.stderr and "--allow-preset" in res.stderr, (
+            args,
+            res.output,
+        )
         assert list(tmp_path.iterdir()) == []
     res = invoke(install_args(tmp_path, "--site", "dgx-h100", "--allow-preset"), home=tmp_path)
     assert res.exit_code == 0, res.output
@@ -224,6 +240,7 @@ def test_built_in_presets_need_allow_preset(tmp_path):
 
 # ---------------------------------------------------------------------------
 # item 7: the site's partitions against the cluster's (recorded scontrol output)
+
 
 class Replay:
     """Answers the two scontrol commands from a recorded directory (tests/data/slurm/<sample>)."""
@@ -276,24 +293,35 @@ def test_renamed_partitions_are_missing_on_both_sides():
     assert "site partitions missing on the cluster: gpu" in res.problem()
     assert "cpu (no GPUs)" in res.problem()
     # a partition whose GPUs cannot be counted is listed, not flagged
-    assert compare(site(), [ClusterPartition("gpu", 8), ClusterPartition("gpu4", 4), ClusterPartition("pcie", 8),
-                            ClusterPartition("odd", None)]).ok
+    assert compare(
+        site(),
+        [
+            ClusterPartition("gpu", 8),
+            ClusterPartition("gpu4", 4),
+            ClusterPartition("pcie", 8),
+            ClusterPartition("odd", None),
+        ],
+    ).ok
 
 
 def test_unreachable_scontrol_is_reported_not_compared():
-    res = check_site_partitions(site(), Replay("22.05.8-live", fail="scontrol: error: Unable to contact slurm "
-                                                                   "controller (connect failure)"))
+    res = check_site_partitions(
+        site(), Replay("22.05.8-live", fail="scontrol: error: Unable to contact slurm controller (connect failure)")
+    )
     assert not res.reachable and not res.ok and res.problem() == ""
     assert "not checked against the cluster" in res.summary() and "Unable to contact" in res.summary()
 
 
 def test_cli_warns_when_scontrol_is_unreachable_and_continues(tmp_path):
     out = tmp_path / "js.lua"
-    res = invoke(["admin", "render-filter", "--site", str(TESTCLUSTER), "--kind", "job_submit", "-o", str(out)],
-                 env={"SLURM_CONF": str(tmp_path / "no-slurm.conf")})
+    res = invoke(
+        ["admin", "render-filter", "--site", str(TESTCLUSTER), "--kind", "job_submit", "-o", str(out)],
+        env={"SLURM_CONF": str(tmp_path / "no-slurm.conf")},
+    )
     assert res.exit_code == 0, res.output
-    assert re.search(r"^warning: partitions of site 'testcluster' not checked against the cluster: .*scontrol",
-                     res.stderr, re.M), res.stderr
+    assert re.search(
+        r"^warning: partitions of site 'testcluster' not checked against the cluster: .*scontrol", res.stderr, re.M
+    ), res.stderr
     assert out.read_text() == render_filter(site(), "job_submit")
     res = invoke(["admin", "render-filter", "--site", str(TESTCLUSTER), "--kind", "job_submit", "--no-cluster-check"])
     assert res.exit_code == 0 and "warning" not in res.stderr and "--no-cluster-check" in res.stderr
@@ -302,8 +330,15 @@ def test_cli_warns_when_scontrol_is_unreachable_and_continues(tmp_path):
 # ---------------------------------------------------------------------------
 # item 7: the filter notes GPU jobs on partitions the site does not describe
 
-GPU_JOB = {"script": "#!/bin/bash\nsrun python train.py\n", "partition": "h100", "tres_per_node": "gres:gpu:8",
-           "min_nodes": 2, "max_nodes": 2, "user_name": "bob", "user_id": 1000}
+GPU_JOB = {
+    "script": "#!/bin/bash\nsrun python train.py\n",
+    "partition": "h100",
+    "tres_per_node": "gres:gpu:8",
+    "min_nodes": 2,
+    "max_nodes": 2,
+    "user_name": "bob",
+    "user_id": 1000,
+}
 
 
 def _log(runner: PolicyRunner) -> List[str]:
@@ -322,17 +357,21 @@ def test_unknown_gpu_partition_is_logged_once_per_name_and_never_rejected():
     assert lines[0] == (
         "info: slurmgpu-filter: warning unknown-partition=h100: partition 'h100' is not described by site "
         "'testcluster' (it describes: gpu, gpu4, pcie), so the filter checks no GPU job there; add it to the "
-        "site config and install the filter again (logged once per partition name until the filter reloads)")
+        "site config and install the filter again (logged once per partition name until the filter reloads)"
+    )
     # the verdict says so every time (for `slurmgpu check`), and the known partition is still checked
     v = runner.evaluate_desc(dict(GPU_JOB, partition="h100,gpu", script="#!/bin/bash\nsrun x --tp 16\n"), 1000)
     assert v.unknown_partitions == ("h100",) and v.partitions == ("gpu",) and v.decision == "reject"
 
 
-@pytest.mark.parametrize("fields", [
-    {"tres_per_node": None},  # no GPUs asked for: a CPU partition the site need not describe
-    {"tres_per_node": "gres:gpu:0"},
-    {"partition": "gpu"},  # described
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"tres_per_node": None},  # no GPUs asked for: a CPU partition the site need not describe
+        {"tres_per_node": "gres:gpu:0"},
+        {"partition": "gpu"},  # described
+    ],
+)
 def test_no_note_for_cpu_jobs_or_described_partitions(fields):
     runner = PolicyRunner(site(), backend="lupa")
     desc = {k: v for k, v in dict(GPU_JOB, **fields).items() if v is not None}
@@ -341,8 +380,9 @@ def test_no_note_for_cpu_jobs_or_described_partitions(fields):
     assert not [line for line in _log(runner) if "unknown-partition" in line]
 
 
-@pytest.mark.parametrize("fields", [{"tres_per_job": "gres:gpu:16"}, {"tres_per_task": "gres:gpu:1"},
-                                    {"tres_per_node": "gres:gpu:h100:x"}])
+@pytest.mark.parametrize(
+    "fields", [{"tres_per_job": "gres:gpu:16"}, {"tres_per_task": "gres:gpu:1"}, {"tres_per_node": "gres:gpu:h100:x"}]
+)
 def test_every_gpu_request_form_counts(fields):
     desc = dict(GPU_JOB, **fields)
     if "tres_per_node" not in fields:

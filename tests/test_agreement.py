@@ -10,6 +10,7 @@ the pins, the --segment render's choice) writes a script exactly when the planne
 layout, and an explicit --segment is accepted by `gen` only where the policy accepts it, and
 always when the policy itself names it in a fix.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,9 @@ from slurmgpu.policy import PolicyRunner, check_script
 from slurmgpu.site import load_site, preset_dir, preset_names
 
 # A model whose heads divide by every TP tried, so only placement rules can object.
-WIDE = ModelSpec(name="wide", layers=144, hidden=147456, heads=1152, kv_heads=1152, ffn=4 * 147456,
-                 vocab=32000, seq=8192)
+WIDE = ModelSpec(
+    name="wide", layers=144, hidden=147456, heads=1152, kv_heads=1152, ffn=4 * 147456, vocab=32000, seq=8192
+)
 TPS = (1, 2, 3, 4, 6, 8, 9, 12, 16, 24, 32, 36, 72, 144)
 
 _SITES = {name: load_site(str(preset_dir() / (name + ".yaml"))) for name in preset_names()}
@@ -104,11 +106,13 @@ def test_agreement_on_random_shapes(name, nodes, tp, data):
 # ---------------------------------------------------------------------------
 # The generator's path: no model (render's sizing and --segment), and explicit --segment
 
+
 def _generate(name: str, pname: str, nodes: int, tp: int, segment: Optional[int] = None) -> Tuple[str, str]:
     """('written', script) or ('refused', why) for `slurmgpu gen --nodes N --tp TP [--segment S] -- train.py`."""
     site = _SITES[name]
-    spec = JobSpec(launcher="torchrun", partition=pname, nodes=nodes, parallel={"tp": tp}, segment=segment,
-                   command=("train.py",))
+    spec = JobSpec(
+        launcher="torchrun", partition=pname, nodes=nodes, parallel={"tp": tp}, segment=segment, command=("train.py",)
+    )
     try:
         gen = J.generate(site, spec, J.search_path(None, None, site))
     except (PolicyRejection, PlanError, ConfigError) as exc:

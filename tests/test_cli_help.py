@@ -1,4 +1,5 @@
 """Help text is the contract: every command has an example, and docs/cli-reference.md is its copy."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -33,10 +34,21 @@ def test_every_command_has_help_with_an_example(path):
 
 
 def _reference() -> str:
-    out = ["# slurmgpu command reference", "",
-           "Generated from `--help` by `tests/test_cli_help.py` (`pytest tests/test_cli_help.py --update-golden`).", ""]
+    out = [
+        "# slurmgpu command reference",
+        "",
+        "Generated from `--help` by `tests/test_cli_help.py` (`pytest tests/test_cli_help.py --update-golden`).",
+        "",
+    ]
     for path, _ in _commands():
-        out += ["## slurmgpu %s" % " ".join(path) if path else "## slurmgpu", "", "```", _help(path).rstrip(), "```", ""]
+        out += [
+            "## slurmgpu %s" % " ".join(path) if path else "## slurmgpu",
+            "",
+            "```",
+            _help(path).rstrip(),
+            "```",
+            "",
+        ]
     return "\n".join(out)
 
 
@@ -44,4 +56,6 @@ def test_cli_reference_matches_help(request):
     text = _reference()
     if request.config.getoption("--update-golden"):
         REFERENCE.write_text(text)
-    assert REFERENCE.read_text() == text, "docs/cli-reference.md is stale: run pytest tests/test_cli_help.py --update-golden"
+    assert REFERENCE.read_text() == text, (
+        "docs/cli-reference.md is stale: run pytest tests/test_cli_help.py --update-golden"
+    )

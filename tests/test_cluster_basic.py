@@ -3,6 +3,7 @@
 Needs root and the Debian slurm packages (contrib/testcluster/install-deps.sh);
 skipped otherwise unless SLURMGPU_REQUIRE_CLUSTER=1.
 """
+
 from __future__ import annotations
 
 import json
@@ -63,9 +64,7 @@ def test_sinfo_json_lists_partitions_and_gres(slurm_cluster):
     for node in nodes.values():
         for part in node.partitions:
             by_partition.setdefault(part, set()).add(node.name)
-    assert by_partition == {"gpu": GPU_NODES,
-                            "gpu4": {"g4n01", "g4n02"},
-                            "pcie": {"pc01", "pc02"}}
+    assert by_partition == {"gpu": GPU_NODES, "gpu4": {"g4n01", "g4n02"}, "pcie": {"pc01", "pc02"}}
     for name in GPU_NODES:
         assert [str(g) for g in nodes[name].gres] == ["gpu:h100:8"]
         assert nodes[name].cpus == 16
@@ -89,24 +88,25 @@ echo "master=$master addr=$(getent hosts "$master" | awk '{print $1}')"
     result = slurm_cluster.wait_job(job_id, timeout=60)
 
     assert (result.state, result.exit_code) == ("COMPLETED", 0), result.stdout
-    tasks = re.findall(r"^task node=(\S+) gpus=(\S+) cvd=(\S+)$",
-                       result.stdout or "", re.M)
+    tasks = re.findall(r"^task node=(\S+) gpus=(\S+) cvd=(\S+)$", result.stdout or "", re.M)
     assert len({node for node, _, _ in tasks}) == 2, result.stdout
     assert {node for node, _, _ in tasks} <= GPU_NODES
-    assert all(gpus == "8" and cvd == "0,1,2,3,4,5,6,7"
-               for _, gpus, cvd in tasks), result.stdout
+    assert all(gpus == "8" and cvd == "0,1,2,3,4,5,6,7" for _, gpus, cvd in tasks), result.stdout
     # MASTER_ADDR=<first node> must resolve (node names are in /etc/hosts).
     assert re.search(r"^master=gpu0\d addr=127\.0\.0\.1$", result.stdout, re.M)
 
 
-@pytest.mark.parametrize("partition,gpus,cvd", [
-    ("gpu4", 4, "0,1,2,3"),
-    ("pcie", 8, "0,1,2,3,4,5,6,7"),
-])
+@pytest.mark.parametrize(
+    "partition,gpus,cvd",
+    [
+        ("gpu4", 4, "0,1,2,3"),
+        ("pcie", 8, "0,1,2,3,4,5,6,7"),
+    ],
+)
 def test_single_node_job_on_other_partitions(slurm_cluster, partition, gpus, cvd):
     job_id = slurm_cluster.submit(
-        None, "-p", partition, f"--gpus-per-node={gpus}",
-        "--wrap", 'echo "cvd=$CUDA_VISIBLE_DEVICES"')
+        None, "-p", partition, f"--gpus-per-node={gpus}", "--wrap", 'echo "cvd=$CUDA_VISIBLE_DEVICES"'
+    )
     result = slurm_cluster.wait_job(job_id, timeout=60)
 
     assert result.ok, result
@@ -114,9 +114,7 @@ def test_single_node_job_on_other_partitions(slurm_cluster, partition, gpus, cvd
 
 
 def test_sbatch_test_only_creates_no_job(slurm_cluster):
-    rc, _, err = slurm_cluster.sbatch(
-        None, "--test-only", "-N2", "--gpus-per-node=8", "-p", "gpu",
-        "--wrap", "true")
+    rc, _, err = slurm_cluster.sbatch(None, "--test-only", "-N2", "--gpus-per-node=8", "-p", "gpu", "--wrap", "true")
 
     assert rc == 0, err
     assert re.search(r"to start at .* on nodes gpu\[0\d-0\d\] in partition gpu", err)
@@ -124,8 +122,7 @@ def test_sbatch_test_only_creates_no_job(slurm_cluster):
 
 
 def test_sbatch_test_only_rejects_more_gpus_than_a_node_has(slurm_cluster):
-    rc, _, err = slurm_cluster.sbatch(
-        None, "--test-only", "-p", "gpu4", "--gpus-per-node=8", "--wrap", "true")
+    rc, _, err = slurm_cluster.sbatch(None, "--test-only", "-p", "gpu4", "--gpus-per-node=8", "--wrap", "true")
 
     assert rc != 0
     assert "Requested node configuration is not available" in err
@@ -175,8 +172,7 @@ return slurm.SUCCESS
     assert any("slurmgpu-test boom" in line for line in errors), errors
 
 
-def test_job_submit_install_detects_a_script_that_does_not_load(
-        slurm_cluster, job_submit):
+def test_job_submit_install_detects_a_script_that_does_not_load(slurm_cluster, job_submit):
     with pytest.raises(RuntimeError, match="did not load"):  # ClusterError
         job_submit("this is not lua")
     # The previous (accept-all) script stays active.
@@ -210,7 +206,6 @@ return slurm.SUCCESS
     assert rc == 0, err
     assert "slurmgpu-cli-filter: type=sbatch nodes=2" in err
 
-    rc, _, err = slurm_cluster.sbatch(
-        None, "--test-only", "-J", "clireject", "--wrap", "true")
+    rc, _, err = slurm_cluster.sbatch(None, "--test-only", "-J", "clireject", "--wrap", "true")
     assert rc != 0
     assert "cli_filter plugin terminated with error" in err

@@ -3,6 +3,7 @@
 The commands are replayed through the same Runner interface the real
 discover uses; parsers see the exact recorded text.
 """
+
 from __future__ import annotations
 
 import json
@@ -99,14 +100,24 @@ def failed(argv: tuple, msg: str = "boom") -> CommandResult:
 # ---------------------------------------------------------------------------
 # parsers
 
+
 @pytest.mark.parametrize("sample", SAMPLES)
 def test_sinfo_json_and_scontrol_agree(sample):
     sj = parse_sinfo_json(text(sample, "sinfo_json.json"))
     sc = parse_scontrol_nodes(text(sample, "scontrol_node_o.txt"))
 
     def key(n):
-        return (n.name, n.cpus, n.memory_mb, n.gres, n.features, tuple(sorted(n.partitions)),
-                n.sockets, n.cores_per_socket, n.threads_per_core)
+        return (
+            n.name,
+            n.cpus,
+            n.memory_mb,
+            n.gres,
+            n.features,
+            tuple(sorted(n.partitions)),
+            n.sockets,
+            n.cores_per_socket,
+            n.threads_per_core,
+        )
 
     assert sorted(map(key, sj.nodes)) == sorted(map(key, sc))
     assert sj.version == parse_version(text(sample, "sinfo_version.txt"))[0]
@@ -115,8 +126,9 @@ def test_sinfo_json_and_scontrol_agree(sample):
 
 @pytest.mark.parametrize("sample", [s for s in SAMPLES if (SLURM / s / "scontrol_node.txt").exists()])
 def test_multiline_scontrol_equals_oneliner(sample):
-    assert parse_scontrol_nodes(text(sample, "scontrol_node.txt")) == \
-        parse_scontrol_nodes(text(sample, "scontrol_node_o.txt"))
+    assert parse_scontrol_nodes(text(sample, "scontrol_node.txt")) == parse_scontrol_nodes(
+        text(sample, "scontrol_node_o.txt")
+    )
 
 
 def test_2205_live_values():
@@ -124,7 +136,12 @@ def test_2205_live_values():
     assert len(nodes) == 8
     g = nodes["gpu03"]
     assert (g.cpus, g.memory_mb, g.gres, g.features, g.partitions) == (
-        16, 64000, (Gres("gpu", "h100", 8),), ("h100", "nvlink"), ("gpu",))
+        16,
+        64000,
+        (Gres("gpu", "h100", 8),),
+        ("h100", "nvlink"),
+        ("gpu",),
+    )
     parts = {p.name: p for p in parse_scontrol_partitions(text("22.05.8-live", "scontrol_partition_o.txt"))}
     assert parts["gpu"].default and not parts["pcie"].default
     assert parts["gpu4"].nodes == ("g4n01", "g4n02")
@@ -147,17 +164,22 @@ def test_2311_values():
     assert parts["batch"].exclusive and parts["debug"].max_nodes == 1 and parts["gh"].max_nodes is None
 
 
-@pytest.mark.parametrize("given_, want", [
-    ("gpu:h100:8", [("gpu", "h100", 8)]),
-    ("gpu:h100:8(S:0-1)", [("gpu", "h100", 8)]),
-    ("gpu:8", [("gpu", None, 8)]),
-    ("gpu:4(S:0)", [("gpu", None, 4)]),
-    ("gpu:a100:4,gpu:v100:2", [("gpu", "a100", 4), ("gpu", "v100", 2)]),
-    ("gpu:nvidia_h100_80gb_hbm3:8(S:0,1),nic:1", [("gpu", "nvidia_h100_80gb_hbm3", 8), ("nic", None, 1)]),
-    ("gpu", [("gpu", None, 1)]),
-    ("shard:h100:1k", [("shard", "h100", 1024)]),
-    ("(null)", []), ("N/A", []), ("", []),
-])
+@pytest.mark.parametrize(
+    "given_, want",
+    [
+        ("gpu:h100:8", [("gpu", "h100", 8)]),
+        ("gpu:h100:8(S:0-1)", [("gpu", "h100", 8)]),
+        ("gpu:8", [("gpu", None, 8)]),
+        ("gpu:4(S:0)", [("gpu", None, 4)]),
+        ("gpu:a100:4,gpu:v100:2", [("gpu", "a100", 4), ("gpu", "v100", 2)]),
+        ("gpu:nvidia_h100_80gb_hbm3:8(S:0,1),nic:1", [("gpu", "nvidia_h100_80gb_hbm3", 8), ("nic", None, 1)]),
+        ("gpu", [("gpu", None, 1)]),
+        ("shard:h100:1k", [("shard", "h100", 1024)]),
+        ("(null)", []),
+        ("N/A", []),
+        ("", []),
+    ],
+)
 def test_parse_gres(given_, want):
     assert [(g.name, g.type, g.count) for g in parse_gres(given_)] == want
 
@@ -167,21 +189,29 @@ def test_parse_gres_rejects_garbage():
         parse_gres("gpu:h100:8:extra:stuff")
 
 
-@pytest.mark.parametrize("given_, want", [
-    ("gpu[01-03]", ["gpu01", "gpu02", "gpu03"]),
-    ("gpu[01-02,07],login1", ["gpu01", "gpu02", "gpu07", "login1"]),
-    ("r[1-2]n[01-02]", ["r1n01", "r1n02", "r2n01", "r2n02"]),
-    ("node9,node10", ["node9", "node10"]),
-    ("(null)", []),
-])
+@pytest.mark.parametrize(
+    "given_, want",
+    [
+        ("gpu[01-03]", ["gpu01", "gpu02", "gpu03"]),
+        ("gpu[01-02,07],login1", ["gpu01", "gpu02", "gpu07", "login1"]),
+        ("r[1-2]n[01-02]", ["r1n01", "r1n02", "r2n01", "r2n02"]),
+        ("node9,node10", ["node9", "node10"]),
+        ("(null)", []),
+    ],
+)
 def test_parse_hostlist(given_, want):
     assert parse_hostlist(given_) == want
 
 
-@pytest.mark.parametrize("given_, want", [
-    ("slurm-wlm 22.05.8", (22, 5, 8)), ("slurm 23.11.4", (23, 11, 4)), ("slurm 24.05.0-0rc1", (24, 5, 0)),
-    ("slurm 25.11", (25, 11, 0)),
-])
+@pytest.mark.parametrize(
+    "given_, want",
+    [
+        ("slurm-wlm 22.05.8", (22, 5, 8)),
+        ("slurm 23.11.4", (23, 11, 4)),
+        ("slurm 24.05.0-0rc1", (24, 5, 0)),
+        ("slurm 25.11", (25, 11, 0)),
+    ],
+)
 def test_parse_version(given_, want):
     assert parse_version(given_)[0] == want
 
@@ -200,6 +230,7 @@ def test_sinfo_json_rejects_other_json():
 
 # ---------------------------------------------------------------------------
 # reading the cluster: back ends and fallbacks
+
 
 def test_commands_backend_order():
     r = Replay("22.05.8-live")
@@ -224,8 +255,9 @@ def test_grouped_sinfo_entry_falls_back_to_scontrol():
     doc = json.loads(text("23.11.4-reconstructed", "sinfo_json.json"))
     entry = next(e for e in doc["sinfo"] if e["partition"]["name"] == "gh")
     entry["memory"]["minimum"] -= 1000  # sinfo merged nodes of different memory into one line
-    r = Replay("23.11.4-reconstructed", {("sinfo", "--json"): CommandResult(("sinfo", "--json"), 0,
-                                                                            json.dumps(doc), "")})
+    r = Replay(
+        "23.11.4-reconstructed", {("sinfo", "--json"): CommandResult(("sinfo", "--json"), 0, json.dumps(doc), "")}
+    )
     facts = read_cluster(r)
     assert facts.backend.startswith("scontrol show node")
     assert any("grouped unlike nodes" in n for n in facts.notes)
@@ -260,10 +292,17 @@ def test_pyslurm_not_installed_path():
     assert read_cluster(Replay("22.05.8-live"), backend="commands").notes == ()
 
 
-@pytest.mark.parametrize("installed, slurm, ok", [
-    ("22.5.1", (22, 5, 8), True), ("23.11.2", (23, 11, 4), True), ("24.5.0", (24, 5, 3), True),
-    ("23.2.2", (22, 5, 8), False), ("24.11.0", (24, 5, 3), False), ("unknown", (23, 11, 4), False),
-])
+@pytest.mark.parametrize(
+    "installed, slurm, ok",
+    [
+        ("22.5.1", (22, 5, 8), True),
+        ("23.11.2", (23, 11, 4), True),
+        ("24.5.0", (24, 5, 3), True),
+        ("23.2.2", (22, 5, 8), False),
+        ("24.11.0", (24, 5, 3), False),
+        ("unknown", (23, 11, 4), False),
+    ],
+)
 def test_pyslurm_version_match(installed, slurm, ok):
     why = pyslurm_mismatch(installed, slurm)
     assert (why is None) == ok
@@ -275,6 +314,7 @@ def test_pyslurm_version_match(installed, slurm, ok):
 # ---------------------------------------------------------------------------
 # the draft
 
+
 def _site(draft):
     return check(render(draft))
 
@@ -284,7 +324,10 @@ def test_2205_live_draft():
     s = _site(d)
     assert s.name == "slurmgpu-test" and s.slurm_version == "22.05" and s.default_partition == "gpu"
     assert {p: (x.node_type, x.nodes) for p, x in s.partitions.items()} == {
-        "gpu": ("h100x8", 4), "gpu4": ("a100x4", 2), "pcie": ("l40sx8", 2)}
+        "gpu": ("h100x8", 4),
+        "gpu4": ("a100x4", 2),
+        "pcie": ("l40sx8", 2),
+    }
     h = s.node_types["h100x8"]
     assert (h.gpus, h.cpus, h.memory_gb, h.gres_type) == (8, 16, 62.5, "h100")
     assert (h.gpu_memory_gb, h.bf16_tflops, h.link, h.link_gbs) == (80, 989, "nvlink", 900)
@@ -335,8 +378,10 @@ def test_every_todo_says_how_to_find_it():
 
 def test_unknown_gpu_type_still_validates():
     nodes = text("22.05.8-live", "scontrol_node_o.txt").replace("gpu:l40s:8", "gpu:mystery9000:8")
-    over = {("sinfo", "--json"): failed(("sinfo", "--json")),
-            ("scontrol", "show", "node", "-o"): CommandResult(("scontrol", "show", "node", "-o"), 0, nodes, "")}
+    over = {
+        ("sinfo", "--json"): failed(("sinfo", "--json")),
+        ("scontrol", "show", "node", "-o"): CommandResult(("scontrol", "show", "node", "-o"), 0, nodes, ""),
+    }
     d = discover(Replay("22.05.8-live", over))
     s = _site(d)
     nt = s.node_types["mystery9000x8"]
@@ -348,8 +393,10 @@ def test_unknown_gpu_type_still_validates():
 
 def test_gb200_needs_block_topology():
     nodes = text("22.05.8-live", "scontrol_node_o.txt").replace("gpu:h100:8", "gpu:gb200:4")
-    over = {("sinfo", "--json"): failed(("sinfo", "--json")),
-            ("scontrol", "show", "node", "-o"): CommandResult(("scontrol", "show", "node", "-o"), 0, nodes, "")}
+    over = {
+        ("sinfo", "--json"): failed(("sinfo", "--json")),
+        ("scontrol", "show", "node", "-o"): CommandResult(("scontrol", "show", "node", "-o"), 0, nodes, ""),
+    }
     d = discover(Replay("22.05.8-live", over))
     s = _site(d)
     assert s.node_types["gb200x4"].nvlink_domain == 72 and s.topology == "block"
@@ -365,8 +412,9 @@ def test_probe_results_fill_the_fabric_like_the_preset():
     s = _site(d)
     got, want = s.node_types["h100x8"], load_site(str(preset_dir() / "dgx-h100.yaml")).node_types["dgx-h100"]
     assert got.fabric == want.fabric == "infiniband"
-    assert sorted((n.name, n.role, n.link_layer, n.gbps) for n in got.nics) == \
-        sorted((n.name, n.role, n.link_layer, n.gbps) for n in want.nics)
+    assert sorted((n.name, n.role, n.link_layer, n.gbps) for n in got.nics) == sorted(
+        (n.name, n.role, n.link_layer, n.gbps) for n in want.nics
+    )
     assert got.socket_ifname == want.socket_ifname == "bond0"
     assert (got.gpu_model, got.gpu_memory_gb, got.nvlink_domain) == (want.gpu_model, want.gpu_memory_gb, 8)
     assert not [t for t in d.todos() if t.startswith("node_types.h100x8.")]
@@ -403,9 +451,12 @@ def test_probe_that_sees_other_gpus_is_flagged():
 
 
 def test_group_nodes_splits_by_cpus():
-    nodes = parse_scontrol_nodes(text("22.05.8-live", "scontrol_node_o.txt").replace(
-        "NodeName=gpu04 Arch=x86_64 CoresPerSocket=8  CPUAlloc=0 CPUEfctv=16 CPUTot=16",
-        "NodeName=gpu04 Arch=x86_64 CoresPerSocket=8  CPUAlloc=0 CPUEfctv=32 CPUTot=32"))
+    nodes = parse_scontrol_nodes(
+        text("22.05.8-live", "scontrol_node_o.txt").replace(
+            "NodeName=gpu04 Arch=x86_64 CoresPerSocket=8  CPUAlloc=0 CPUEfctv=16 CPUTot=16",
+            "NodeName=gpu04 Arch=x86_64 CoresPerSocket=8  CPUAlloc=0 CPUEfctv=32 CPUTot=32",
+        )
+    )
     names = sorted(g.name for g in group_nodes(nodes))
     assert names == ["a100x4", "h100x8", "h100x8-32c", "l40sx8"]
 
@@ -413,13 +464,20 @@ def test_group_nodes_splits_by_cpus():
 # ---------------------------------------------------------------------------
 # YAML writing
 
+
 @given(st.text(max_size=40))
 def test_scalar_round_trips(s):
     assert yaml.safe_load("k: %s" % scalar(s))["k"] == s
 
 
-@given(st.one_of(st.integers(-10 ** 9, 10 ** 9), st.floats(allow_nan=False, allow_infinity=False, width=32),
-                 st.booleans(), st.none()))
+@given(
+    st.one_of(
+        st.integers(-(10**9), 10**9),
+        st.floats(allow_nan=False, allow_infinity=False, width=32),
+        st.booleans(),
+        st.none(),
+    )
+)
 def test_scalar_round_trips_numbers(v):
     got = yaml.safe_load("k: %s" % scalar(v))["k"]
     assert got == v and type(got) in ((type(v),) if not isinstance(v, float) else (float, int))
@@ -432,6 +490,7 @@ def test_draft_is_deterministic():
 # ---------------------------------------------------------------------------
 # GPU table
 
+
 def test_gpu_table_agrees_with_presets():
     """One figure per fact: a preset and gpus.py must not disagree."""
     seen = 0
@@ -442,20 +501,31 @@ def test_gpu_table_agrees_with_presets():
             if f is None:
                 continue
             seen += 1
-            assert (f.vendor, f.bf16_tflops, f.link, f.link_gbs) == (nt.vendor, nt.bf16_tflops, nt.link, nt.link_gbs), \
-                (path.name, name)
+            assert (f.vendor, f.bf16_tflops, f.link, f.link_gbs) == (nt.vendor, nt.bf16_tflops, nt.link, nt.link_gbs), (
+                path.name,
+                name,
+            )
             assert nt.gpu_memory_gb in (f.memory_choices or (f.memory_gb,)), (path.name, name)
             if f.nvlink_domain:
                 assert f.nvlink_domain == nt.nvlink_domain, (path.name, name)
     assert seen >= 5
 
 
-@pytest.mark.parametrize("name, key, mem", [
-    ("h100", "h100", 80), ("nvidia_h100_80gb_hbm3", "h100", 80), ("NVIDIA A100-SXM4-40GB", "a100", 40),
-    ("a100_80g", "a100", 80), ("NVIDIA GH200 480GB", "gh200", 96), ("NVIDIA H100 PCIe", "h100_pcie", 80),
-    ("NVIDIA GeForce RTX 4090", "rtx4090", 24), ("AMD Instinct MI300X", "mi300x", 192), ("gh200", "gh200", 96),
-    ("tesla_v100-sxm2-32gb", "v100", 32),
-])
+@pytest.mark.parametrize(
+    "name, key, mem",
+    [
+        ("h100", "h100", 80),
+        ("nvidia_h100_80gb_hbm3", "h100", 80),
+        ("NVIDIA A100-SXM4-40GB", "a100", 40),
+        ("a100_80g", "a100", 80),
+        ("NVIDIA GH200 480GB", "gh200", 96),
+        ("NVIDIA H100 PCIe", "h100_pcie", 80),
+        ("NVIDIA GeForce RTX 4090", "rtx4090", 24),
+        ("AMD Instinct MI300X", "mi300x", 192),
+        ("gh200", "gh200", 96),
+        ("tesla_v100-sxm2-32gb", "v100", 32),
+    ],
+)
 def test_gpu_lookup(name, key, mem):
     f = lookup(name)
     assert (f.key, f.memory_gb) == (key, mem)
@@ -475,6 +545,7 @@ def test_gpu_table_entries_are_complete():
 
 # ---------------------------------------------------------------------------
 # CLI
+
 
 def test_cli_help_has_examples():
     r = CliRunner().invoke(main, ["discover", "--help"])

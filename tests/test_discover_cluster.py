@@ -5,6 +5,7 @@ Real sinfo/scontrol/srun, real CLI processes: `slurmgpu discover -o x.yaml`,
 come from the cluster's own layout (`slurm_cluster.partitions`), not from
 hard-coded names.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,9 @@ pytestmark = pytest.mark.cluster
 
 
 def cli(env, *args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "slurmgpu.cli"] + list(args), env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "slurmgpu.cli"] + list(args), env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def expect_layout(site, cluster):
@@ -89,16 +91,19 @@ def test_discover_one_partition(slurm_cluster, tmp_path):
 def test_busy_node_type_keeps_its_todos(slurm_cluster):
     """A node type whose nodes are all taken is not probed: a note, and its fabric stays TODO."""
     busy = slurm_cluster.partitions[0]
-    job = slurm_cluster.submit(None, "-p", busy.name, "-N", str(len(busy.nodes)), "--exclusive",
-                               "--wrap", "sleep 300")
+    job = slurm_cluster.submit(None, "-p", busy.name, "-N", str(len(busy.nodes)), "--exclusive", "--wrap", "sleep 300")
     try:
         deadline = 30
         t0 = time.monotonic()
         while (slurm_cluster.job_info(job) or {}).get("JobState") != "RUNNING":
             assert time.monotonic() - t0 < deadline, slurm_cluster.job_info(job)
             time.sleep(0.2)
-        draft = discover(SubprocessRunner(dict(slurm_cluster.env)), with_probe=True, wait_s=1,
-                         probe_command=job_slurmgpu(slurm_cluster) + ["probe", "--json"])
+        draft = discover(
+            SubprocessRunner(dict(slurm_cluster.env)),
+            with_probe=True,
+            wait_s=1,
+            probe_command=job_slurmgpu(slurm_cluster) + ["probe", "--json"],
+        )
     finally:
         slurm_cluster.run(["scancel", str(job)])
     site = check(render(draft))

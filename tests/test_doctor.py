@@ -1,4 +1,5 @@
 """`slurmgpu doctor` on fixture logs in real NCCL / PyTorch / Slurm / pyxis formats."""
+
 from __future__ import annotations
 
 import json
@@ -170,9 +171,17 @@ def test_oom_without_model_says_what_is_missing(site):
 
 def test_stamp_from_log_or_script():
     assert read_stamp("x\n# slurmgpu: site=a tp=2 pp=1 dp=4\n# slurmgpu-model: llama3.1-8b\n") == {
-        "site": "a", "tp": "2", "pp": "1", "dp": "4", "model": "llama3.1-8b"}
+        "site": "a",
+        "tp": "2",
+        "pp": "1",
+        "dp": "4",
+        "model": "llama3.1-8b",
+    }
     assert read_stamp("no stamp", "#!/bin/bash\n# slurmgpu: site=b tp=8 model=gpt3-175b\n") == {
-        "site": "b", "tp": "8", "model": "gpt3-175b"}
+        "site": "b",
+        "tp": "8",
+        "model": "gpt3-175b",
+    }
     assert read_stamp("# slurmgpu: preflight ok\n") == {}
 
 
@@ -185,9 +194,11 @@ def test_match_lines_scales_linearly_enough():
 
 # -- finding a job's log -------------------------------------------------------------
 
-SCONTROL_JOB = ("JobId=41 JobName=myjob UserId=alice(1000) GroupId=alice(1000) MCS_label=N/A Priority=1 "
-                "JobState=FAILED Reason=NonZeroExitCode ExitCode=1:0 NodeList=gpu[01-02] BatchHost=gpu01 "
-                "WorkDir=%(wd)s StdErr=%(wd)s/%%x-%%j.err StdIn=/dev/null StdOut=%(wd)s/%%x-%%j.out Power=\n")
+SCONTROL_JOB = (
+    "JobId=41 JobName=myjob UserId=alice(1000) GroupId=alice(1000) MCS_label=N/A Priority=1 "
+    "JobState=FAILED Reason=NonZeroExitCode ExitCode=1:0 NodeList=gpu[01-02] BatchHost=gpu01 "
+    "WorkDir=%(wd)s StdErr=%(wd)s/%%x-%%j.err StdIn=/dev/null StdOut=%(wd)s/%%x-%%j.out Power=\n"
+)
 
 
 class Replay:
@@ -204,8 +215,14 @@ class Replay:
 
 
 def test_output_patterns_expand_like_slurm():
-    info = {"JobId": "41", "JobName": "train", "UserId": "alice(1000)", "NodeList": "gpu[03-04]",
-            "ArrayJobId": "40", "ArrayTaskId": "7"}
+    info = {
+        "JobId": "41",
+        "JobName": "train",
+        "UserId": "alice(1000)",
+        "NodeList": "gpu[03-04]",
+        "ArrayJobId": "40",
+        "ArrayTaskId": "7",
+    }
     assert expand_output_pattern("/s/%x-%j.out", info) == "/s/train-41.out"
     assert expand_output_pattern("%A_%a.%u.%N.%%", info) == "40_7.alice.gpu03.%"
     assert expand_output_pattern("slurm-%6j.out", info) == "slurm-000041.out"
@@ -215,8 +232,12 @@ def test_job_id_reads_stdout_and_stderr_and_the_batch_script(tmp_path):
     (tmp_path / "myjob-41.out").write_text(read("socket-timeout.log"))
     no_stamp = "".join(l for l in read("address-in-use.log").splitlines(True) if not l.startswith("# slurmgpu"))
     (tmp_path / "myjob-41.err").write_text(no_stamp)
-    r = Replay({"scontrol show job -o 41": (0, SCONTROL_JOB % {"wd": tmp_path}),
-                "scontrol write batch_script 41 -": (0, "#!/bin/bash\n# slurmgpu: site=dgx-h100 tp=8\n")})
+    r = Replay(
+        {
+            "scontrol show job -o 41": (0, SCONTROL_JOB % {"wd": tmp_path}),
+            "scontrol write batch_script 41 -": (0, "#!/bin/bash\n# slurmgpu: site=dgx-h100 tp=8\n"),
+        }
+    )
     src = find_job_log("41", r)
     assert src.paths == (str(tmp_path / "myjob-41.out"), str(tmp_path / "myjob-41.err"))
     d = diagnose(src.text, stamp=read_stamp(src.text, src.script))
@@ -245,9 +266,11 @@ def test_read_log_prefers_an_existing_file_named_like_a_job_id(tmp_path, monkeyp
 
 # -- the command line ------------------------------------------------------------------
 
+
 def cli(*args: str, stdin: str = ""):
-    return subprocess.run([sys.executable, "-m", "slurmgpu.cli", *args], input=stdin, capture_output=True,
-                          text=True, timeout=60, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "slurmgpu.cli", *args], input=stdin, capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
 
 
 def test_cli_diagnoses_a_file_with_the_stamp_site():

@@ -14,6 +14,7 @@ component) and `scontrol update` of a held job (slurm_job_modify) are covered to
 
 Needs root and the Debian slurm packages; skipped otherwise unless SLURMGPU_REQUIRE_CLUSTER=1.
 """
+
 from __future__ import annotations
 
 import os
@@ -54,8 +55,11 @@ srun python pretrain_gpt.py --tensor-model-parallel-size 8 --pipeline-model-para
 # TP=16 over two 8-GPU nodes, in each launcher's spelling: (launcher, command line).
 TP16_SPELLINGS = [
     ("megatron", "srun python pretrain_gpt.py --tensor-model-parallel-size 16 --num-layers 80"),
-    ("nemo", "srun python megatron_gpt_pretraining.py trainer.num_nodes=2 trainer.devices=8 "
-             "model.tensor_model_parallel_size=16"),
+    (
+        "nemo",
+        "srun python megatron_gpt_pretraining.py trainer.num_nodes=2 trainer.devices=8 "
+        "model.tensor_model_parallel_size=16",
+    ),
     ("vllm", "vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 16"),
 ]
 # The GPU request, in the spellings sbatch takes: (#SBATCH line, sbatch arguments).
@@ -69,6 +73,7 @@ GPU_SPELLINGS = [
 # ---------------------------------------------------------------------------
 # helpers
 
+
 def clean_env(cluster, extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
     """A small, fixed client environment (sbatch exports it to the job, and the filter reads
     SLURMGPU_*/NCCL_*/SBATCH_* from it), so the caller's shell cannot change a verdict."""
@@ -81,11 +86,23 @@ def clean_env(cluster, extra: Optional[Mapping[str, str]] = None) -> Dict[str, s
     return env
 
 
-def client(cluster, argv: Sequence[str], stdin: Optional[str] = None,
-           env: Optional[Mapping[str, str]] = None, timeout: float = 60) -> Tuple[int, str, str]:
+def client(
+    cluster,
+    argv: Sequence[str],
+    stdin: Optional[str] = None,
+    env: Optional[Mapping[str, str]] = None,
+    timeout: float = 60,
+) -> Tuple[int, str, str]:
     """Run a Slurm client with clean_env(); (rc, stdout, stderr)."""
-    p = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, timeout=timeout,
-                       env=clean_env(cluster, env), cwd=str(cluster.jobs_dir))
+    p = subprocess.run(
+        list(argv),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=clean_env(cluster, env),
+        cwd=str(cluster.jobs_dir),
+    )
     return p.returncode, p.stdout, p.stderr
 
 
@@ -128,6 +145,7 @@ def tp16_script(command: str, sbatch_line: str = "#SBATCH -N2 --gpus-per-node=8 
 # ---------------------------------------------------------------------------
 # fixtures
 
+
 @pytest.fixture(scope="module")
 def site() -> Site:
     return load_site(str(SITE_FILE))
@@ -153,6 +171,7 @@ def policy(slurm_cluster, job_submit, cli_filter, rendered):
 # ---------------------------------------------------------------------------
 # 1. the rendered filters load and run in the daemons
 
+
 def test_rendered_filters_load_and_run_in_the_daemons(slurm_cluster, policy, rendered):
     mark = slurm_cluster.log_mark()
     rc, out, err = client(slurm_cluster, ["sbatch", "--test-only"], GOOD_SCRIPT)
@@ -161,18 +180,32 @@ def test_rendered_filters_load_and_run_in_the_daemons(slurm_cluster, policy, ren
     assert "error" not in err and "slurmgpu" not in err  # cli_filter.lua loaded, nothing to say
     lines = submit_lines(slurm_cluster, mark)
     assert [(d["decision"], d["tp"], d["pp"], d["source"], d["launcher"]) for d in lines] == [
-        ("accept", "8", "2", "flags", "megatron")]
+        ("accept", "8", "2", "flags", "megatron")
+    ]
     assert squeue_ids(slurm_cluster) == []  # --test-only created no job
 
     # the cli_filter runs in the client, before the controller: --wrap text is visible to it
     mark = slurm_cluster.log_mark()
-    rc, out, err = client(slurm_cluster, [
-        "sbatch", "--test-only", "-N2", "--gpus-per-node=8", "-p", "gpu",
-        "--wrap", "srun python pretrain_gpt.py --tensor-model-parallel-size 16"])
+    rc, out, err = client(
+        slurm_cluster,
+        [
+            "sbatch",
+            "--test-only",
+            "-N2",
+            "--gpus-per-node=8",
+            "-p",
+            "gpu",
+            "--wrap",
+            "srun python pretrain_gpt.py --tensor-model-parallel-size 16",
+        ],
+    )
     assert rc != 0
     assert "cli_filter plugin terminated with error" in err
-    assert re.search(r"error: lua: slurmgpu: TP=16 \(script line 2: --tensor-model-parallel-size 16\) is larger "
-                     r"than the NVLink domain", err), err
+    assert re.search(
+        r"error: lua: slurmgpu: TP=16 \(script line 2: --tensor-model-parallel-size 16\) is larger "
+        r"than the NVLink domain",
+        err,
+    ), err
     assert submit_lines(slurm_cluster, mark) == []  # never reached slurmctld
 
     log = slurm_cluster.ctld_log(policy)
@@ -194,9 +227,21 @@ def test_accepted_job_held_with_H_stays_pending(slurm_cluster, policy):
 # ---------------------------------------------------------------------------
 # 2. TP that spans nodes is rejected, in every spelling
 
+
 def test_gen_refuses_tp16_with_the_filters_message_and_slurmctld_agrees(slurm_cluster, policy, tmp_path):
-    gen = [sys.executable, "-m", "slurmgpu.cli", "gen", "--site", str(SITE_FILE), "--launcher", "megatron",
-           "--nodes", "2", "--no-preflight"]
+    gen = [
+        sys.executable,
+        "-m",
+        "slurmgpu.cli",
+        "gen",
+        "--site",
+        str(SITE_FILE),
+        "--launcher",
+        "megatron",
+        "--nodes",
+        "2",
+        "--no-preflight",
+    ]
     refused = subprocess.run(gen + ["--tp", "16", "--", "pretrain_gpt.py"], capture_output=True, text=True)
     assert refused.returncode == 1, refused.stderr
     gen_msg = next(line for line in refused.stderr.splitlines() if line.startswith("slurmgpu: TP=16"))
@@ -221,8 +266,9 @@ def test_gen_refuses_tp16_with_the_filters_message_and_slurmctld_agrees(slurm_cl
 
 @pytest.mark.parametrize("gpu_spelling", GPU_SPELLINGS, ids=[g[0] for g in GPU_SPELLINGS])
 @pytest.mark.parametrize("launcher,command", TP16_SPELLINGS, ids=[s[0] for s in TP16_SPELLINGS])
-def test_hand_written_tp16_across_two_nodes_is_rejected(slurm_cluster, policy, tmp_path, launcher, command,
-                                                         gpu_spelling):
+def test_hand_written_tp16_across_two_nodes_is_rejected(
+    slurm_cluster, policy, tmp_path, launcher, command, gpu_spelling
+):
     _, sbatch_line, args = gpu_spelling
     path = tmp_path / "job.sh"
     path.write_text(tp16_script(command, sbatch_line))
@@ -235,7 +281,8 @@ def test_hand_written_tp16_across_two_nodes_is_rejected(slurm_cluster, policy, t
     assert "across nodes 0-1 over the network. Fix: use TP=8 and PP=2" in err
     lines = submit_lines(slurm_cluster, mark)
     assert [(d["decision"], d["tp"], d["launcher"], d["rules"].split(",")[0]) for d in lines] == [
-        ("reject", "16", launcher, "tp-exceeds-domain")], lines
+        ("reject", "16", launcher, "tp-exceeds-domain")
+    ], lines
     assert squeue_ids(slurm_cluster) == []
 
 
@@ -243,8 +290,11 @@ def test_hand_written_tp16_across_two_nodes_is_rejected(slurm_cluster, policy, t
 def test_the_same_shapes_with_tp8_pp2_are_accepted(slurm_cluster, policy, tmp_path, gpu_spelling):
     _, sbatch_line, args = gpu_spelling
     path = tmp_path / "job.sh"
-    path.write_text(tp16_script("srun python pretrain_gpt.py --tensor-model-parallel-size 8 "
-                                "--pipeline-model-parallel-size 2", sbatch_line))
+    path.write_text(
+        tp16_script(
+            "srun python pretrain_gpt.py --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2", sbatch_line
+        )
+    )
     mark = slurm_cluster.log_mark()
     rc, out, err = client(slurm_cluster, ["sbatch", "--test-only", *args, str(path)])
     assert rc == 0, err
@@ -253,8 +303,18 @@ def test_the_same_shapes_with_tp8_pp2_are_accepted(slurm_cluster, policy, tmp_pa
 
 
 def test_srun_new_allocation_with_tp16_is_rejected_before_it_starts(slurm_cluster, policy, cli_filter):
-    argv = ["srun", "--test-only", "-N2", "--gpus-per-node=8", "-p", "gpu",
-            "python", "train.py", "--tensor-model-parallel-size", "16"]
+    argv = [
+        "srun",
+        "--test-only",
+        "-N2",
+        "--gpus-per-node=8",
+        "-p",
+        "gpu",
+        "python",
+        "train.py",
+        "--tensor-model-parallel-size",
+        "16",
+    ]
     mark = slurm_cluster.log_mark()
     rc, out, err = client(slurm_cluster, argv)
     assert rc != 0
@@ -282,9 +342,23 @@ def test_salloc_then_srun_step_with_tp16_never_runs(slurm_cluster, policy, tmp_p
     # allocation is granted; the srun step inside is what the cli_filter refuses.  24.11's
     # salloc hands its command to the cli_filter, which refuses the allocation itself.
     marker = tmp_path / "ran"
-    rc, out, err = client(slurm_cluster, [
-        "salloc", "-N2", "--gpus-per-node=8", "-p", "gpu",
-        "srun", "bash", "-c", 'touch "$0"', str(marker), "--tensor-model-parallel-size", "16"])
+    rc, out, err = client(
+        slurm_cluster,
+        [
+            "salloc",
+            "-N2",
+            "--gpus-per-node=8",
+            "-p",
+            "gpu",
+            "srun",
+            "bash",
+            "-c",
+            'touch "$0"',
+            str(marker),
+            "--tensor-model-parallel-size",
+            "16",
+        ],
+    )
     assert rc != 0
     who = "salloc" if slurm_cluster.release.version_tuple >= SRUN_SENDS_ITS_COMMAND else "srun"
     assert "%s: error: lua: slurmgpu: TP=16 (--tensor-model-parallel-size 16)" % who in err, err
@@ -299,11 +373,13 @@ def test_warn_mode_accepts_with_the_message(slurm_cluster, job_submit, tmp_path)
     mark = slurm_cluster.log_mark()
     rc, out, err = client(slurm_cluster, ["sbatch", "--test-only", str(path)])
     assert rc == 0, err
-    assert re.search(r"^sbatch: slurmgpu: TP=16 .* is larger than the NVLink domain .*\(not enforced: warn-only",
-                     err, re.M), err
+    assert re.search(
+        r"^sbatch: slurmgpu: TP=16 .* is larger than the NVLink domain .*\(not enforced: warn-only", err, re.M
+    ), err
     lines = submit_lines(slurm_cluster, mark)
     assert [(d["decision"], d["mode"], d["rules"].split(",")[0]) for d in lines] == [
-        ("accept", "warn", "tp-exceeds-domain")]
+        ("accept", "warn", "tp-exceeds-domain")
+    ]
     assert slurm_cluster.job_submit_errors(mark) == []
 
 
@@ -324,14 +400,17 @@ def test_exempt_user_passes(slurm_cluster, job_submit, tmp_path):
 # ---------------------------------------------------------------------------
 # heterogeneous jobs and scontrol update (slurm_job_modify)
 
+
 def test_het_job_component_with_tp16_in_its_environment_is_rejected(slurm_cluster, policy):
     # Component 1 (2 nodes) carries SLURMGPU_TP=16. Real submissions (-H), not --test-only:
     # 22.05's will-run path for het jobs sends the components as plain jobs, and the second
     # one without its environment, so job_submit could not see TP there.
     mark = slurm_cluster.log_mark()
-    rc, out, err = client(slurm_cluster, [
-        "sbatch", "-H", "-N1", "--gpus-per-node=8", ":", "-N2", "--gpus-per-node=8", "--wrap", "srun true"],
-        env={"SLURMGPU_TP": "16", "NCCL_SOCKET_IFNAME": "lo"})
+    rc, out, err = client(
+        slurm_cluster,
+        ["sbatch", "-H", "-N1", "--gpus-per-node=8", ":", "-N2", "--gpus-per-node=8", "--wrap", "srun true"],
+        env={"SLURMGPU_TP": "16", "NCCL_SOCKET_IFNAME": "lo"},
+    )
     assert rc != 0
     # the cli_filter sees the user's environment and refuses it in the client
     assert "sbatch: error: lua: slurmgpu: TP=16 (from SLURMGPU_TP in the job environment)" in err, err
@@ -340,14 +419,15 @@ def test_het_job_component_with_tp16_in_its_environment_is_rejected(slurm_cluste
     assert squeue_ids(slurm_cluster) == []
 
 
-def test_het_job_component_with_tp16_in_its_environment_is_rejected_by_job_submit(
-        slurm_cluster, policy, cli_filter):
+def test_het_job_component_with_tp16_in_its_environment_is_rejected_by_job_submit(slurm_cluster, policy, cli_filter):
     # job_submit runs once per component, with het_job_offset 0 and 1
     cli_filter(testcluster.PASSTHROUGH_CLI_FILTER_LUA)
     mark = slurm_cluster.log_mark()
-    rc, out, err = client(slurm_cluster, [
-        "sbatch", "-H", "-N1", "--gpus-per-node=8", ":", "-N2", "--gpus-per-node=8", "--wrap", "srun true"],
-        env={"SLURMGPU_TP": "16", "NCCL_SOCKET_IFNAME": "lo"})
+    rc, out, err = client(
+        slurm_cluster,
+        ["sbatch", "-H", "-N1", "--gpus-per-node=8", ":", "-N2", "--gpus-per-node=8", "--wrap", "srun true"],
+        env={"SLURMGPU_TP": "16", "NCCL_SOCKET_IFNAME": "lo"},
+    )
     assert rc != 0
     assert "sbatch: error: 1: slurmgpu: TP=16 (from SLURMGPU_TP in the job environment)" in err, err
     lines = submit_lines(slurm_cluster, mark)
@@ -358,24 +438,32 @@ def test_het_job_component_with_tp16_in_its_environment_is_rejected_by_job_submi
 def test_het_job_with_tp16_in_the_script_on_the_two_node_component_is_rejected(slurm_cluster, policy, tmp_path):
     # Slurm gives only component 0 the script; the filter must still check it for component 1.
     path = tmp_path / "het.sh"
-    path.write_text("#!/bin/bash\n#SBATCH -N1 --gpus-per-node=8 -p gpu\n#SBATCH hetjob\n"
-                    "#SBATCH -N2 --gpus-per-node=8 -p gpu\nexport NCCL_SOCKET_IFNAME=lo\n"
-                    "srun --het-group=1 python pretrain_gpt.py --tensor-model-parallel-size 16\n")
+    path.write_text(
+        "#!/bin/bash\n#SBATCH -N1 --gpus-per-node=8 -p gpu\n#SBATCH hetjob\n"
+        "#SBATCH -N2 --gpus-per-node=8 -p gpu\nexport NCCL_SOCKET_IFNAME=lo\n"
+        "srun --het-group=1 python pretrain_gpt.py --tensor-model-parallel-size 16\n"
+    )
     mark = slurm_cluster.log_mark()
     rc, out, err = client(slurm_cluster, ["sbatch", "-H", str(path)])
     assert rc != 0, (out, err)
     assert "sbatch: error: 1: slurmgpu: TP=16 (script line 6: --tensor-model-parallel-size 16) is larger" in err, err
     lines = submit_lines(slurm_cluster, mark)
-    assert [(d["het_offset"], d["decision"], d["tp"]) for d in lines] == [("0", "accept", "16"),
-                                                                          ("1", "reject", "16")], lines
+    assert [(d["het_offset"], d["decision"], d["tp"]) for d in lines] == [
+        ("0", "accept", "16"),
+        ("1", "reject", "16"),
+    ], lines
     assert squeue_ids(slurm_cluster) == []
 
 
 def _as_nobody(cluster, argv: Sequence[str], stdin: Optional[str] = None) -> Tuple[int, str, str]:
     """A client run as user nobody: root's updates are admin updates the filter lets through."""
     env = clean_env(cluster)
-    p = cluster.run(["runuser", "-u", "nobody", "--", "env", "SLURM_CONF=" + env["SLURM_CONF"],
-                     "PATH=" + env["PATH"], *argv], input=stdin, timeout=60, cwd="/")
+    p = cluster.run(
+        ["runuser", "-u", "nobody", "--", "env", "SLURM_CONF=" + env["SLURM_CONF"], "PATH=" + env["PATH"], *argv],
+        input=stdin,
+        timeout=60,
+        cwd="/",
+    )
     return p.returncode, p.stdout, p.stderr
 
 
@@ -396,7 +484,9 @@ def test_scontrol_update_of_a_held_job_goes_through_job_modify(slurm_cluster, po
     assert rc == 0, err  # one node: TP=8 fits
     lines = [d for d in filter_lines(slurm_cluster, mark) if d.get("origin") == "job_modify"]
     assert [(d["decision"], d["rules"].split(",")[0]) for d in lines] == [
-        ("reject", "tp-spans-nodes"), ("accept", "-")], lines
+        ("reject", "tp-spans-nodes"),
+        ("accept", "-"),
+    ], lines
     info = slurm_cluster.job_info(int(job_id))
     gpus8 = tres_prefix(slurm_cluster.release.version) + "gpu:8"  # gres/gpu:8 from 23.11
     assert info is not None and info["TresPerNode"] == gpus8 and info["NumNodes"].startswith("1")
@@ -414,8 +504,9 @@ EXPORTS = [None, "ALL", "NONE", "NIL", "FOO", "ALL,FOO", "FOO,SLURMGPU_TP", "SLU
 
 
 @pytest.mark.parametrize("export", EXPORTS)
-def test_what_export_sends_is_what_check_and_cli_filter_assume(slurm_cluster, job_submit, cli_filter, site,
-                                                               rendered, tmp_path, export):
+def test_what_export_sends_is_what_check_and_cli_filter_assume(
+    slurm_cluster, job_submit, cli_filter, site, rendered, tmp_path, export
+):
     # SLURMGPU_TP=16 in the submitting shell; whether it reaches slurmctld (and the job)
     # depends on --export. `slurmgpu check` (slurmgpu.jobdesc) and the cli_filter, which
     # reads the client's environment, must model that as slurmctld sees it.
@@ -432,7 +523,8 @@ def test_what_export_sends_is_what_check_and_cli_filter_assume(slurm_cluster, jo
     assert len(real) == 1, err
     env = {k: v for k, v in clean_env(slurm_cluster, shell).items() if k != "SLURM_CONF"}
     v = PolicyRunner(replace(site, slurm_version=slurm_cluster.release.version)).check(
-        script, argv[2:-1], env=env, user="root", uid=0, script_path=str(path))
+        script, argv[2:-1], env=env, user="root", uid=0, script_path=str(path)
+    )
 
     cli_filter(render_filter(replace(site, slurm_version=slurm_cluster.release.version), "cli_filter"))
     rc, out, cf_err = client(slurm_cluster, argv, env=shell)
@@ -458,11 +550,9 @@ def _partitions_for(site: Site):
     parts = []
     for name, p in site.partitions.items():
         nt = site.node_types[p.node_type]
-        node = shapes.setdefault(p.node_type, "c%s%02d" % (re.sub(r"[^a-z]", "", site.name)[:4],
-                                                            len(shapes) + 1))
+        node = shapes.setdefault(p.node_type, "c%s%02d" % (re.sub(r"[^a-z]", "", site.name)[:4], len(shapes) + 1))
         gres_type = nt.gres_type or nt.gpu_model.split("-")[0].lower()
-        parts.append(testcluster.Partition(name, (node,), gres_type, nt.gpus,
-                                           default=name == site.default_partition))
+        parts.append(testcluster.Partition(name, (node,), gres_type, nt.gpus, default=name == site.default_partition))
     return parts
 
 
@@ -519,8 +609,14 @@ def test_policy_case_verdict_from_real_slurmctld(case_clusters, case, tmp_path):
 
     extra = (["--account=" + case.account] if case.account else []) + (["--qos=" + case.qos] if case.qos else [])
     mark = cluster.log_mark()
-    p = subprocess.run(["sbatch", "--test-only", *extra, *case.args, str(path)], capture_output=True, text=True,
-                       env=env, cwd=str(cluster.jobs_dir), timeout=60)
+    p = subprocess.run(
+        ["sbatch", "--test-only", *extra, *case.args, str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(cluster.jobs_dir),
+        timeout=60,
+    )
     lines = submit_lines(cluster, mark)
     if not lines:
         reason = next((why for text, why in CLIENT_REFUSALS.items() if text in p.stderr), None)
@@ -530,8 +626,16 @@ def test_policy_case_verdict_from_real_slurmctld(case_clusters, case, tmp_path):
         return
 
     # `slurmgpu check`'s verdict: same script path, options, environment and user
-    v = runner.check(case.script, case.args, env={k: v for k, v in env.items() if k != "SLURM_CONF"},
-                     user="root", uid=0, account=case.account, qos=case.qos, script_path=str(path))
+    v = runner.check(
+        case.script,
+        case.args,
+        env={k: v for k, v in env.items() if k != "SLURM_CONF"},
+        user="root",
+        uid=0,
+        account=case.account,
+        qos=case.qos,
+        script_path=str(path),
+    )
     assert len(lines) == 1, lines
     real = lines[0]
     expect = case.expect_for(cluster.release.version)

@@ -9,6 +9,7 @@ groups of the plan (tests/e2e/groups_worker.py) on two nodes.
 Needs root and the Debian slurm packages, and torch for the launch; skipped otherwise
 unless SLURMGPU_REQUIRE_CLUSTER=1.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -49,10 +50,16 @@ def clean_env(cluster, extra: Optional[Mapping[str, str]] = None) -> Dict[str, s
     return env
 
 
-def run(cluster, argv: Sequence[str], cwd: Optional[Path] = None,
-        stdin: Optional[str] = None) -> Tuple[int, str, str]:
-    p = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, timeout=120,
-                       env=clean_env(cluster), cwd=str(cwd or cluster.jobs_dir))
+def run(cluster, argv: Sequence[str], cwd: Optional[Path] = None, stdin: Optional[str] = None) -> Tuple[int, str, str]:
+    p = subprocess.run(
+        list(argv),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(cluster),
+        cwd=str(cwd or cluster.jobs_dir),
+    )
     return p.returncode, p.stdout, p.stderr
 
 
@@ -69,8 +76,14 @@ def gen(cluster, *args: str) -> str:
 
 def filter_decisions(cluster, since: int) -> List[str]:
     """`decision=... source=...` of the job_submit lines slurmctld logged since `since`."""
-    return ["%s %s" % m for m in re.findall(r"slurmgpu-filter: decision=(\w+) .*?origin=job_submit .*?"
-                                            r"source=(\w+)", cluster.ctld_log(since))]
+    return [
+        "%s %s" % m
+        for m in re.findall(
+            r"slurmgpu-filter: decision=(\w+) .*?origin=job_submit .*?"
+            r"source=(\w+)",
+            cluster.ctld_log(since),
+        )
+    ]
 
 
 @pytest.fixture
@@ -108,10 +121,24 @@ def submit_held(cluster, script_path: Path, rendezvous: Optional[Tuple[int, int]
 
 # ---------------------------------------------------------------------------
 
+
 def test_generated_script_is_accepted_and_runs_on_two_nodes(slurm_cluster, policy, tmp_path):
-    script = gen(slurm_cluster, "--launcher", "srun", "--nodes", "2", "--tp", "8", "--no-preflight",
-                 "--stdout", str(tmp_path / "job-%j.out"), "--",
-                 "bash", "-c", 'echo "rank=$RANK world=$WORLD_SIZE node=$SLURMD_NODENAME tp=$SLURMGPU_TP"')
+    script = gen(
+        slurm_cluster,
+        "--launcher",
+        "srun",
+        "--nodes",
+        "2",
+        "--tp",
+        "8",
+        "--no-preflight",
+        "--stdout",
+        str(tmp_path / "job-%j.out"),
+        "--",
+        "bash",
+        "-c",
+        'echo "rank=$RANK world=$WORLD_SIZE node=$SLURMD_NODENAME tp=$SLURMGPU_TP"',
+    )
     path = tmp_path / "job.sh"
     path.write_text(script)
     mark = slurm_cluster.log_mark()
@@ -132,22 +159,41 @@ def test_generated_script_is_accepted_and_runs_on_two_nodes(slurm_cluster, polic
 
 def test_torchrun_gloo_job_forms_the_planned_groups_with_tp_inside_nodes(slurm_cluster, policy, tmp_path):
     if slurm_cluster.in_chroot and not job_python_has(slurm_cluster, "torch"):
-        pytest.skip("PyTorch is not installed in the Slurm %s chroot (its jobs run its own Python %s): "
-                    "the gloo launch runs on the native release" % (slurm_cluster.release.major,
-                                                                    slurm_cluster.python))
-    if importlib.util.find_spec("torch") is None or not shutil.which(
-            "torchrun", path=clean_env(slurm_cluster)["PATH"]):
+        pytest.skip(
+            "PyTorch is not installed in the Slurm %s chroot (its jobs run its own Python %s): "
+            "the gloo launch runs on the native release" % (slurm_cluster.release.major, slurm_cluster.python)
+        )
+    if importlib.util.find_spec("torch") is None or not shutil.which("torchrun", path=clean_env(slurm_cluster)["PATH"]):
         msg = "PyTorch (torch, torchrun) is not installed: pip install torch==2.13.0 (the CPU build will do)"
         if REQUIRE:
             pytest.fail(msg + " (SLURMGPU_REQUIRE_CLUSTER=1)", pytrace=False)
         pytest.skip(msg)
     out_json = tmp_path / "groups.json"
     # gpu4: 2 nodes x 4 "GPUs" -> 8 workers; TP=2 x PP=2 x DP=2
-    script = gen(slurm_cluster, "--partition", "gpu4", "--launcher", "torchrun", "--nodes", "2",
-                 "--tp", "2", "--pp", "2", "--no-preflight", "--stdout", str(tmp_path / "gloo-%j.out"),
-                 "--", "python", WORKER, "--out", str(out_json))
-    layout = re.search(r"^export SLURMGPU_SITE=\S+ SLURMGPU_TP=(\d+) SLURMGPU_PP=(\d+) SLURMGPU_DP=(\d+) ",
-                       script, re.M)
+    script = gen(
+        slurm_cluster,
+        "--partition",
+        "gpu4",
+        "--launcher",
+        "torchrun",
+        "--nodes",
+        "2",
+        "--tp",
+        "2",
+        "--pp",
+        "2",
+        "--no-preflight",
+        "--stdout",
+        str(tmp_path / "gloo-%j.out"),
+        "--",
+        "python",
+        WORKER,
+        "--out",
+        str(out_json),
+    )
+    layout = re.search(
+        r"^export SLURMGPU_SITE=\S+ SLURMGPU_TP=(\d+) SLURMGPU_PP=(\d+) SLURMGPU_DP=(\d+) ", script, re.M
+    )
     assert layout, "the generated script does not export SLURMGPU_TP/PP/DP"
     tp, pp, dp = (int(x) for x in layout.groups())
     assert (tp, pp, dp) == (2, 2, 2)
@@ -187,8 +233,20 @@ def test_torchrun_gloo_job_forms_the_planned_groups_with_tp_inside_nodes(slurm_c
 
 
 def test_submit_prints_the_job_id_of_the_generated_script(slurm_cluster, policy, tmp_path):
-    flags = ["--site", SITE_FILE, "--launcher", "srun", "--nodes", "2", "--tp", "8", "--no-preflight",
-             "--sbatch=--hold", "--", "hostname"]
+    flags = [
+        "--site",
+        SITE_FILE,
+        "--launcher",
+        "srun",
+        "--nodes",
+        "2",
+        "--tp",
+        "8",
+        "--no-preflight",
+        "--sbatch=--hold",
+        "--",
+        "hostname",
+    ]
     mark = slurm_cluster.log_mark()
     rc, out, err = slurmgpu(slurm_cluster, "submit", *flags, cwd=tmp_path)
     assert rc == 0, err
@@ -198,7 +256,11 @@ def test_submit_prints_the_job_id_of_the_generated_script(slurm_cluster, policy,
     info = slurm_cluster.job_info(job_id)
     assert info is not None
     assert (info["JobState"], info["Reason"], info["Partition"], info["NumNodes"]) == (
-        "PENDING", "JobHeldUser", "gpu", "2-2")
+        "PENDING",
+        "JobHeldUser",
+        "gpu",
+        "2-2",
+    )
     assert filter_decisions(slurm_cluster, mark) == ["accept stamp"]
     # what slurmctld stored is exactly what `gen` writes for the same flags
     rc, stored, err = run(slurm_cluster, ["scontrol", "write", "batch_script", str(job_id), "-"])
@@ -209,9 +271,24 @@ def test_submit_prints_the_job_id_of_the_generated_script(slurm_cluster, policy,
 
 
 def test_submit_json_lists_the_job_ids(slurm_cluster, policy, tmp_path):
-    rc, out, err = slurmgpu(slurm_cluster, "submit", "--site", SITE_FILE, "--launcher", "srun", "--nodes", "1",
-                            "--no-preflight", "--sbatch=--hold", "--chain", "2", "--json", "--", "hostname",
-                            cwd=tmp_path)
+    rc, out, err = slurmgpu(
+        slurm_cluster,
+        "submit",
+        "--site",
+        SITE_FILE,
+        "--launcher",
+        "srun",
+        "--nodes",
+        "1",
+        "--no-preflight",
+        "--sbatch=--hold",
+        "--chain",
+        "2",
+        "--json",
+        "--",
+        "hostname",
+        cwd=tmp_path,
+    )
     assert rc == 0, err
     data = json.loads(out)
     ids = data["job_ids"]
@@ -222,8 +299,23 @@ def test_submit_json_lists_the_job_ids(slurm_cluster, policy, tmp_path):
 
 def test_submit_test_only_submits_nothing(slurm_cluster, policy, tmp_path):
     mark = slurm_cluster.log_mark()
-    rc, out, err = slurmgpu(slurm_cluster, "submit", "--site", SITE_FILE, "--launcher", "torchrun", "--nodes", "2",
-                            "--tp", "8", "--no-preflight", "--test-only", "--", "train.py", cwd=tmp_path)
+    rc, out, err = slurmgpu(
+        slurm_cluster,
+        "submit",
+        "--site",
+        SITE_FILE,
+        "--launcher",
+        "torchrun",
+        "--nodes",
+        "2",
+        "--tp",
+        "8",
+        "--no-preflight",
+        "--test-only",
+        "--",
+        "train.py",
+        cwd=tmp_path,
+    )
     assert rc == 0, err
     assert out == ""
     assert re.search(r"to start at .* on nodes gpu\[0\d-0\d\] in partition gpu", err), err

@@ -1,6 +1,7 @@
 """One table of NCCL settings per fabric (slurmgpu.fabric.FABRIC_TABLE), three readers that agree:
 what `gen` writes (fabric_env), what `probe` says a node calls for (implied_nccl_env), and what
 the submit policy asks multi-node jobs to set (topology_table -> nccl-env-missing)."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -55,8 +56,9 @@ def test_probe_gen_and_policy_agree(name, pname):
     for var in set(gen) & set(probe):
         if var == "NCCL_IB_HCA":
             names = [n.name for n in nt.nics]
-            assert [n for n in names if parse_devlist(gen[var]).matches(n)] == \
-                [n for n in names if parse_devlist(probe[var]).matches(n)]
+            assert [n for n in names if parse_devlist(gen[var]).matches(n)] == [
+                n for n in names if parse_devlist(probe[var]).matches(n)
+            ]
         elif var == "NCCL_SOCKET_IFNAME":
             assert gen[var] == socket_ifname(probe[var])[0]
         else:
@@ -66,8 +68,9 @@ def test_probe_gen_and_policy_agree(name, pname):
         assert gen["NCCL_NET"] == probe["NCCL_NET"] == OFI_NET == "AWS Libfabric"
         assert "NCCL_NET" not in single
     # what gen derives itself is what a drafted site's env: leaves out
-    assert set(gen) - {"NCCL_DEBUG", "CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_IB_GID_INDEX", "NCCL_IB_TC"} \
-        <= set(derived_names(nt.fabric))
+    assert set(gen) - {"NCCL_DEBUG", "CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_IB_GID_INDEX", "NCCL_IB_TC"} <= set(
+        derived_names(nt.fabric)
+    )
 
 
 @pytest.mark.parametrize("name,pname", PARTS, ids=["%s-%s" % p for p in PARTS])
@@ -82,6 +85,12 @@ def test_a_generated_multi_node_script_sets_what_the_policy_asks_for(name, pname
     assert v.decision == "accept" and "nccl-env-missing" not in v.rules, v.warnings
     # and the same script without the fabric block is warned about, where the policy asks for something
     if topology_table(site)["partitions"][pname]["nccl"]:
-        bare = "\n".join(line for line in gen.script.splitlines()
-                         if not line.startswith(("export NCCL_", "export FI_", "export HSA_"))) + "\n"
+        bare = (
+            "\n".join(
+                line
+                for line in gen.script.splitlines()
+                if not line.startswith(("export NCCL_", "export FI_", "export HSA_"))
+            )
+            + "\n"
+        )
         assert "nccl-env-missing" in check_script(site, bare).rules

@@ -12,6 +12,7 @@ under lupa) with nothing but the script, as `slurmgpu check SCRIPT` would. Three
 - violation: gen raised PolicyRejection (its own filter refused what it made) or check rejects
   what gen wrote. There must be none.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -28,8 +29,12 @@ from slurmgpu.site import load_site, preset_dir, preset_names
 pytest.importorskip("lupa")
 
 _SITES = {name: load_site(str(preset_dir() / (name + ".yaml"))) for name in preset_names()}
-COMMAND = {"torchrun": ("train.py",), "srun": ("python", "train.py"), "deepspeed": ("train.py",),
-           "accelerate": ("train.py",)}
+COMMAND = {
+    "torchrun": ("train.py",),
+    "srun": ("python", "train.py"),
+    "deepspeed": ("train.py",),
+    "accelerate": ("train.py",),
+}
 MODELS = (None, "llama3-8b")
 
 # (site, nodes, pins, segment): the issue's GB200 cases; gen must write each and check accept it.
@@ -90,10 +95,19 @@ def _spec(case: Case) -> JobSpec:
         # one server over the whole allocation: the planner would otherwise size replicas (dp > 1),
         # which the serving launchers refuse ("pin --dp 1 or use fewer nodes")
         parallel.setdefault("dp", 1)
-    return JobSpec(name="agree", launcher=launcher, partition=pname, nodes=nodes, model=model,
-                   task="inference" if serving and model else "pretrain", command=COMMAND.get(launcher, ()),
-                   weights="org/model" if serving else None, parallel=parallel, segment=seg,
-                   time="01:00:00")
+    return JobSpec(
+        name="agree",
+        launcher=launcher,
+        partition=pname,
+        nodes=nodes,
+        model=model,
+        task="inference" if serving and model else "pretrain",
+        command=COMMAND.get(launcher, ()),
+        weights="org/model" if serving else None,
+        parallel=parallel,
+        segment=seg,
+        time="01:00:00",
+    )
 
 
 def run_case(case: Case) -> Tuple[str, str]:
@@ -122,8 +136,9 @@ def results(tmp_path_factory) -> Dict[Case, Tuple[str, str]]:
 
 def test_every_script_gen_writes_is_accepted_by_check(results):
     counts = Counter(kind for kind, _ in results.values())
-    violations = ["%s: %s" % ("/".join(str(x) for x in c), why) for c, (kind, why) in results.items()
-                  if kind == "violation"]
+    violations = [
+        "%s: %s" % ("/".join(str(x) for x in c), why) for c, (kind, why) in results.items() if kind == "violation"
+    ]
     assert violations == [], "%d of %d cases: %s" % (len(violations), len(CASES), "\n".join(violations[:20]))
     # the matrix is not mostly refusals: it reaches every preset and launcher with written scripts
     written = [c for c, (kind, _) in results.items() if kind == "written"]

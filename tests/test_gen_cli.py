@@ -1,4 +1,5 @@
 """`slurmgpu gen / submit / init / templates` end to end, through the real CLI."""
+
 from __future__ import annotations
 
 import json
@@ -49,22 +50,37 @@ def sbatch_lines(text):
 
 def stamp_of(text):
     line = next(l for l in text.splitlines() if l.startswith("# slurmgpu: "))
-    return dict(kv.split("=") for kv in line[len("# slurmgpu: "):].split())
+    return dict(kv.split("=") for kv in line[len("# slurmgpu: ") :].split())
 
 
 # ---------------------------------------------------------------------------
 # gen
 
+
 def test_llama3_70b_megatron_on_two_default_nodes(repo):
-    r = run("gen", "--model", "llama3-70b", "--launcher", "megatron", "--nodes", "2", "--tp", "8", "--pp", "2",
-            "--task", "lora")
+    r = run(
+        "gen",
+        "--model",
+        "llama3-70b",
+        "--launcher",
+        "megatron",
+        "--nodes",
+        "2",
+        "--tp",
+        "8",
+        "--pp",
+        "2",
+        "--task",
+        "lora",
+    )
     assert r.exit_code == 0, r.stderr
     text = r.stdout
     site = preset("dgx-h100")
     nt = site.node_type_of()
     assert "#SBATCH --gpus-per-node=%d" % nt.gpus in sbatch_lines(text)
-    assert "export NCCL_IB_HCA=%s " % shquote("=" + ",".join("%s:%d" % (n.name, n.port) for n in nt.compute_nics)) \
-        in text
+    assert (
+        "export NCCL_IB_HCA=%s " % shquote("=" + ",".join("%s:%d" % (n.name, n.port) for n in nt.compute_nics)) in text
+    )
     assert "export NCCL_SOCKET_IFNAME='=%s' " % nt.socket_ifname in text
     assert "--tensor-model-parallel-size 8 \\\n" in text and "--pipeline-model-parallel-size 2 \\\n" in text
     assert stamp_of(text)["tp"] == "8" and stamp_of(text)["pp"] == "2"
@@ -76,21 +92,30 @@ def test_the_script_carries_the_planners_layout(repo):
     assert r.exit_code == 0, r.stderr
     plan = make_plan(preset("dgx-h100"), PlanRequest(model=get_model("llama3.1-8b"), nodes=2))
     lay = plan.layout
-    assert stamp_of(r.stdout) == {"site": "dgx-h100", "tp": str(lay.tp), "pp": str(lay.pp), "dp": str(lay.dp),
-                                  "cp": str(lay.cp), "ep": str(lay.ep), "nodes": "2",
-                                  "gpus_per_node": str(lay.gpus_per_node)}
+    assert stamp_of(r.stdout) == {
+        "site": "dgx-h100",
+        "tp": str(lay.tp),
+        "pp": str(lay.pp),
+        "dp": str(lay.dp),
+        "cp": str(lay.cp),
+        "ep": str(lay.ep),
+        "nodes": "2",
+        "gpus_per_node": str(lay.gpus_per_node),
+    }
     assert "--tensor-model-parallel-size %d \\\n" % lay.tp in r.stdout
     assert plan.explanation[0] in r.stderr
 
 
 def test_one_spec_renders_for_each_site(repo):
-    (repo / "slurmgpu.yaml").write_text(textwrap.dedent("""\
+    (repo / "slurmgpu.yaml").write_text(
+        textwrap.dedent("""\
         name: portable
         launcher: torchrun
         command: [train.py, --config, cfg.yaml]
         nodes: 2
         time: "02:00:00"
-        """))
+        """)
+    )
     out = {}
     for site in ("dgx-h100", "perlmutter", "aws-p5", "frontier"):
         r = run("gen", "--site", site)
@@ -150,8 +175,10 @@ def test_tp_across_nvlink_domains_is_refused_like_the_filter(repo):
     assert "suggestion:" in r.stderr and r.stdout == ""
     # The same message the submit filter gives for that layout (a hand-written script with the stamp).
     site = preset("dgx-h100")
-    probe = ("#!/bin/bash\n# slurmgpu: site=dgx-h100 tp=16 pp=1 dp=1 cp=1 ep=1 nodes=2 gpus_per_node=8\n"
-             "#SBATCH --nodes=2\n#SBATCH --gpus-per-node=8\n#SBATCH --ntasks-per-node=1\nsrun torchrun train.py\n")
+    probe = (
+        "#!/bin/bash\n# slurmgpu: site=dgx-h100 tp=16 pp=1 dp=1 cp=1 ep=1 nodes=2 gpus_per_node=8\n"
+        "#SBATCH --nodes=2\n#SBATCH --gpus-per-node=8\n#SBATCH --ntasks-per-node=1\nsrun torchrun train.py\n"
+    )
     verdict = check_script(site, probe, partition="gpu")
     assert verdict.decision == "reject"
     for msg in verdict.messages:
@@ -162,8 +189,9 @@ def test_tp_across_nvlink_domains_is_refused_like_the_filter(repo):
 def test_gb200_tp6_on_30_nodes_gets_a_segment_its_own_filter_accepts(repo, extra, segment):
     """TP=6 on 4-GPU trays needs segments of 3 nodes; gen once chose --segment=10 (refused by the
     policy) and refused the policy's own --segment=3."""
-    r = run("gen", "--site", "gb200-nvl72", "--nodes", "30", "--tp", "6", *extra, "-o", "job.sh", "--",
-            "python", "train.py")
+    r = run(
+        "gen", "--site", "gb200-nvl72", "--nodes", "30", "--tp", "6", *extra, "-o", "job.sh", "--", "python", "train.py"
+    )
     assert r.exit_code == 0, r.stderr
     text = (repo / "job.sh").read_text()
     assert "#SBATCH --segment=%d" % segment in sbatch_lines(text)
@@ -176,8 +204,10 @@ def test_pinned_tp_across_nodes_with_a_model_gets_the_filters_words_and_a_plan(r
     assert r.exit_code == 1 and r.stdout == ""
     assert "NVLink domain" in r.stderr
     lay = make_plan(preset("dgx-h100"), PlanRequest(model=get_model("llama3.1-8b"), nodes=2)).layout
-    assert "suggestion: the planner picks tp=%d pp=%d dp=%d cp=%d on 2 nodes" % (lay.tp, lay.pp, lay.dp, lay.cp) \
+    assert (
+        "suggestion: the planner picks tp=%d pp=%d dp=%d cp=%d on 2 nodes" % (lay.tp, lay.pp, lay.dp, lay.cp)
         in r.stderr
+    )
 
 
 def test_output_file_is_written_atomically(repo):
@@ -216,26 +246,43 @@ def test_spec_file_errors_are_located(repo):
 
 
 def test_regenerate_line_reproduces_the_script(repo):
-    args = ["gen", "--site", "perlmutter", "--nodes", "2", "--job-name", "a b", "--env", "X=$y z", "--",
-            "train.py", "it's", "$HOME"]
+    args = [
+        "gen",
+        "--site",
+        "perlmutter",
+        "--nodes",
+        "2",
+        "--job-name",
+        "a b",
+        "--env",
+        "X=$y z",
+        "--",
+        "train.py",
+        "it's",
+        "$HOME",
+    ]
     first = subprocess.run([sys.executable, "-m", "slurmgpu.cli"] + args, capture_output=True, text=True, cwd=repo)
     assert first.returncode == 0, first.stderr
     line = next(l for l in first.stdout.splitlines() if l.startswith("# Regenerate: "))
-    argv = shlex.split(line[len("# Regenerate: "):])
+    argv = shlex.split(line[len("# Regenerate: ") :])
     assert argv[:2] == ["slurmgpu", "gen"]
-    again = subprocess.run([sys.executable, "-m", "slurmgpu.cli"] + argv[1:], capture_output=True, text=True,
-                           cwd=repo)
+    again = subprocess.run([sys.executable, "-m", "slurmgpu.cli"] + argv[1:], capture_output=True, text=True, cwd=repo)
     assert again.returncode == 0 and again.stdout == first.stdout
 
 
-@pytest.mark.parametrize("args, want", [
-    (["--launcher", "vllm", "--nodes", "1"], "error: weights: launcher vllm serves a checkpoint"),
-    (["--segment", "2", "--nodes", "2", "--", "train.py"], "error: segment: --segment needs a topology/block site"),
-    (["--site", "gb200-nvl72", "--segment", "3", "--nodes", "4", "--", "train.py"],
-     "error: segment: --segment=3 does not keep TP groups"),
-    (["--container", "pyxis", "--", "train.py"], "error: container.image: container runtime pyxis needs an image"),
-    (["--requeue", "--time", "5:00", "--", "train.py"], "error: grace: the checkpoint signal comes 300 s before"),
-])
+@pytest.mark.parametrize(
+    "args, want",
+    [
+        (["--launcher", "vllm", "--nodes", "1"], "error: weights: launcher vllm serves a checkpoint"),
+        (["--segment", "2", "--nodes", "2", "--", "train.py"], "error: segment: --segment needs a topology/block site"),
+        (
+            ["--site", "gb200-nvl72", "--segment", "3", "--nodes", "4", "--", "train.py"],
+            "error: segment: --segment=3 does not keep TP groups",
+        ),
+        (["--container", "pyxis", "--", "train.py"], "error: container.image: container runtime pyxis needs an image"),
+        (["--requeue", "--time", "5:00", "--", "train.py"], "error: grace: the checkpoint signal comes 300 s before"),
+    ],
+)
 def test_error_messages_name_the_field_once(repo, args, want):
     r = run("gen", *args)
     assert r.exit_code == 2
@@ -256,6 +303,7 @@ def test_issue_prints_each_part_once():
 # ---------------------------------------------------------------------------
 # templates
 
+
 def test_templates_list_show_eject_and_use(repo):
     r = run("templates", "list", "--json")
     rows = {row["name"]: row for row in json.loads(r.stdout)}
@@ -267,8 +315,9 @@ def test_templates_list_show_eject_and_use(repo):
     assert run("templates", "eject", "parts/rendezvous.j2").exit_code != 0  # no silent overwrite
     ejected.write_text(ejected.read_text() + "# site-specific tweak\n")
     r = run("templates", "list")
-    assert any(l.startswith("parts/rendezvous.j2") and "repo" in l and "overrides built-in" in l
-               for l in r.stdout.splitlines())
+    assert any(
+        l.startswith("parts/rendezvous.j2") and "repo" in l and "overrides built-in" in l for l in r.stdout.splitlines()
+    )
     r = run("templates", "show", "parts/rendezvous.j2")
     assert r.stdout.endswith("# site-specific tweak\n") and "(repo)" in r.stderr
     r = run("gen", "--nodes", "2", "--", "train.py")
@@ -310,6 +359,7 @@ def test_templates_dir_flag_wins(repo, tmp_path):
 # ---------------------------------------------------------------------------
 # init
 
+
 def test_init_scaffolds_a_spec_that_gen_uses(repo):
     r = run("init", "--launcher", "torchrun", "--job-name", "demo", "--", "train.py", "--lr", "3e-4")
     assert r.exit_code == 0, r.stderr
@@ -328,11 +378,11 @@ def test_init_then_gen_as_the_readme_says(repo):
     assert r.exit_code == 0, r.stderr
     spec = load_spec(str(repo / "slurmgpu.yaml"))
     assert spec.command == ("train.py",) and spec.model == "llama3-8b"
-    assert "command: [\"train.py\"]   # placeholder" in (repo / "slurmgpu.yaml").read_text()
+    assert 'command: ["train.py"]   # placeholder' in (repo / "slurmgpu.yaml").read_text()
     assert "train.py is a placeholder" in r.stderr
     nxt = [l for l in r.stderr.splitlines() if l.startswith("next: ")]
     assert nxt == ["next: slurmgpu gen -o job.sbatch"]
-    argv = shlex.split(nxt[0][len("next: "):])
+    argv = shlex.split(nxt[0][len("next: ") :])
     assert argv[0] == "slurmgpu"
     r = run(*argv[1:])  # what init says to run next works
     assert r.exit_code == 0, r.stderr
@@ -349,11 +399,11 @@ def test_init_next_names_the_spec_and_site_when_not_the_defaults(repo, tmp_path)
     assert r.exit_code == 0, r.stderr
     assert "placeholder (there is no" not in r.stderr  # train.py exists there
     nxt = [l for l in r.stderr.splitlines() if l.startswith("next: ")][0]
-    argv = shlex.split(nxt[len("next: "):])
+    argv = shlex.split(nxt[len("next: ") :])
     assert argv == ["slurmgpu", "gen", str((other / "slurmgpu.yaml").resolve()), "--site", "aws-p5", "-o", "job.sbatch"]
     r = run(*argv[1:])
     assert r.exit_code == 0, r.stderr
-    assert "#SBATCH --job-name=\"other repo\"\n" in (repo / "job.sbatch").read_text()
+    assert '#SBATCH --job-name="other repo"\n' in (repo / "job.sbatch").read_text()
 
 
 def test_init_with_an_entry_point_launcher_writes_no_placeholder(repo):
@@ -374,12 +424,14 @@ def test_init_asks_nothing_without_a_terminal(repo):
 # ---------------------------------------------------------------------------
 # submit (a stand-in sbatch here; tests/test_hostile.py runs real Slurm)
 
+
 @pytest.fixture
 def fake_sbatch(repo, monkeypatch):
     bin_dir = repo / "bin"
     bin_dir.mkdir()
     log = repo / "sbatch.log"
-    (bin_dir / "sbatch").write_text(textwrap.dedent("""\
+    (bin_dir / "sbatch").write_text(
+        textwrap.dedent("""\
         #!/bin/bash
         n=$(( $(wc -l < %(log)s 2>/dev/null || echo 0) + 100 ))
         printf '%%s ' "$@" >> %(log)s; printf '\\n' >> %(log)s
@@ -388,7 +440,9 @@ def fake_sbatch(repo, monkeypatch):
           [ "$a" = --test-only ] && { echo "sbatch: Job 99 to start at 2030-01-01T00:00:00" >&2; exit 0; }
         done
         echo "$n"
-        """) % {"log": shlex.quote(str(log)), "dir": shlex.quote(str(repo))})
+        """)
+        % {"log": shlex.quote(str(log)), "dir": shlex.quote(str(repo))}
+    )
     (bin_dir / "sbatch").chmod(0o755)
     monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
     return log
@@ -421,8 +475,9 @@ def test_submit_test_only_on_real_slurm(repo, slurm_cluster, monkeypatch):
     (repo / "site.yaml").write_text(dgx_site_for(slurm_cluster))
     for k, v in slurm_cluster.env.items():
         monkeypatch.setenv(k, v)
-    r = run("submit", "--site", str(repo / "site.yaml"), "--nodes", "2", "--mem", "1000M", "--test-only", "--",
-            "train.py")
+    r = run(
+        "submit", "--site", str(repo / "site.yaml"), "--nodes", "2", "--mem", "1000M", "--test-only", "--", "train.py"
+    )
     assert r.exit_code == 0, r.stderr
     assert "to start at" in r.stderr
 
@@ -430,15 +485,28 @@ def test_submit_test_only_on_real_slurm(repo, slurm_cluster, monkeypatch):
 # ---------------------------------------------------------------------------
 # Help and start-up
 
-@pytest.mark.parametrize("cmd", [["gen"], ["submit"], ["init"], ["templates"], ["templates", "list"],
-                                 ["templates", "show"], ["templates", "eject"]])
+
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        ["gen"],
+        ["submit"],
+        ["init"],
+        ["templates"],
+        ["templates", "list"],
+        ["templates", "show"],
+        ["templates", "eject"],
+    ],
+)
 def test_help_has_examples(cmd):
     r = run(*cmd, "--help")
     assert r.exit_code == 0 and "Example" in r.stdout
 
 
 def test_cli_import_stays_light():
-    code = "import sys, slurmgpu.cli; print(sorted(m for m in ('jinja2', 'yaml', 'lupa', 'slurmgpu.render', " \
-           "'slurmgpu.plan', 'slurmgpu.spec') if m in sys.modules))"
+    code = (
+        "import sys, slurmgpu.cli; print(sorted(m for m in ('jinja2', 'yaml', 'lupa', 'slurmgpu.render', "
+        "'slurmgpu.plan', 'slurmgpu.spec') if m in sys.modules))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "[]"

@@ -6,6 +6,7 @@ answers `show hostnames`, `apptainer exec` runs its command, and the launchers (
 deepspeed, accelerate, vllm, python, slurmgpu) record their argv and environment. The
 recorded argv must equal the hostile values verbatim, and no injected command may run.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,7 @@ from slurmgpu.job import ContainerSpec, JobSpec
 from slurmgpu.site import load_site, preset_dir
 from tests.cluster_fixtures import dgx_site_for
 
-STUB = r'''
+STUB = r"""
 import json, os, signal, sys, time
 name = os.path.basename(sys.argv[0])
 args = sys.argv[1:]
@@ -63,14 +64,37 @@ if os.environ.get("STUB_BLOCK") == name:
     time.sleep(60)
     sys.exit(3)
 record()
-'''
+"""
 
-PROGRAMS = ("srun", "scontrol", "apptainer", "torchrun", "deepspeed", "accelerate", "vllm", "python", "python3",
-            "slurmgpu")
+PROGRAMS = (
+    "srun",
+    "scontrol",
+    "apptainer",
+    "torchrun",
+    "deepspeed",
+    "accelerate",
+    "vllm",
+    "python",
+    "python3",
+    "slurmgpu",
+)
 
 HOSTILE_ARGS = (
-    "$(touch PWNED_a)", "`touch PWNED_b`", "'; touch PWNED_c; '", '"; touch PWNED_d; "', "a b  c", "--lr=$HOME",
-    "multi\nline", "*", "~", "back\\slash", "", "|| touch PWNED_e", "&& touch PWNED_f #", "$'x'", "caf\u00e9",
+    "$(touch PWNED_a)",
+    "`touch PWNED_b`",
+    "'; touch PWNED_c; '",
+    '"; touch PWNED_d; "',
+    "a b  c",
+    "--lr=$HOME",
+    "multi\nline",
+    "*",
+    "~",
+    "back\\slash",
+    "",
+    "|| touch PWNED_e",
+    "&& touch PWNED_f #",
+    "$'x'",
+    "caf\u00e9",
 )
 
 
@@ -85,17 +109,25 @@ def make_stubs(bin_dir, names, python=sys.executable):
     (bin_dir / "stub.py").write_text(STUB)
     for name in names:
         p = bin_dir / name
-        p.write_text("#!%s\nimport sys\nsys.argv[0] = %r\nexec(compile(open(%r).read(), 'stub.py', 'exec'))\n"
-                     % (python, str(p), str(bin_dir / "stub.py")))
+        p.write_text(
+            "#!%s\nimport sys\nsys.argv[0] = %r\nexec(compile(open(%r).read(), 'stub.py', 'exec'))\n"
+            % (python, str(p), str(bin_dir / "stub.py"))
+        )
         p.chmod(0o755)
     return bin_dir
 
 
 def script_env(tmp_path, bin_dir, **extra):
     env = {
-        "PATH": "%s:/usr/bin:/bin" % bin_dir, "HOME": str(tmp_path), "STUB_RECORD": str(tmp_path / "record.jsonl"),
-        "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "node[001-002]", "SLURM_JOB_NUM_NODES": "2",
-        "SLURM_CPUS_PER_TASK": "8", "SLURMGPU_BIN": str(bin_dir / "slurmgpu"), "LANG": "C.UTF-8",
+        "PATH": "%s:/usr/bin:/bin" % bin_dir,
+        "HOME": str(tmp_path),
+        "STUB_RECORD": str(tmp_path / "record.jsonl"),
+        "SLURM_JOB_ID": "4242",
+        "SLURM_JOB_NODELIST": "node[001-002]",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_CPUS_PER_TASK": "8",
+        "SLURMGPU_BIN": str(bin_dir / "slurmgpu"),
+        "LANG": "C.UTF-8",
     }
     env.update(extra)
     return env
@@ -118,27 +150,42 @@ def pwned(tmp_path):
 
 def hostile_spec(tmp_path, launcher, container):
     """Hostile arguments after the launcher's own entry point (or a program where it has none)."""
-    cmd = {"torchrun": ("train.py",), "deepspeed": ("train.py",), "accelerate": ("train.py",),
-           "srun": ("python", "train.py")}.get(launcher, ())
+    cmd = {
+        "torchrun": ("train.py",),
+        "deepspeed": ("train.py",),
+        "accelerate": ("train.py",),
+        "srun": ("python", "train.py"),
+    }.get(launcher, ())
     return JobSpec(
-        name='pwn"; touch PWNED_name; echo " #x', launcher=launcher, nodes=2, command=cmd, args=HOSTILE_ARGS,
+        name='pwn"; touch PWNED_name; echo " #x',
+        launcher=launcher,
+        nodes=2,
+        command=cmd,
+        args=HOSTILE_ARGS,
         env={"HOSTILE": "$(touch PWNED_env) ; `touch PWNED_env2` 'q' \"dq\"\nline2"},
         checkpoint_dir=str(tmp_path / "ckpt dir $(touch PWNED_ckpt)"),
-        output="logs/%x $(touch PWNED_out).out", sbatch=("--comment=$(touch PWNED_sb) # not a comment",),
-        container=container, preflight=True, weights="org/model $(touch PWNED_w)")
+        output="logs/%x $(touch PWNED_out).out",
+        sbatch=("--comment=$(touch PWNED_sb) # not a comment",),
+        container=container,
+        preflight=True,
+        weights="org/model $(touch PWNED_w)",
+    )
 
 
 CONTAINERS = {
     "none": ContainerSpec(runtime="none"),
-    "pyxis": ContainerSpec(runtime="pyxis", image="nvcr.io#nvidia/py torch:$(touch PWNED_img)",
-                           mounts=("/data dir:/data;touch PWNED_mnt",)),
-    "apptainer": ContainerSpec(runtime="apptainer", image="/images/my image $(touch PWNED_sif).sif",
-                               mounts=("/scratch x:/scratch",)),
+    "pyxis": ContainerSpec(
+        runtime="pyxis", image="nvcr.io#nvidia/py torch:$(touch PWNED_img)", mounts=("/data dir:/data;touch PWNED_mnt",)
+    ),
+    "apptainer": ContainerSpec(
+        runtime="apptainer", image="/images/my image $(touch PWNED_sif).sif", mounts=("/scratch x:/scratch",)
+    ),
 }
 
 
-@pytest.mark.parametrize("launcher", ["torchrun", "srun", "megatron", "deepspeed", "nemo", "torchtitan",
-                                      "accelerate", "vllm", "sglang"])
+@pytest.mark.parametrize(
+    "launcher", ["torchrun", "srun", "megatron", "deepspeed", "nemo", "torchtitan", "accelerate", "vllm", "sglang"]
+)
 @pytest.mark.parametrize("container", ["none", "pyxis", "apptainer"])
 def test_hostile_values_reach_the_program_verbatim(tmp_path, stubs, launcher, container):
     work = tmp_path / "work"
@@ -148,26 +195,37 @@ def test_hostile_values_reach_the_program_verbatim(tmp_path, stubs, launcher, co
     script = work / "job.sh"
     script.write_text(text)
     subprocess.run(["bash", "-n", str(script)], check=True)
-    r = subprocess.run(["bash", str(script)], cwd=str(work), env=script_env(tmp_path, stubs),
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        ["bash", str(script)],
+        cwd=str(work),
+        env=script_env(tmp_path, stubs),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert pwned(tmp_path) == [], "an injected command ran"
     recs = records(tmp_path)
     prog = list(req.launch.program)
-    runner = {"torchrun": "torchrun", "megatron": "torchrun", "torchtitan": "torchrun", "deepspeed": "deepspeed",
-              "accelerate": "accelerate"}.get(launcher, prog[0])
+    runner = {
+        "torchrun": "torchrun",
+        "megatron": "torchrun",
+        "torchtitan": "torchrun",
+        "deepspeed": "deepspeed",
+        "accelerate": "accelerate",
+    }.get(launcher, prog[0])
     ran = [x for x in recs if x["prog"] == runner]
     assert len(ran) == 1, recs
     got = ran[0]["argv"]
     if runner == prog[0]:  # the program itself ran (srun, nemo, vllm, sglang)
         want = prog[1:]
-        assert got[:len(want)] == want
+        assert got[: len(want)] == want
         if launcher in ("vllm", "sglang"):  # multi-node: the rendezvous and the node rank follow
             assert got[-2:] == ["--node-rank", "0"]
         else:
             assert got == want
     else:
-        assert got[-len(prog):] == prog
+        assert got[-len(prog) :] == prog
     for a in HOSTILE_ARGS:
         assert a in got
     if launcher in ("vllm", "sglang"):
@@ -221,9 +279,14 @@ def test_requeue_trap_asks_for_a_checkpoint_then_requeues(tmp_path, stubs):
     spec = JobSpec(launcher="torchrun", nodes=2, command=("train.py", "--resume"), requeue=True, preflight=False)
     text, _ = generate("dgx-h100", spec)
     (work / "job.sh").write_text(text)
-    proc = subprocess.Popen(["bash", str(work / "job.sh")], cwd=str(work),
-                            env=script_env(tmp_path, stubs, STUB_BLOCK="torchrun"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        ["bash", str(work / "job.sh")],
+        cwd=str(work),
+        env=script_env(tmp_path, stubs, STUB_BLOCK="torchrun"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while not any(r.get("blocking") for r in records(tmp_path)):
@@ -247,6 +310,7 @@ def test_requeue_trap_asks_for_a_checkpoint_then_requeues(tmp_path, stubs):
 # ---------------------------------------------------------------------------
 # On the real Slurm test cluster: sbatch parses the #SBATCH lines, srun starts the step.
 
+
 @pytest.mark.cluster
 def test_hostile_job_through_real_slurm(tmp_path, slurm_cluster):
     stubs = make_stubs(tmp_path / "bin", ("torchrun",), python=slurm_cluster.python)  # the real srun and scontrol run
@@ -257,9 +321,16 @@ def test_hostile_job_through_real_slurm(tmp_path, slurm_cluster):
     work = tmp_path / "work"
     work.mkdir()
     os.chmod(str(work), 0o777)
-    spec = JobSpec(name='pwn"; touch PWNED_name; echo " #x', launcher="torchrun", nodes=2,
-                   command=("train.py",) + HOSTILE_ARGS, preflight=False, mem="1000M",
-                   output=str(work / "out %j.log"), env={"HOSTILE": "$(touch PWNED_env) 'q'"})
+    spec = JobSpec(
+        name='pwn"; touch PWNED_name; echo " #x',
+        launcher="torchrun",
+        nodes=2,
+        command=("train.py",) + HOSTILE_ARGS,
+        preflight=False,
+        mem="1000M",
+        output=str(work / "out %j.log"),
+        env={"HOSTILE": "$(touch PWNED_env) 'q'"},
+    )
     req, _ = J.build_request(site, spec, J.plan_layout(site, spec), "slurmgpu gen hostile")
     text = J.render_request(req, J.search_path(None, None, site))
     env = {"PATH": "%s:%s" % (stubs, os.environ.get("PATH", "")), "STUB_RECORD": str(tmp_path / "record.jsonl")}
@@ -276,7 +347,7 @@ def test_hostile_job_through_real_slurm(tmp_path, slurm_cluster):
     ran = [r for r in records(tmp_path) if r["prog"] == "torchrun"]
     assert len(ran) == 2  # one torchrun per node
     for r in ran:
-        assert r["argv"][-len(req.launch.program):] == list(req.launch.program)
+        assert r["argv"][-len(req.launch.program) :] == list(req.launch.program)
         assert r["env"]["HOSTILE"] == spec.env["HOSTILE"]
 
 
@@ -287,16 +358,32 @@ PATH_ENV = {"USER": "alice", "OTHER": "NOT-EXPANDED"}
 
 
 def path_spec(tmp_path, launcher, container):
-    ckpt = (str(tmp_path) + "/ck $USER/${SLURM_JOB_ID}/$(touch PWNED_p1) `touch PWNED_p2` $OTHER ${OTHER} "
-            "it's \"q\" $USERNAME ;touch PWNED_p3")
-    runtime = {"pyxis": ContainerSpec(runtime="pyxis", image="nvcr.io#nvidia/pytorch:24.04-py3",
-                                      mounts=("$SCRATCH/data:/data", "/d/$(touch PWNED_m) $USER:/e")),
-               "apptainer": ContainerSpec(runtime="apptainer", image="/images/x.sif",
-                                          mounts=("${SCRATCH}/data:/data", "/d/`touch PWNED_m` $USER:/e")),
-               "none": ContainerSpec(runtime="none")}[container]
+    ckpt = (
+        str(tmp_path) + "/ck $USER/${SLURM_JOB_ID}/$(touch PWNED_p1) `touch PWNED_p2` $OTHER ${OTHER} "
+        'it\'s "q" $USERNAME ;touch PWNED_p3'
+    )
+    runtime = {
+        "pyxis": ContainerSpec(
+            runtime="pyxis",
+            image="nvcr.io#nvidia/pytorch:24.04-py3",
+            mounts=("$SCRATCH/data:/data", "/d/$(touch PWNED_m) $USER:/e"),
+        ),
+        "apptainer": ContainerSpec(
+            runtime="apptainer", image="/images/x.sif", mounts=("${SCRATCH}/data:/data", "/d/`touch PWNED_m` $USER:/e")
+        ),
+        "none": ContainerSpec(runtime="none"),
+    }[container]
     cmd = {"torchrun": ("train.py",)}.get(launcher, ())
-    return JobSpec(launcher=launcher, nodes=2, command=cmd, checkpoint_dir=ckpt, container=runtime, preflight=False,
-                   env={"NOTE": "$USER $(touch PWNED_env)"}, args=("--data", "$SCRATCH/tok"))
+    return JobSpec(
+        launcher=launcher,
+        nodes=2,
+        command=cmd,
+        checkpoint_dir=ckpt,
+        container=runtime,
+        preflight=False,
+        env={"NOTE": "$USER $(touch PWNED_env)"},
+        args=("--data", "$SCRATCH/tok"),
+    )
 
 
 @pytest.mark.parametrize("launcher", ["megatron", "torchrun"])
@@ -312,8 +399,10 @@ def test_path_variables_expand_on_the_node_and_nothing_else(tmp_path, stubs, lau
     r = subprocess.run(["bash", str(script)], cwd=str(work), env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert pwned(tmp_path) == [], "an injected command ran"
-    want_ckpt = (str(tmp_path) + "/ck alice/4242/$(touch PWNED_p1) `touch PWNED_p2` $OTHER ${OTHER} "
-                 "it's \"q\" $USERNAME ;touch PWNED_p3")
+    want_ckpt = (
+        str(tmp_path) + "/ck alice/4242/$(touch PWNED_p1) `touch PWNED_p2` $OTHER ${OTHER} "
+        'it\'s "q" $USERNAME ;touch PWNED_p3'
+    )
     assert R.expand_path(spec.checkpoint_dir, env) == want_ckpt
     recs = records(tmp_path)
     ran = [x for x in recs if x["prog"] == "torchrun"]
@@ -326,8 +415,9 @@ def test_path_variables_expand_on_the_node_and_nothing_else(tmp_path, stubs, lau
     scratch = str(tmp_path / "scratch")
     if container == "pyxis":
         srun_main = [x for x in recs if x["prog"] == "srun"][-1]["argv"]
-        assert "--container-mounts=%s:%s,%s/data:/data,/d/$(touch PWNED_m) alice:/e" % (work, work, scratch) \
-            in srun_main
+        assert (
+            "--container-mounts=%s:%s,%s/data:/data,/d/$(touch PWNED_m) alice:/e" % (work, work, scratch) in srun_main
+        )
     if container == "apptainer":
         app = [x for x in recs if x["prog"] == "apptainer"][0]["argv"]
         assert app[app.index("--bind") + 1] == "%s/data:/data,/d/`touch PWNED_m` alice:/e" % scratch

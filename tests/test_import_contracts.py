@@ -30,8 +30,14 @@ ALLOWED: Dict[str, Set[str]] = {
 }
 # third-party modules only one layer may import
 ONLY_IN = {"click": {"cli"}, "jinja2": {"render"}, "subprocess": {"slurm", "policy", "node", "discover", "cli"}}
-ROOT_MAY_IMPORT = {"errors": set(), "vocab": set(), "cache": set(), "stamp": set(), "yamlsrc": {"errors", "cache"},
-                   "schema": {"errors", "yamlsrc"}}
+ROOT_MAY_IMPORT = {
+    "errors": set(),
+    "vocab": set(),
+    "cache": set(),
+    "stamp": set(),
+    "yamlsrc": {"errors", "cache"},
+    "schema": {"errors", "yamlsrc"},
+}
 
 
 def _modules() -> Iterator[Tuple[str, Path]]:
@@ -92,14 +98,19 @@ def _violations(modules: Iterator[Tuple[str, Path]]) -> List[str]:
             if target == "cli":
                 out.append("%s: %s imports the CLI (nothing may)" % (where, dotted))
             elif target not in ALLOWED.get(layer, set()):
-                out.append("%s: %s (layer %s) imports slurmgpu.%s; %s may import only %s and root modules" % (
-                    where, dotted, layer, target, layer, sorted(ALLOWED.get(layer, set()))))
+                out.append(
+                    "%s: %s (layer %s) imports slurmgpu.%s; %s may import only %s and root modules"
+                    % (where, dotted, layer, target, layer, sorted(ALLOWED.get(layer, set())))
+                )
     return out
 
 
 def test_every_module_belongs_to_a_known_layer() -> None:
-    unknown = [d for d, _ in _modules() if d not in ("__init__", "__main__") and _layer(d) not in ALLOWED
-               and d not in ROOT_MODULES]
+    unknown = [
+        d
+        for d, _ in _modules()
+        if d not in ("__init__", "__main__") and _layer(d) not in ALLOWED and d not in ROOT_MODULES
+    ]
     assert unknown == [], "add these to ALLOWED (and docs/architecture.md): %s" % unknown
 
 

@@ -5,6 +5,7 @@ The rendezvous lines of every launcher's script run under real bash, with the sc
 a minimal slurm.conf, no controller needed) for a 2,000-node allocation. `... | head -n 1`
 there exits 141 (SIGPIPE) in most runs; the rendered form must never fail.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,7 @@ from slurmgpu.site import load_site, preset_dir
 
 RUNS = 20
 NODELIST = "gpu[0001-2000]"
-COMMAND = {"torchrun": ("train.py",), "srun": ("train.py",), "deepspeed": ("train.py",),
-           "accelerate": ("train.py",)}
+COMMAND = {"torchrun": ("train.py",), "srun": ("train.py",), "deepspeed": ("train.py",), "accelerate": ("train.py",)}
 
 
 @pytest.fixture
@@ -31,8 +31,13 @@ def scontrol_env(tmp_path):
         pytest.skip("scontrol not installed (bash contrib/testcluster/install-deps.sh)")
     conf = tmp_path / "slurm.conf"
     conf.write_text("ClusterName=big\nSlurmctldHost=localhost\n")
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SLURM_CONF": str(conf),
-           "SLURM_JOB_NODELIST": NODELIST, "SLURM_JOB_ID": "4242", "LANG": "C.UTF-8"}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "SLURM_CONF": str(conf),
+        "SLURM_JOB_NODELIST": NODELIST,
+        "SLURM_JOB_ID": "4242",
+        "LANG": "C.UTF-8",
+    }
     r = subprocess.run(["scontrol", "show", "hostnames", NODELIST], env=env, capture_output=True, text=True)
     assert r.returncode == 0 and len(r.stdout.split()) == 2000, r.stderr
     return env
@@ -41,14 +46,13 @@ def scontrol_env(tmp_path):
 def rendezvous_snippet(launcher):
     """The script's shell options and its rendezvous part, exactly as rendered."""
     site = load_site(str(preset_dir() / "dgx-h100.yaml"))
-    spec = JobSpec(launcher=launcher, nodes=2, command=COMMAND.get(launcher, ()), weights="org/model",
-                   preflight=False)
+    spec = JobSpec(launcher=launcher, nodes=2, command=COMMAND.get(launcher, ()), weights="org/model", preflight=False)
     req, _ = J.build_request(site, spec, J.plan_layout(site, spec), "slurmgpu gen big")
     lines = J.render_request(req, J.search_path(None, None, site)).splitlines()
     assert "set -euo pipefail" in lines
     start = next(i for i, l in enumerate(lines) if l.startswith("# --- rendezvous"))
     end = lines.index("export MASTER_ADDR MASTER_PORT", start)
-    return "\n".join(["set -euo pipefail"] + lines[start:end + 1] + ['printf "%s\\n" "$MASTER_ADDR"']) + "\n"
+    return "\n".join(["set -euo pipefail"] + lines[start : end + 1] + ['printf "%s\\n" "$MASTER_ADDR"']) + "\n"
 
 
 def run_many(snippet, env, runs=RUNS):
@@ -61,8 +65,10 @@ def run_many(snippet, env, runs=RUNS):
 
 def test_the_old_form_does_die_here(scontrol_env):
     """The harness reproduces the failure: otherwise the next test would prove nothing."""
-    old = ('set -euo pipefail\nMASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)\n'
-           'echo "$MASTER_ADDR"\n')
+    old = (
+        'set -euo pipefail\nMASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)\n'
+        'echo "$MASTER_ADDR"\n'
+    )
     codes = [rc for rc, _ in run_many(old, scontrol_env, runs=50)]
     assert 141 in codes, codes
 

@@ -1,4 +1,5 @@
 """Memory formulas against the papers' worked numbers, and the estimate's behaviour."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,7 +18,7 @@ from slurmgpu.plan import (
     training_memory,
 )
 
-GiB = 2 ** 30
+GiB = 2**30
 
 
 def test_70b_bf16_weights_are_140_gb():
@@ -34,9 +35,16 @@ def test_zero_paper_figure_1(zero, published):
     assert total == pytest.approx(published, abs=0.06)
 
 
-@pytest.mark.parametrize("recompute,sp,published_gb", [
-    ("none", False, 0.579), ("none", True, 0.359), ("selective", False, 0.327),
-    ("selective", True, 0.107), ("full", False, 0.050)])
+@pytest.mark.parametrize(
+    "recompute,sp,published_gb",
+    [
+        ("none", False, 0.579),
+        ("none", True, 0.359),
+        ("selective", False, 0.327),
+        ("selective", True, 0.107),
+        ("full", False, 0.050),
+    ],
+)
 def test_korthikanti_table_2_gpt3_layer(recompute, sp, published_gb):
     # GPT-3 175B layer with s=2048, b=1, h=12288, a=96, t=8 (Korthikanti et al. 2022, Table 2 formulas)
     got = activation_bytes_per_layer(2048, 1, 12288, 96, t=8, sp=sp, recompute=recompute) / 1e9

@@ -1,4 +1,5 @@
 """The model catalogue against published parameter counts, and the custom-model loaders."""
+
 from __future__ import annotations
 
 import json
@@ -46,15 +47,35 @@ def test_parameter_counts_match_published_figures(name, total, active, tol):
 
 def test_catalogue_covers_the_required_models():
     names = {m.name for m in catalogue()}
-    for want in ("llama2-7b", "llama2-13b", "llama2-70b", "llama3.1-8b", "llama3.1-70b", "llama3.1-405b",
-                 "mistral-7b", "mixtral-8x7b", "mixtral-8x22b", "qwen2.5-7b", "qwen2.5-72b", "gemma2-27b",
-                 "deepseek-v3", "gpt3-175b"):
+    for want in (
+        "llama2-7b",
+        "llama2-13b",
+        "llama2-70b",
+        "llama3.1-8b",
+        "llama3.1-70b",
+        "llama3.1-405b",
+        "mistral-7b",
+        "mixtral-8x7b",
+        "mixtral-8x22b",
+        "qwen2.5-7b",
+        "qwen2.5-72b",
+        "gemma2-27b",
+        "deepseek-v3",
+        "gpt3-175b",
+    ):
         assert want in names
 
 
-@pytest.mark.parametrize("ref,name", [("llama3-70b", "llama3.1-70b"), ("Llama-3.1-70B", "llama3.1-70b"),
-                                      ("llama3_405b", "llama3.1-405b"), ("DeepSeek-V3", "deepseek-v3"),
-                                      ("gpt-3", "gpt3-175b")])
+@pytest.mark.parametrize(
+    "ref,name",
+    [
+        ("llama3-70b", "llama3.1-70b"),
+        ("Llama-3.1-70B", "llama3.1-70b"),
+        ("llama3_405b", "llama3.1-405b"),
+        ("DeepSeek-V3", "deepseek-v3"),
+        ("gpt-3", "gpt3-175b"),
+    ],
+)
 def test_names_and_aliases_resolve(ref, name):
     assert get_model(ref).name == name
 
@@ -83,6 +104,7 @@ def test_to_dict_has_counts_and_json_serialises():
 
 # -- --params ------------------------------------------------------------
 
+
 @pytest.mark.parametrize("text,target", [("13B", 13e9), ("70b", 70e9), ("350M", 350e6), ("1.5T", 1.5e12)])
 def test_model_from_params_is_close_and_marked_estimated(text, target):
     m = model_from_params(text)
@@ -108,19 +130,22 @@ def test_model_from_params_rejects_nonsense(bad):
 
 # -- model YAML files ----------------------------------------------------------
 
+
 def test_yaml_model_with_defaults(tmp_path):
     p = tmp_path / "tiny.yaml"
     p.write_text("layers: 24\nhidden: 2048\nheads: 16\nvocab: 50000\nseq: 2048\n")
     m = get_model(str(p))
     assert (m.kv_heads, m.ffn, m.gated, m.name) == (16, 8192, False, "tiny")
     # 12 h^2 per layer for a 4h two-matrix MLP, plus untied embedding and output layer
-    assert m.params == 24 * (12 * 2048 ** 2 + 2 * 2048) + 2 * 50000 * 2048 + 2048
+    assert m.params == 24 * (12 * 2048**2 + 2 * 2048) + 2 * 50000 * 2048 + 2048
 
 
 def test_yaml_moe_model(tmp_path):
     p = tmp_path / "moe.yaml"
-    p.write_text("layers: 32\nhidden: 4096\nheads: 32\nkv_heads: 8\nffn: 14336\nvocab: 32000\nseq: 4096\n"
-                 "experts: 8\nexperts_active: 2\ngated: true\n")
+    p.write_text(
+        "layers: 32\nhidden: 4096\nheads: 32\nkv_heads: 8\nffn: 14336\nvocab: 32000\nseq: 4096\n"
+        "experts: 8\nexperts_active: 2\ngated: true\n"
+    )
     m = load_model_file(str(p))
     assert m.params == get_model("mixtral-8x7b").params  # the same shape as the catalogue entry
 
@@ -152,13 +177,15 @@ def test_missing_model_file(tmp_path):
 
 
 def test_models_command_lists_catalogue():
-    out = subprocess.run([sys.executable, "-m", "slurmgpu.cli", "models", "--json"], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "slurmgpu.cli", "models", "--json"], capture_output=True, text=True, check=True
+    ).stdout
     rows = json.loads(out)
     by = {r["name"]: r for r in rows}
     assert by["llama3.1-70b"]["aliases"] == ["llama3-70b"]
     assert by["deepseek-v3"]["active_params"] < by["deepseek-v3"]["params"]
-    text = subprocess.run([sys.executable, "-m", "slurmgpu.cli", "models"], capture_output=True, text=True,
-                          check=True).stdout
+    text = subprocess.run(
+        [sys.executable, "-m", "slurmgpu.cli", "models"], capture_output=True, text=True, check=True
+    ).stdout
     assert text.splitlines()[0].split()[:3] == ["NAME", "PARAMS", "ACTIVE"]
     assert len(text.splitlines()) == len(catalogue()) + 1

@@ -1,4 +1,5 @@
 """The NCCL environment validator: NCCL's parsing rules, the prefix trap, fabric contradictions."""
+
 from __future__ import annotations
 
 import os
@@ -25,6 +26,7 @@ def by_var(findings, var):
 
 
 # -- device lists ---------------------------------------------------------------
+
 
 def test_prefix_list_on_dgx_h100_also_selects_mlx5_10_and_11():
     f = lint_env({"NCCL_IB_HCA": "mlx5_0,mlx5_1"}, nt_of("dgx-h100"))
@@ -54,15 +56,18 @@ def test_prefix_trap_uses_devices_present_on_the_node():
     assert [x for x in f if "also selects mlx5_12" in x.message]
 
 
-@pytest.mark.parametrize("value, words", [
-    ("=^mlx5_bond_0", "'=^' does not exclude"),
-    ("mlx5_0,^mlx5_1", "only work at the very start"),
-    ("mlx5_0,=mlx5_3", "only work at the very start"),
-    ("mlx5_0, mlx5_3", "has spaces"),
-    ("mlx5_0:x", "port must be a number"),
-    ("mlx5_0:0", "port must be a number"),
-    ("mlx5_0,,mlx5_3", "empty entry"),
-])
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        ("=^mlx5_bond_0", "'=^' does not exclude"),
+        ("mlx5_0,^mlx5_1", "only work at the very start"),
+        ("mlx5_0,=mlx5_3", "only work at the very start"),
+        ("mlx5_0, mlx5_3", "has spaces"),
+        ("mlx5_0:x", "port must be a number"),
+        ("mlx5_0:0", "port must be a number"),
+        ("mlx5_0,,mlx5_3", "empty entry"),
+    ],
+)
 def test_list_syntax_nccl_misreads(value, words):
     f = lint_env({"NCCL_IB_HCA": value})
     assert any(words in x.message and x.level == "error" for x in f), f
@@ -81,8 +86,7 @@ names = st.text(alphabet=string.ascii_lowercase + string.digits + "_", min_size=
 
 
 @settings(max_examples=150, deadline=None)
-@given(entries=st.lists(names, min_size=1, max_size=4, unique=True),
-       devices=st.lists(names, max_size=10, unique=True))
+@given(entries=st.lists(names, min_size=1, max_size=4, unique=True), devices=st.lists(names, max_size=10, unique=True))
 def test_exact_selects_exactly_and_prefix_selects_superset(entries, devices):
     exact = parse_devlist("=" + ",".join(entries))
     prefix = parse_devlist(",".join(entries))
@@ -99,6 +103,7 @@ def test_exact_selects_exactly_and_prefix_selects_superset(entries, devices):
 
 # -- values NCCL ignores silently -----------------------------------------------------
 
+
 @pytest.mark.parametrize("value, hint", [("PBH", "PHB"), ("PHX", None), ("phb", "write NCCL_NET_GDR_LEVEL=PHB")])
 def test_bad_gdr_level_is_an_error_with_a_hint(value, hint):
     f = by_var(lint_env({"NCCL_NET_GDR_LEVEL": value}), "NCCL_NET_GDR_LEVEL")
@@ -112,8 +117,19 @@ def test_valid_levels_pass(value):
     assert lint_env({"NCCL_NET_GDR_LEVEL": value, "NCCL_P2P_LEVEL": value}) == []
 
 
-@pytest.mark.parametrize("value, ok", [("22", True), ("0x16", True), ("026", True), ("22x", False),
-                                       ("08", False), ("", False), ("2.5", False), ("40", False)])
+@pytest.mark.parametrize(
+    "value, ok",
+    [
+        ("22", True),
+        ("0x16", True),
+        ("026", True),
+        ("22x", False),
+        ("08", False),
+        ("", False),
+        ("2.5", False),
+        ("40", False),
+    ],
+)
 def test_integer_parameters_parse_like_strtoll(value, ok):
     f = lint_env({"NCCL_IB_TIMEOUT": value})
     assert (f == []) is ok, f
@@ -151,6 +167,7 @@ def test_only_nccl_variables_are_linted():
 
 
 # -- contradictions with the fabric --------------------------------------------------
+
 
 def test_ib_disable_on_infiniband_is_an_error_but_not_on_slingshot():
     assert [x.var for x in errors(lint_env({"NCCL_IB_DISABLE": "1"}, nt_of("dgx-h100")))] == ["NCCL_IB_DISABLE"]
@@ -201,6 +218,7 @@ def test_p2p_disable_on_nvlink_node_warns():
 
 # -- the table and the generators' own output ---------------------------------------
 
+
 def test_table_kinds_are_known():
     kinds = {"int", "bool", "tri", "level", "enum", "list", "devlist", "net", "str"}
     assert {v.kind for v in VARS.values()} <= kinds
@@ -221,18 +239,20 @@ def test_env_probe_implies_is_clean(fixture):
     d = os.path.join(PROBE, fixture)
     r = probe(sysfs=os.path.join(d, "sys"), runner=FixtureRunner(d), hostname="n1", net_reader=read_net_sysfs)
     assert r.nccl_env
-    assert errors(lint_env(r.nccl_env, hcas=[p.device for p in r.rdma],
-                           ifaces=[i.name for i in r.interfaces])) == []
+    assert errors(lint_env(r.nccl_env, hcas=[p.device for p in r.rdma], ifaces=[i.name for i in r.interfaces])) == []
 
 
-@pytest.mark.parametrize("preset,value,ok", [
-    ("frontier", "=hsn0,hsn1,hsn2,hsn3", True),   # the site's own comma list, written exactly
-    ("frontier", "=eth0", False),
-    ("lumi-g", "=hsn0,hsn1", True),               # the site gives a prefix (hsn)
-    ("lumi-g", "eth", False),
-    ("dgx-h100", "=bond0", True),
-    ("dgx-h100", "=bond1", False),
-])
+@pytest.mark.parametrize(
+    "preset,value,ok",
+    [
+        ("frontier", "=hsn0,hsn1,hsn2,hsn3", True),  # the site's own comma list, written exactly
+        ("frontier", "=eth0", False),
+        ("lumi-g", "=hsn0,hsn1", True),  # the site gives a prefix (hsn)
+        ("lumi-g", "eth", False),
+        ("dgx-h100", "=bond0", True),
+        ("dgx-h100", "=bond1", False),
+    ],
+)
 def test_socket_ifname_compared_with_lists_and_prefixes_from_the_site(preset, value, ok):
     from slurmgpu.nccl import lint_env
     from slurmgpu.site import load_site, preset_dir

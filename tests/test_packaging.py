@@ -1,4 +1,5 @@
 """The wheel ships templates and presets; the code needs no more than Python 3.9; the CLI starts lazily."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,7 @@ def installed(tmp_path_factory):
     """The wheel, built from this tree and installed with its dependencies into a fresh venv."""
     tmp_path = tmp_path_factory.mktemp("packaging")
     wheel_dir = tmp_path / "wheel"
-    r = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
-              str(wheel_dir), str(ROOT)])
+    r = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheel_dir), str(ROOT)])
     assert r.returncode == 0, r.stderr
     wheels = list(wheel_dir.glob("slurmgpu-*.whl"))
     assert len(wheels) == 1
@@ -74,8 +74,11 @@ def test_wheel_installs_into_a_fresh_venv_with_presets_and_templates(installed, 
     expected = sorted(str(p.relative_to(ROOT / "templates")) for p in (ROOT / "templates").rglob("*.j2"))
     assert eval(templates) == expected  # noqa: S307 - our own repr of a list of str
 
-    r = _run([str(exe), "site", "validate"] + [str(p) for p in sorted((ROOT / "site-configs").glob("*.yaml"))],
-             cwd=work, env=env)
+    r = _run(
+        [str(exe), "site", "validate"] + [str(p) for p in sorted((ROOT / "site-configs").glob("*.yaml"))],
+        cwd=work,
+        env=env,
+    )
     assert r.returncode == 0, r.stderr + r.stdout
 
 
@@ -104,8 +107,11 @@ def test_readme_main_command_and_tour_in_a_fresh_venv_without_lua(installed, tmp
         assert r.returncode == 0, r.stderr
         assert r.stdout.startswith("#!/bin/bash\n# slurmgpu: site=dgx-h100 ") and " nodes=8 " in r.stdout
     print("fresh-venv `slurmgpu %s`: %.2f s cold, %.2f s warm" % (" ".join(README_MAIN), times[0], times[1]))
-    r = _run([str(bin_dir / "python"), "-c", "import lupa, slurmgpu; print(lupa.__file__, slurmgpu.__file__)"],
-             env=env, cwd=str(tmp_path))
+    r = _run(
+        [str(bin_dir / "python"), "-c", "import lupa, slurmgpu; print(lupa.__file__, slurmgpu.__file__)"],
+        env=env,
+        cwd=str(tmp_path),
+    )
     assert r.returncode == 0 and r.stdout.count(str(installed)) == 2, r.stdout + r.stderr
 
     tour = tmp_path / "tour"
@@ -134,8 +140,18 @@ def test_code_needs_no_more_than_python_39():
 
     exe = shutil.which("vermin")
     assert exe, "vermin is a test dependency: pip install -e '.[test]'"
-    r = _run([exe, "--no-tips", "--violations", "--eval-annotations",
-              "-t=3.9-", str(ROOT / "slurmgpu"), str(ROOT / "bench"), str(ROOT / "tests")])
+    r = _run(
+        [
+            exe,
+            "--no-tips",
+            "--violations",
+            "--eval-annotations",
+            "-t=3.9-",
+            str(ROOT / "slurmgpu"),
+            str(ROOT / "bench"),
+            str(ROOT / "tests"),
+        ]
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 

@@ -1,4 +1,5 @@
 """The planner: hard rules, memory fit, the cost model's use of site figures, output, CLI."""
+
 from __future__ import annotations
 
 import json
@@ -47,6 +48,7 @@ def run_cli(*args):
 
 # -- the issue's example ---------------------------------------------------------
 
+
 def test_llama3_70b_pretrain_on_two_h100_nodes_explains_why_not_and_the_smallest_that_fits():
     site = preset("dgx-h100")
     with pytest.raises(PlanError) as exc:
@@ -85,13 +87,19 @@ def test_usual_recipe_tp8_pp2_is_evaluated_and_compared():
 
 # -- hard rules in words ------------------------------------------------------------
 
+
 def test_tp_spanning_nodes_is_refused_with_the_sites_figures(tmp_path):
     with pytest.raises(PlanError) as exc:
         plan(preset("dgx-h100"), "llama3-70b", task="lora", nodes=2, pins={"tp": 16})
-    assert ("TP=16 spans two nodes: its all-reduces would run over 400 Gb/s InfiniBand instead of "
-            "900 GB/s NVLink") in str(exc.value)
-    slow = derived(tmp_path, "dgx-h100", "node_types:\n  dgx-h100:\n    link_gbs: 600\n    nics:\n"
-                   "      - {name: mlx5_0, gbps: 200}\n      - {name: mlx5_1, gbps: 200}\n")
+    assert (
+        "TP=16 spans two nodes: its all-reduces would run over 400 Gb/s InfiniBand instead of 900 GB/s NVLink"
+    ) in str(exc.value)
+    slow = derived(
+        tmp_path,
+        "dgx-h100",
+        "node_types:\n  dgx-h100:\n    link_gbs: 600\n    nics:\n"
+        "      - {name: mlx5_0, gbps: 200}\n      - {name: mlx5_1, gbps: 200}\n",
+    )
     with pytest.raises(PlanError) as exc:
         plan(slow, "llama3-70b", task="lora", nodes=2, pins={"tp": 16})
     assert "over 50 Gb/s InfiniBand instead of 600 GB/s NVLink" in str(exc.value)
@@ -111,15 +119,18 @@ def test_twelve_gpus_without_pins_is_planned_on_six_per_node():
     assert any("--gpus-per-node=6" in n for n in p.notes)
 
 
-@pytest.mark.parametrize("layout,words", [
-    (Layout(tp=16, pp=1, dp=1, nodes=2, gpus_per_node=8), "TP=16 spans two nodes"),
-    (Layout(tp=3, pp=1, dp=8, nodes=3, gpus_per_node=8), "TP=3 does not divide the 8-GPU NVLink domain"),
-    (Layout(tp=8, pp=3, dp=1, nodes=3, gpus_per_node=8), None),
-    (Layout(tp=8, pp=100, dp=1, nodes=100, gpus_per_node=8), "PP=100 is more pipeline stages"),
-    (Layout(tp=8, pp=1, dp=2, ep=2, nodes=2, gpus_per_node=8), "EP=2 needs a mixture-of-experts model"),
-    (Layout(tp=8, pp=1, dp=1, cp=3, nodes=3, gpus_per_node=8), "CP=3 needs the sequence length (8192)"),
-    (Layout(tp=8, pp=2, dp=2, nodes=2, gpus_per_node=8), "= 32 ranks, but the allocation has 16 GPUs"),
-])
+@pytest.mark.parametrize(
+    "layout,words",
+    [
+        (Layout(tp=16, pp=1, dp=1, nodes=2, gpus_per_node=8), "TP=16 spans two nodes"),
+        (Layout(tp=3, pp=1, dp=8, nodes=3, gpus_per_node=8), "TP=3 does not divide the 8-GPU NVLink domain"),
+        (Layout(tp=8, pp=3, dp=1, nodes=3, gpus_per_node=8), None),
+        (Layout(tp=8, pp=100, dp=1, nodes=100, gpus_per_node=8), "PP=100 is more pipeline stages"),
+        (Layout(tp=8, pp=1, dp=2, ep=2, nodes=2, gpus_per_node=8), "EP=2 needs a mixture-of-experts model"),
+        (Layout(tp=8, pp=1, dp=1, cp=3, nodes=3, gpus_per_node=8), "CP=3 needs the sequence length (8192)"),
+        (Layout(tp=8, pp=2, dp=2, nodes=2, gpus_per_node=8), "= 32 ranks, but the allocation has 16 GPUs"),
+    ],
+)
 def test_check_layout_rules(layout, words):
     got = check_layout_rules(preset("dgx-h100"), None, get_model("llama3.1-70b"), layout)
     if words is None:
@@ -135,8 +146,9 @@ def test_kv_head_rule():
 
 
 def test_pcie_nodes_allow_no_tp():
-    got = check_layout_rules(preset("rtx-4090"), None, get_model("llama2-7b"),
-                             Layout(tp=2, pp=1, dp=4, nodes=1, gpus_per_node=8))
+    got = check_layout_rules(
+        preset("rtx-4090"), None, get_model("llama2-7b"), Layout(tp=2, pp=1, dp=4, nodes=1, gpus_per_node=8)
+    )
     assert any("have none (NVLink domain of 1)" in g for g in got)
 
 
@@ -168,6 +180,7 @@ def test_pinned_memory_misfit_gives_numbers():
 
 
 # -- the property: TP never leaves an NVLink domain --------------------------------
+
 
 def _tp_stays_in_domain(site, part_name, model, lay, segment):
     nt = site.node_type_of(part_name)
@@ -241,6 +254,7 @@ def test_tp_never_spans_an_nvlink_domain():
 
 # -- the cost model uses the site's figures ------------------------------------------------
 
+
 def test_tp_time_scales_with_link_bandwidth(tmp_path):
     slow = derived(tmp_path, "dgx-h100", "node_types:\n  dgx-h100:\n    link_gbs: 450\n")
     kw = dict(task="lora", nodes=2, pins={"tp": 8, "pp": 2, "micro_batch": 1}, recompute="selective")
@@ -309,24 +323,38 @@ def test_default_global_batch_does_not_grow_with_dp(tmp_path):
 
 # -- output ----------------------------------------------------------------------------------
 
+
 def test_json_has_the_promised_keys():
     r = run_cli("plan", "--model", "llama3-70b", "--site", "dgx-h100", "--nodes", "2", "--task", "lora", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
-    for k in ("tp", "pp", "dp", "cp", "ep", "nodes", "gpus_per_node", "micro_batch", "memory_per_gpu_gb",
-              "alternatives"):
+    for k in (
+        "tp",
+        "pp",
+        "dp",
+        "cp",
+        "ep",
+        "nodes",
+        "gpus_per_node",
+        "micro_batch",
+        "memory_per_gpu_gb",
+        "alternatives",
+    ):
         assert k in d
     assert d["nodes"] == 2 and d["tp"] * d["pp"] * d["dp"] * d["cp"] == 16
     assert all("why" in a for a in d["alternatives"])
     assert "slurmgpu: site dgx-h100" in r.stderr  # the notice goes to stderr, the plan to stdout
 
 
-@pytest.mark.parametrize("site,model,kw", [
-    ("dgx-h100", "llama3-70b", dict(task="lora", nodes=2)),
-    ("gb200-nvl72", "llama3-70b", dict(nodes=4, pins={"tp": 8})),
-    ("dgx-h100", "llama3.1-405b", dict(nodes=32)),
-    ("alps-gh200", "mixtral-8x7b", dict(nodes=64)),
-])
+@pytest.mark.parametrize(
+    "site,model,kw",
+    [
+        ("dgx-h100", "llama3-70b", dict(task="lora", nodes=2)),
+        ("gb200-nvl72", "llama3-70b", dict(nodes=4, pins={"tp": 8})),
+        ("dgx-h100", "llama3.1-405b", dict(nodes=32)),
+        ("alps-gh200", "mixtral-8x7b", dict(nodes=64)),
+    ],
+)
 def test_diagram_fits_80_columns(site, model, kw):
     p = plan(preset(site), model, **kw)
     pic = render(p.layout, stage_layers=p.stage_layers, segment=p.segment)

@@ -5,6 +5,7 @@ The verdicts come from contrib/lua/policy.lua run under real Lua 5.1 (lupa.lua51
 files in tests/policy_cases/ hold the expectations, so the same cases drive the lua5.1-binary
 tests, the real-cluster tests and the SPANK tests.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,6 +58,7 @@ def dgx():
 # ---------------------------------------------------------------------------
 # the case files
 
+
 def test_there_are_enough_cases():
     assert len(CASES) >= 40
     assert {c.expect for c in CASES} == {"accept", "reject"}
@@ -65,12 +67,32 @@ def test_there_are_enough_cases():
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_case(case, runners):
     r = runner_for(runners, case.site_ref)
-    v = r.check(case.script, case.args, env=case.env, user=case.user or "bob", account=case.account,
-                qos=case.qos, script_path=case.path.name)
-    found = problems(case, v.decision, v.messages, v.warnings, v.rules, v.source, v.launcher or "", v.layout,
-                     slurm_version=r.site.slurm_version)
+    v = r.check(
+        case.script,
+        case.args,
+        env=case.env,
+        user=case.user or "bob",
+        account=case.account,
+        qos=case.qos,
+        script_path=case.path.name,
+    )
+    found = problems(
+        case,
+        v.decision,
+        v.messages,
+        v.warnings,
+        v.rules,
+        v.source,
+        v.launcher or "",
+        v.layout,
+        slurm_version=r.site.slurm_version,
+    )
     assert not found, "%s (%s)\nmessages: %s\nwarnings: %s" % (
-        found, case.description, list(v.messages), list(v.warnings))
+        found,
+        case.description,
+        list(v.messages),
+        list(v.warnings),
+    )
     expect = case.expect_for(r.site.slurm_version)
     assert v.exit_code == (0 if expect == "accept" else 1)
     assert v.slurm_code == (0 if expect == "accept" else 2072)
@@ -89,17 +111,48 @@ def test_cases_under_other_lua_versions(lua):
         if case.site_ref not in runners:
             runners[case.site_ref] = PolicyRunner(load_site(resolve_site_ref(case.site_ref)), backend="lupa", lua=lua)
         r = runners[case.site_ref]
-        v = r.check(case.script, case.args, env=case.env, user=case.user or "bob", account=case.account,
-                    qos=case.qos, script_path=case.path.name)
-        ref = runner_for(_LUA51, case.site_ref).check(case.script, case.args, env=case.env, user=case.user or "bob",
-                                                      account=case.account, qos=case.qos, script_path=case.path.name)
-        found = problems(case, v.decision, v.messages, v.warnings, v.rules, v.source, v.launcher or "", v.layout,
-                         slurm_version=r.site.slurm_version)
+        v = r.check(
+            case.script,
+            case.args,
+            env=case.env,
+            user=case.user or "bob",
+            account=case.account,
+            qos=case.qos,
+            script_path=case.path.name,
+        )
+        ref = runner_for(_LUA51, case.site_ref).check(
+            case.script,
+            case.args,
+            env=case.env,
+            user=case.user or "bob",
+            account=case.account,
+            qos=case.qos,
+            script_path=case.path.name,
+        )
+        found = problems(
+            case,
+            v.decision,
+            v.messages,
+            v.warnings,
+            v.rules,
+            v.source,
+            v.launcher or "",
+            v.layout,
+            slurm_version=r.site.slurm_version,
+        )
         if found or v != ref:
             bad.append((case.name, found, v, ref))
         # slurm_job_submit itself: return code, the user's lines and the controller log line
-        desc = job_desc(case.script, case.args, env=case.env, user=case.user or "bob", account=case.account,
-                        qos=case.qos, script_path=case.path.name, slurm_version=r.site.slurm_version)
+        desc = job_desc(
+            case.script,
+            case.args,
+            env=case.env,
+            user=case.user or "bob",
+            account=case.account,
+            qos=case.qos,
+            script_path=case.path.name,
+            slurm_version=r.site.slurm_version,
+        )
         got = r.submit_desc_logged(desc, 1000)
         want = runner_for(_LUA51, case.site_ref).submit_desc_logged(desc, 1000)
         if got != want:
@@ -158,7 +211,7 @@ def test_shell_variables():
     cases = [
         ("TP=4\nsrun x --tensor-model-parallel-size $TP\n", {}, 4),
         ("TP=4\nsrun x --tensor-model-parallel-size ${TP}\n", {}, 4),
-        ("TP=4\nsrun x --tensor-model-parallel-size \"$TP\"\n", {}, 4),
+        ('TP=4\nsrun x --tensor-model-parallel-size "$TP"\n', {}, 4),
         ("srun x --tensor-model-parallel-size ${TP:-4}\n", {}, 4),
         ("srun x --tensor-model-parallel-size ${TP:-4}\n", {"TP": "2"}, 2),
         ("srun x --tensor-model-parallel-size $TP\nTP=4\n", {}, 1),  # used before it is set
@@ -175,9 +228,16 @@ def test_shell_variables():
 def test_gpu_request_spellings_reach_the_same_verdict():
     """Every spelling of 8 GPUs per node on 2 nodes gives the same rejection of TP=16."""
     spellings = [
-        ["--gpus-per-node=8"], ["--gpus-per-node=h100:8"], ["--gres=gpu:8"], ["--gres=gpu:h100:8"],
-        ["--gpus=16"], ["--gpus-per-task=1", "--ntasks-per-node=8"], ["--exclusive"],
-        ["--gpus-per-node", "8"], ["-G", "16"], ["--gres=gpu:8,nic:1"],
+        ["--gpus-per-node=8"],
+        ["--gpus-per-node=h100:8"],
+        ["--gres=gpu:8"],
+        ["--gres=gpu:h100:8"],
+        ["--gpus=16"],
+        ["--gpus-per-task=1", "--ntasks-per-node=8"],
+        ["--exclusive"],
+        ["--gpus-per-node", "8"],
+        ["-G", "16"],
+        ["--gres=gpu:8,nic:1"],
     ]
     script = "#!/bin/bash\nsrun x --tensor-model-parallel-size 16\n"
     msgs = set()
@@ -223,6 +283,7 @@ def test_internal_error_accepts_by_default_and_rejects_when_asked(tmp_path):
 # ---------------------------------------------------------------------------
 # hostile input (generous bounds: safety nets; the benchmark measures speed)
 
+
 def _hostile_scripts():
     hdr = b"#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8\n"
     junk = bytes((i * 2654435761 >> 13) & 0xFF for i in range(4 * 1024 * 1024))
@@ -258,8 +319,11 @@ def test_truncated_scan_is_only_a_warning_for_one_node(runners):
 # ---------------------------------------------------------------------------
 # sbatch emulation (job_desc as slurmctld 22.05 receives it)
 
+
 def test_job_desc_formats():
-    d = job_desc("#!/bin/bash\n#SBATCH -N 2 --gpus-per-node=h100:8\n#SBATCH --gres=gpu:2 -p gpu\nsrun x\n#SBATCH -N 9\n")
+    d = job_desc(
+        "#!/bin/bash\n#SBATCH -N 2 --gpus-per-node=h100:8\n#SBATCH --gres=gpu:2 -p gpu\nsrun x\n#SBATCH -N 9\n"
+    )
     assert d["min_nodes"] == 2 and d["max_nodes"] == 2  # the #SBATCH after the first command is ignored
     assert d["tres_per_node"] == "gres:gpu:h100:8,gres:gpu:2"
     assert d["partition"] == "gpu"
@@ -276,20 +340,35 @@ def test_job_desc_follows_the_slurm_release():
     script = "#!/bin/bash\n#SBATCH --gpus-per-node=8\n"
     assert job_desc(script, slurm_version="22.05")["tres_per_node"] == "gres:gpu:8"
     assert job_desc(script, slurm_version="23.11")["tres_per_node"] == "gres/gpu:8"
-    assert job_desc(script, ["--gres=gpu:h100:8"], slurm_version="24.11")["tres_per_node"] == \
-        "gres/gpu:8,gres/gpu:h100:8"
+    assert (
+        job_desc(script, ["--gres=gpu:h100:8"], slurm_version="24.11")["tres_per_node"] == "gres/gpu:8,gres/gpu:h100:8"
+    )
     assert job_desc(script, ["--gpus=16"], slurm_version="24.11")["tres_per_job"] == "gres/gpu:16"
     # --export=NIL and name lists: the SLURM_* names up to 23.11, every SLURM* name from 24.05
     env = {"SLURM_X": "1", "SLURMGPU_TP": "16", "FOO": "1"}
-    for ver, passed in (("22.05", {"SLURM_X"}), ("23.11", {"SLURM_X"}), ("24.05", {"SLURM_X", "SLURMGPU_TP"}),
-                        ("24.11", {"SLURM_X", "SLURMGPU_TP"}), (None, {"SLURM_X"})):
+    for ver, passed in (
+        ("22.05", {"SLURM_X"}),
+        ("23.11", {"SLURM_X"}),
+        ("24.05", {"SLURM_X", "SLURMGPU_TP"}),
+        ("24.11", {"SLURM_X", "SLURMGPU_TP"}),
+        (None, {"SLURM_X"}),
+    ):
         assert set(job_desc(script, ["--export=NIL"], env=env, slurm_version=ver)["environment"]) == passed, ver
-        assert set(job_desc(script, ["--export=FOO"], env=env, slurm_version=ver)["environment"]) == \
-            passed | {"FOO"}, ver
+        assert set(job_desc(script, ["--export=FOO"], env=env, slurm_version=ver)["environment"]) == passed | {"FOO"}, (
+            ver
+        )
     # a command-line --segment: job_submit.lua sees job_desc.segment_size only from 25.11.2 (sbatch before
     # 24.05 has no --segment at all, so nothing to hide there)
-    for ver, seen in (("22.05", True), ("24.05", False), ("24.11", False), ("25.11.1", False), ("25.11.2", True),
-                      ("25.11", True), ("26.05", True), (None, True)):
+    for ver, seen in (
+        ("22.05", True),
+        ("24.05", False),
+        ("24.11", False),
+        ("25.11.1", False),
+        ("25.11.2", True),
+        ("25.11", True),
+        ("26.05", True),
+        (None, True),
+    ):
         assert ("segment_size" in job_desc("#!/bin/bash\n", ["--segment=4"], slurm_version=ver)) == seen, ver
 
 
@@ -300,11 +379,13 @@ def test_command_line_segment_is_not_seen_by_a_24_11_controller(runners):
     lab = load_site(resolve_site_ref(case.site_ref))
     for ver, verdict in (("24.11", "reject"), ("25.11.2", "accept")):
         v = PolicyRunner(replace(lab, slurm_version=ver), backend="lupa").check(
-            case.script, case.args, env=case.env, user="bob", script_path=case.path.name)
+            case.script, case.args, env=case.env, user="bob", script_path=case.path.name
+        )
         assert v.decision == verdict == case.expect_for(ver), (ver, v.messages)
     directive = case.script.replace(b"-N4 --gpus-per-node=4", b"-N4 --gpus-per-node=4 --segment=4")
     v = PolicyRunner(replace(lab, slurm_version="24.11"), backend="lupa").check(
-        directive, (), env=case.env, user="bob", script_path=case.path.name)
+        directive, (), env=case.env, user="bob", script_path=case.path.name
+    )
     assert v.decision == "accept", v.messages
 
 
@@ -315,7 +396,10 @@ def test_job_desc_precedence_and_export():
     assert (d["partition"], d["tres_per_node"]) == ("c", "gres:gpu:4")
     assert d["environment"]["TP"] == "16"
     assert job_desc(script, ["--export=NONE"], env=env)["environment"] == {
-        "SLURM_X": "1", "SLURMGPU_TP": "8", "SLURM_GET_USER_ENV": "1"}
+        "SLURM_X": "1",
+        "SLURMGPU_TP": "8",
+        "SLURM_GET_USER_ENV": "1",
+    }
     assert job_desc(script, ["--export=TP,X=2"], env=env)["environment"] == {"SLURM_X": "1", "TP": "16", "X": "2"}
     assert job_desc(script, ["--export=NIL"], env=env)["environment"] == {"SLURM_X": "1"}
     assert job_desc(script, ["--export=ALL,X=2"], env=env)["environment"]["X"] == "2"
@@ -338,13 +422,17 @@ def test_job_desc_errors_name_file_line_and_option():
 
 def test_split_command():
     assert split_command(["-N", "2", "job.sh", "--gpus-per-node=8", "arg"]) == (
-        "job.sh", ["-N", "2", "--gpus-per-node=8"], ["arg"])
+        "job.sh",
+        ["-N", "2", "--gpus-per-node=8"],
+        ["arg"],
+    )
     assert split_command(["job.sh", "-p", "gpu", "--exclusive"]) == ("job.sh", ["-p", "gpu", "--exclusive"], [])
     assert split_command(["--hold"]) == (None, ["--hold"], [])
 
 
 # ---------------------------------------------------------------------------
 # rendering and installing
+
 
 @pytest.mark.parametrize("kind", ["job_submit", "cli_filter"])
 def test_render_is_deterministic_lua51(kind):
@@ -408,6 +496,7 @@ def test_install_is_atomic_with_a_newer_mtime(tmp_path):
 # ---------------------------------------------------------------------------
 # the CLI
 
+
 def _write(tmp_path, text, name="job.sh"):
     p = tmp_path / name
     p.write_text(text)
@@ -417,9 +506,13 @@ def _write(tmp_path, text, name="job.sh"):
 def test_cli_check_exit_codes(tmp_path):
     r = CliRunner()
     bad = _write(tmp_path, "#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8\nsrun x --tensor-model-parallel-size 16\n")
-    good = _write(tmp_path, "#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8\nexport NCCL_IB_HCA==mlx5_0\n"
-                            "export NCCL_SOCKET_IFNAME=bond0\n"
-                            "srun x --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2\n", "good.sh")
+    good = _write(
+        tmp_path,
+        "#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8\nexport NCCL_IB_HCA==mlx5_0\n"
+        "export NCCL_SOCKET_IFNAME=bond0\n"
+        "srun x --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2\n",
+        "good.sh",
+    )
     res = r.invoke(main, ["check", "--site", "dgx-h100", bad], env={"SLURMGPU_TP": None})
     assert res.exit_code == 1, res.output
     assert "error: slurmgpu: TP=16" in res.output and "use TP=8 and PP=2" in res.output
@@ -453,8 +546,9 @@ def test_cli_check_subprocess_and_stdin(tmp_path):
     """The installed entry point, reading the script from stdin."""
     text = "#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8\nsrun x -tp 16\n"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURMGPU_", "SBATCH_"))}
-    proc = subprocess.run(["slurmgpu", "check", "--site", "dgx-h100", "-"], input=text, capture_output=True,
-                          text=True, env=env)
+    proc = subprocess.run(
+        ["slurmgpu", "check", "--site", "dgx-h100", "-"], input=text, capture_output=True, text=True, env=env
+    )
     assert proc.returncode == 1, proc.stderr
     assert "TP=16" in proc.stdout
 
@@ -467,8 +561,9 @@ def test_cli_render_and_install(tmp_path):
     res = r.invoke(main, ["admin", "render-filter", "--site", "dgx-h100", "--kind", "cli_filter", "-o", str(out)])
     assert res.exit_code == 0 and out.read_text() == render_filter(dgx(), "cli_filter")
     assert r.invoke(main, ["admin", "render-filter", "--site", "dgx-h100", "--kind", "nope"]).exit_code == 2
-    res = r.invoke(main, ["admin", "install", "--site", "dgx-h100", "--allow-preset", "--conf-dir", str(tmp_path),
-                          "--kind", "all"])
+    res = r.invoke(
+        main, ["admin", "install", "--site", "dgx-h100", "--allow-preset", "--conf-dir", str(tmp_path), "--kind", "all"]
+    )
     assert res.exit_code == 0, res.output
     assert "add to slurm.conf: JobSubmitPlugins=lua" in res.output
     assert "add to slurm.conf: CliFilterPlugins=lua" in res.output

@@ -11,6 +11,7 @@ Both must agree on the decision (0 / 2072) and on every line sent to the user, i
 Scripts mix launcher spellings, shell variables, continuations, comments, decoys, stamps and
 environment layouts; GPU requests cover every spelling on every partition shape of the lab site.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,15 +60,28 @@ def jobs(draw) -> Dict[str, Any]:
     sep = draw(st.sampled_from([" ", "="]))
     form = draw(st.sampled_from(["literal", "var", "braces", "default", "quoted", "env-var"]))
     job: Dict[str, Any] = {
-        "tp": tp, "flag": flag, "prefix": prefix, "sep": sep, "form": form,
+        "tp": tp,
+        "flag": flag,
+        "prefix": prefix,
+        "sep": sep,
+        "form": form,
         "pp": draw(st.one_of(st.none(), st.sampled_from([1, 2, 3, 4, 8]))),
         "pp_flag": draw(st.sampled_from(PP_FLAGS)),
         "continuation": draw(st.booleans()),
         "decoy": draw(st.sampled_from(["none", "line", "inline", "quoted-hash", "other-var"])),
         "decoy_tp": draw(st.sampled_from(VALUES)),
-        "stamp": draw(st.one_of(st.none(), st.tuples(st.sampled_from(VALUES), st.sampled_from([1, 2, 4]),
-                                                     st.sampled_from([1, 2, 4, 8]), st.sampled_from([4, 6, 8]),
-                                                     st.sampled_from(["lab", "dgx-h100"])))),
+        "stamp": draw(
+            st.one_of(
+                st.none(),
+                st.tuples(
+                    st.sampled_from(VALUES),
+                    st.sampled_from([1, 2, 4]),
+                    st.sampled_from([1, 2, 4, 8]),
+                    st.sampled_from([4, 6, 8]),
+                    st.sampled_from(["lab", "dgx-h100"]),
+                ),
+            )
+        ),
         "env_tp": draw(st.one_of(st.none(), st.sampled_from(VALUES))),
         "nccl": draw(st.sampled_from(["none", "script", "env"])),
         "nproc": draw(st.one_of(st.none(), st.sampled_from(["4", "8", "gpu", "$SLURM_GPUS_ON_NODE"]))),
@@ -143,8 +157,9 @@ def build(job: Dict[str, Any]) -> Tuple[str, List[str], Dict[str, str], Dict[str
     lines = ["#!/bin/bash"]
     if job["stamp"]:
         stp, spp, sdp, sgpn, ssite = job["stamp"]
-        lines.append("# slurmgpu: site=%s tp=%d pp=%d dp=%d cp=1 ep=1 nodes=2 gpus_per_node=%d" % (
-            ssite, stp, spp, sdp, sgpn))
+        lines.append(
+            "# slurmgpu: site=%s tp=%d pp=%d dp=%d cp=1 ep=1 nodes=2 gpus_per_node=%d" % (ssite, stp, spp, sdp, sgpn)
+        )
     lines.append("# generated case")
     for w in header:
         lines.append("#SBATCH %s" % w)
@@ -183,8 +198,9 @@ def build(job: Dict[str, Any]) -> Tuple[str, List[str], Dict[str, str], Dict[str
         env["SLURMGPU_TP"] = str(job["env_tp"])
     if job["nccl"] == "env":
         env.update({"NCCL_IB_HCA": "=mlx5_0", "NCCL_SOCKET_IFNAME": "eth0", "NCCL_NET": "OFI"})
-    desc.update({"script": script, "argv": ["job.sh"], "environment": dict(env), "user_name": job["user"],
-                 "user_id": 1000})
+    desc.update(
+        {"script": script, "argv": ["job.sh"], "environment": dict(env), "user_name": job["user"], "user_id": 1000}
+    )
     return script, args, env, desc
 
 
@@ -211,9 +227,15 @@ class LuaSide:
             "for line in io.lines() do\n"
             "  local desc = assert(loadstring('return ' .. line))()\n"
             "  local rc, msgs = S.submit(desc, parts, 1000)\n"
-            "  io.write(S.json({rc = rc, msgs = msgs}), '\\n')\n  io.flush()\nend\n" % lua_literal(part_list(lab)))
-        self.proc = subprocess.Popen([LUA or "lua5.1", "driver.lua"], cwd=str(d), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+            "  io.write(S.json({rc = rc, msgs = msgs}), '\\n')\n  io.flush()\nend\n" % lua_literal(part_list(lab))
+        )
+        self.proc = subprocess.Popen(
+            [LUA or "lua5.1", "driver.lua"],
+            cwd=str(d),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        )
 
     def submit(self, desc: Dict[str, Any]) -> Dict[str, Any]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -259,8 +281,13 @@ def test_agreement_covered_enough(python_side):
     """
     seen: Dict[str, Any] = {"jobs": 0, "decisions": set(), "rules": set()}
 
-    @settings(max_examples=COVERAGE_JOBS, deadline=None, database=None, derandomize=True,
-              suppress_health_check=[HealthCheck.too_slow])
+    @settings(
+        max_examples=COVERAGE_JOBS,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
     @given(job=jobs())
     def sample(job):
         script, args, env, _ = build(job)
@@ -272,6 +299,14 @@ def test_agreement_covered_enough(python_side):
     sample()
     assert seen["jobs"] == COVERAGE_JOBS
     assert seen["decisions"] == {"accept", "reject"}
-    for rule in ("tp-exceeds-domain", "tp-spans-nodes", "tp-needs-segment", "gpus-per-node-unknown",
-                 "world-mismatch", "pcie-multinode", "nccl-env-missing", "exempt"):
+    for rule in (
+        "tp-exceeds-domain",
+        "tp-spans-nodes",
+        "tp-needs-segment",
+        "gpus-per-node-unknown",
+        "world-mismatch",
+        "pcie-multinode",
+        "nccl-env-missing",
+        "exempt",
+    ):
         assert rule in seen["rules"], (rule, sorted(seen["rules"]))

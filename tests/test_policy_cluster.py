@@ -5,6 +5,7 @@ controller's verdict and messages for the case files, that `slurmgpu admin insta
 controller reload the script, that scontrol updates cannot open a hole, and that cli_filter.lua
 stops a bad request in the client.
 """
+
 from __future__ import annotations
 
 import re
@@ -74,8 +75,10 @@ def test_cases_match_the_controller(slurm_cluster, job_submit, site, tmp_path):
 
 def test_accepted_job_gets_its_warnings(slurm_cluster, job_submit, site):
     job_submit(render_filter(site, "job_submit"))
-    rc, out, err = slurm_cluster.sbatch("#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8 -H\n"
-                                        "srun true --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2\n")
+    rc, out, err = slurm_cluster.sbatch(
+        "#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8 -H\n"
+        "srun true --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2\n"
+    )
     assert rc == 0, err
     assert "sbatch: slurmgpu: multi-node job on partition 'gpu' (ethernet) does not set NCCL_SOCKET_IFNAME" in err
 
@@ -100,8 +103,10 @@ def test_admin_install_reloads(slurm_cluster, job_submit, site):
 def test_scontrol_update_cannot_open_a_hole(slurm_cluster, job_submit, site):
     """A user (not root) cannot move a held TP=8 job to 4 GPUs per node or to the 4-GPU partition."""
     job_submit(render_filter(site, "job_submit"))
-    script = ("#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8\nexport NCCL_SOCKET_IFNAME=lo\n"
-              "srun true --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2\n")
+    script = (
+        "#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8\nexport NCCL_SOCKET_IFNAME=lo\n"
+        "srun true --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2\n"
+    )
     as_nobody = ["runuser", "-u", "nobody", "--"]
     p = slurm_cluster.run(as_nobody + ["sbatch", "--parsable", "-H", "-o", "/dev/null", "-D", "/tmp"], input=script)
     assert p.returncode == 0, p.stderr
@@ -109,8 +114,13 @@ def test_scontrol_update_cannot_open_a_hole(slurm_cluster, job_submit, site):
     results = {}
     for update in ("TresPerNode=gres:gpu:4", "Gres=gpu:4", "Partition=gpu4", "NumNodes=1", "Comment=fine"):
         results[update] = slurm_cluster.run(as_nobody + ["scontrol", "update", "jobid=" + job, update]).returncode
-    assert results == {"TresPerNode=gres:gpu:4": 1, "Gres=gpu:4": 1, "Partition=gpu4": 1, "NumNodes=1": 0,
-                       "Comment=fine": 0}
+    assert results == {
+        "TresPerNode=gres:gpu:4": 1,
+        "Gres=gpu:4": 1,
+        "Partition=gpu4": 1,
+        "NumNodes=1": 0,
+        "Comment=fine": 0,
+    }
     info = slurm_cluster.job_info(int(job))
     gpus8 = tres_prefix(slurm_cluster.release.version) + "gpu:8"  # gres/gpu:8 from 23.11
     assert info["Partition"] == "gpu" and info.get("TresPerNode") == gpus8
@@ -130,9 +140,11 @@ def test_cli_filter_stops_requests_in_the_client(slurm_cluster, cli_filter, site
 def test_het_job_script_applies_to_later_components(slurm_cluster, job_submit, site):
     """Slurm gives only het component 0 the script; its TP=16 still counts on 2-node component 1."""
     job_submit(render_filter(site, "job_submit"))
-    het = ("#!/bin/bash\n#SBATCH -N1 --gpus-per-node=8 -p gpu\n#SBATCH hetjob\n"
-           "#SBATCH -N2 --gpus-per-node=8 -p gpu\nexport NCCL_SOCKET_IFNAME=lo\n"
-           "srun --het-group=1 python pretrain_gpt.py --tensor-model-parallel-size %d\n")
+    het = (
+        "#!/bin/bash\n#SBATCH -N1 --gpus-per-node=8 -p gpu\n#SBATCH hetjob\n"
+        "#SBATCH -N2 --gpus-per-node=8 -p gpu\nexport NCCL_SOCKET_IFNAME=lo\n"
+        "srun --het-group=1 python pretrain_gpt.py --tensor-model-parallel-size %d\n"
+    )
     mark = slurm_cluster.log_mark()
     rc, out, err = slurm_cluster.sbatch(het % 16, "-H")
     assert rc != 0 and "sbatch: error: 1: slurmgpu: TP=16 (script line 6" in err, err
@@ -140,4 +152,8 @@ def test_het_job_script_applies_to_later_components(slurm_cluster, job_submit, s
     assert rc == 0, err
     lines = [line for line in slurm_cluster.ctld_log(mark).splitlines() if "slurmgpu-filter:" in line]
     assert [("het_offset=1" in line, "decision=reject" in line) for line in lines] == [
-        (False, False), (True, True), (False, False), (True, False)], lines
+        (False, False),
+        (True, True),
+        (False, False),
+        (True, False),
+    ], lines

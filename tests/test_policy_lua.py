@@ -7,6 +7,7 @@ safety (fields that raise or have the wrong type, a log_user that raises, a brok
 slurm_job_modify re-checking changed GPU/node fields, cli_filter for sbatch/salloc/srun steps,
 and hostile scripts.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,8 +55,14 @@ def lua_version(request) -> str:
     return request.param
 
 
-def run_lua(tmp: Path, body: str, rendered: Optional[str] = None, env: Optional[Dict[str, str]] = None,
-            timeout: float = 120, lua: str = "5.1") -> List[Any]:
+def run_lua(
+    tmp: Path,
+    body: str,
+    rendered: Optional[str] = None,
+    env: Optional[Dict[str, str]] = None,
+    timeout: float = 120,
+    lua: str = "5.1",
+) -> List[Any]:
     """Run `body` under lua5.1 (or `lua` 5.3/5.4 through lupa) after the stub (and a rendered
     filter); it prints one JSON value per line."""
     tmp.mkdir(parents=True, exist_ok=True)
@@ -79,6 +86,7 @@ def run_lua(tmp: Path, body: str, rendered: Optional[str] = None, env: Optional[
 # ---------------------------------------------------------------------------
 # the case files through slurm_job_submit
 
+
 def test_cases_through_slurm_job_submit(tmp_path, lua_version):
     by_site: Dict[str, list] = {}
     for c in CASES:
@@ -86,11 +94,17 @@ def test_cases_through_slurm_job_submit(tmp_path, lua_version):
     checked = 0
     for ref, cases in by_site.items():
         site = load_site(resolve_site_ref(ref))
-        descs = [job_desc(c.script, c.args, env=c.env, user=c.user or "bob", account=c.account, qos=c.qos,
-                          script_path=c.path.name) for c in cases]
-        body = "local parts = %s\nlocal descs = %s\nfor i = 1, #descs do\n" \
-               "  local rc, msgs, log = S.submit(descs[i], parts, 1000)\n" \
-               "  out({rc = rc, msgs = msgs, log = log})\nend\n" % (lua_literal(part_list(site)), lua_literal(descs))
+        descs = [
+            job_desc(
+                c.script, c.args, env=c.env, user=c.user or "bob", account=c.account, qos=c.qos, script_path=c.path.name
+            )
+            for c in cases
+        ]
+        body = (
+            "local parts = %s\nlocal descs = %s\nfor i = 1, #descs do\n"
+            "  local rc, msgs, log = S.submit(descs[i], parts, 1000)\n"
+            "  out({rc = rc, msgs = msgs, log = log})\nend\n" % (lua_literal(part_list(site)), lua_literal(descs))
+        )
         results = run_lua(tmp_path / site.name, body, render_filter(site, "job_submit"), lua=lua_version)
         assert len(results) == len(cases)
         for c, res in zip(cases, results):
@@ -158,9 +172,11 @@ def test_job_submit_never_raises(tmp_path, on_error, expect_rc, lua_version):
     # the TP=16 job is still rejected when only log_user is broken
     assert res[12]["rc"] == 2072
     # a broken site table is an internal error: decided by on_internal_error
-    body = "S.reset()\nslurmgpu_filter.topo.partitions.gpu.gpus = {}\n" \
-           "out({rc = slurm_job_submit(S.job_desc(%s), S.part_list(%s), 1000), msgs = S.user_msgs, log = S.log})\n" % (
-               lua_literal(good), lua_literal(part_list(site)))
+    body = (
+        "S.reset()\nslurmgpu_filter.topo.partitions.gpu.gpus = {}\n"
+        "out({rc = slurm_job_submit(S.job_desc(%s), S.part_list(%s), 1000), msgs = S.user_msgs, log = S.log})\n"
+        % (lua_literal(good), lua_literal(part_list(site)))
+    )
     (r,) = run_lua(tmp_path / "broken", body, render_filter(site, "job_submit"), lua=lua_version)
     assert r["rc"] == expect_rc
     assert any("slurmgpu-filter:" in line and "internal-error" in line for line in r["log"])
@@ -217,12 +233,20 @@ modify({tres_per_node = "gpu:8"}, 1000)          -- raw scontrol spelling, still
 
 def test_job_modify_rechecks_changed_shape(tmp_path, lua_version):
     site = load_site(LAB)
-    rec = job_desc("#!/bin/bash\nexport NCCL_IB_HCA==mlx5_0\n"
-                   "srun x --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2\n",
-                   ["-N2", "--gpus-per-node=8", "-p", "h100"], user="bob", uid=1000)
+    rec = job_desc(
+        "#!/bin/bash\nexport NCCL_IB_HCA==mlx5_0\n"
+        "srun x --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2\n",
+        ["-N2", "--gpus-per-node=8", "-p", "h100"],
+        user="bob",
+        uid=1000,
+    )
     del rec["environment"]  # job_rec has none
-    res = run_lua(tmp_path, MODIFY % {"parts": lua_literal(part_list(site)), "rec": lua_literal(rec)},
-                  render_filter(site, "job_submit"), lua=lua_version)
+    res = run_lua(
+        tmp_path,
+        MODIFY % {"parts": lua_literal(part_list(site)), "rec": lua_literal(rec)},
+        render_filter(site, "job_submit"),
+        lua=lua_version,
+    )
     rcs = [r["rc"] for r in res]
     assert rcs == [2072, 0, 0, 0, 2072, 0]
     assert [r["reads"] for r in res] == [1, 0, 0, 1, 1, 1]
@@ -243,7 +267,9 @@ end
 assert(slurm_cli_setup_defaults({}, true) == 0)
 assert(slurm_cli_post_submit(0, 1, 2) == 0)
 """
-CLI_SHAPES = CLI + r"""
+CLI_SHAPES = (
+    CLI
+    + r"""
 pre({type = "sbatch", nodes = "2", ["gpus-per-node"] = "8", wrap = "srun x --tensor-model-parallel-size 16", argv = {}})
 pre({type = "sbatch", nodes = "2", ["gpus-per-node"] = "h100:4", wrap = "srun x --tp 4", argv = {}})
 pre({type = "salloc", nodes = "2", gres = "gres:gpu:8", wrap = "invalid-context", export = "invalid-context", argv = {}})
@@ -252,7 +278,10 @@ pre(nil)
 slurmgpu_filter.topo.partitions.gpu.gpus = {}
 pre({type = "sbatch", nodes = "2", ["gpus-per-node"] = "8", wrap = "srun x --tp 16", argv = {}})
 """
-CLI_ENV = CLI + r"""
+)
+CLI_ENV = (
+    CLI
+    + r"""
 pre({type = "sbatch", nodes = "2", exclusive = "exclusive", argv = {"job.sh"}, export = "NONE",
      wrap = "srun x --tensor-model-parallel-size ${TP:-8}"})
 pre({type = "sbatch", nodes = "2", exclusive = "exclusive", argv = {"job.sh"},
@@ -262,12 +291,18 @@ pre({type = "sbatch", nodes = "2", exclusive = "exclusive", argv = {"job.sh"}, e
 pre({type = "sbatch", nodes = "2", exclusive = "exclusive", argv = {"job.sh"}, export = "FOO"})
 pre({type = "sbatch", nodes = "2", exclusive = "exclusive", argv = {"job.sh"}, export = "FOO,SLURMGPU_TP"})
 """
+)
 
 
 def test_cli_filter(tmp_path, lua_version):
     site = dgx()
-    step = {"SLURM_JOB_ID": "77", "SLURM_GPUS_ON_NODE": "4", "SLURM_JOB_NUM_NODES": "2",
-            "SLURM_JOB_PARTITION": "gpu", "USER": "bob"}
+    step = {
+        "SLURM_JOB_ID": "77",
+        "SLURM_GPUS_ON_NODE": "4",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_JOB_PARTITION": "gpu",
+        "USER": "bob",
+    }
     res = run_lua(tmp_path / "a", CLI_SHAPES, render_filter(site, "cli_filter"), env=step, lua=lua_version)
     # --wrap with TP=16 rejected; TP=4 on 4 GPUs per node fine; salloc: shape only; an srun
     # step inside a 4-GPU-per-node, 2-node allocation with TP=8 rejected; no options at all is
@@ -282,12 +317,16 @@ def test_cli_filter(tmp_path, lua_version):
     # SLURM* name such as SLURMGPU_TP; NIL and name lists pass only SLURM_* and the names listed
     res = run_lua(tmp_path / "b", CLI_ENV, render_filter(site, "cli_filter"), env={"TP": "16"}, lua=lua_version)
     assert [r["rc"] for r in res[:2]] == [0, -1], res
-    res = run_lua(tmp_path / "c", CLI_ENV, render_filter(site, "cli_filter"), env={"SLURMGPU_TP": "16"}, lua=lua_version)
+    res = run_lua(
+        tmp_path / "c", CLI_ENV, render_filter(site, "cli_filter"), env={"SLURMGPU_TP": "16"}, lua=lua_version
+    )
     assert [r["rc"] for r in res] == [-1, -1, -1, 0, 0, -1], res
     # from 24.05 NIL and name lists pass every SLURM* name too (seen on 24.11): the filter
     # rendered for such a site models that
     site24 = replace(site, slurm_version="24.11")
-    res = run_lua(tmp_path / "d", CLI_ENV, render_filter(site24, "cli_filter"), env={"SLURMGPU_TP": "16"}, lua=lua_version)
+    res = run_lua(
+        tmp_path / "d", CLI_ENV, render_filter(site24, "cli_filter"), env={"SLURMGPU_TP": "16"}, lua=lua_version
+    )
     assert [r["rc"] for r in res] == [-1, -1, -1, -1, -1, -1], res
 
 
@@ -336,6 +375,7 @@ def test_policy_contract_plain_tables(tmp_path, lua_version):
 
 # ---------------------------------------------------------------------------
 # hostile scripts under the real binary
+
 
 def test_hostile_scripts_under_lua51(tmp_path):
     site = dgx()
@@ -389,7 +429,9 @@ submit({het_job_offset = 1, min_nodes = 2, tres_per_node = "gres:gpu:8", environ
 def test_het_components_share_the_batch_script(tmp_path, lua_version):
     """Only het component 0 carries the script; its srun lines may run on the others."""
     site = dgx()
-    res = run_lua(tmp_path, HET % {"parts": lua_literal(part_list(site))}, render_filter(site, "job_submit"), lua=lua_version)
+    res = run_lua(
+        tmp_path, HET % {"parts": lua_literal(part_list(site))}, render_filter(site, "job_submit"), lua=lua_version
+    )
     assert res == [0, 2072, 0, 0, 0, 0, 0]
 
 
@@ -448,14 +490,17 @@ out({rc = rc, log = S.log})
 
 def test_unknown_gpu_partition_is_logged_once_under_lua51(tmp_path):
     site = load_site(str(ROOT / "tests" / "data" / "sites" / "testcluster.yaml"))
-    results = run_lua(tmp_path, UNKNOWN_PARTITION % {"parts": lua_literal(part_list(site))},
-                      render_filter(site, "job_submit"))
+    results = run_lua(
+        tmp_path, UNKNOWN_PARTITION % {"parts": lua_literal(part_list(site))}, render_filter(site, "job_submit")
+    )
     *subs, modify = results
     assert [r["rc"] for r in subs] == [0, 0, 0, 0, 0, 2072]  # only the described partition rejects TP=16
     warned = [[line for line in r["log"] if "unknown-partition" in line] for r in subs]
     assert [len(w) for w in warned] == [1, 0, 0, 1, 0, 0], warned
-    assert warned[0][0].startswith("info: slurmgpu-filter: warning unknown-partition=h100: partition 'h100' is "
-                                   "not described by site 'testcluster' (it describes: gpu, gpu4, pcie)")
+    assert warned[0][0].startswith(
+        "info: slurmgpu-filter: warning unknown-partition=h100: partition 'h100' is "
+        "not described by site 'testcluster' (it describes: gpu, gpu4, pcie)"
+    )
     assert "unknown-partition=a100:" in warned[3][0]
     assert all(not [m for m in r["msgs"] if "not described" in m] for r in subs)  # users are not told
     assert modify["rc"] == 0 and [line for line in modify["log"] if "unknown-partition=b200:" in line]

@@ -1,4 +1,5 @@
 """Preflight checks on recorded nodes (nvidia-smi output + sysfs trees), aggregation, CLI."""
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,11 @@ def check(site, d, env=None, opts=NO_CONTAINER, node="gpu01", addresses=None):
 
 
 def rows(rep, check_name=None, status=None):
-    return [r for r in rep.results if (check_name is None or r.check == check_name)
-            and (status is None or r.status == status)]
+    return [
+        r
+        for r in rep.results
+        if (check_name is None or r.check == check_name) and (status is None or r.status == status)
+    ]
 
 
 def derived(tmp_path, name="node"):
@@ -58,6 +62,7 @@ def dgx():
 
 
 # -- a healthy node -----------------------------------------------------------------
+
 
 def test_healthy_dgx_passes_every_check(dgx):
     rep = check(dgx, DGX, {"SLURM_NODEID": "0", "MASTER_PORT": str(free_port())})
@@ -75,6 +80,7 @@ def test_efa_node_against_aws_preset():
 
 
 # -- the down-HCA fixture -------------------------------------------------------------
+
 
 def test_down_hca_fails_with_node_device_and_fix(dgx):
     rep = check(dgx, HCA_DOWN, node="gpu02")
@@ -155,12 +161,14 @@ def test_roce_node_passes_and_traffic_class_is_checked(tmp_path):
 
 # -- GPUs and NVLink ---------------------------------------------------------------
 
+
 def drop_gpu(text: str, index: int) -> str:
     blocks = re.split(r"(?m)^(?=GPU [0-9A-F]{8}:)", text)
     head, gpus = blocks[0], blocks[1:]
     del gpus[index]
-    return head.replace("Attached GPUs                             : 8",
-                        "Attached GPUs                             : 7") + "".join(gpus)
+    return head.replace(
+        "Attached GPUs                             : 8", "Attached GPUs                             : 7"
+    ) + "".join(gpus)
 
 
 def test_lost_gpu_fails_the_count(dgx, tmp_path):
@@ -208,21 +216,25 @@ def test_no_nvidia_smi_fails_only_where_gpus_are_expected(dgx, tmp_path):
     assert bad and "nvidia-smi: command not found" in bad[0].found
 
 
-@pytest.mark.parametrize("site_model, smi, ok", [
-    ("H100-SXM5-80GB", "NVIDIA H100 80GB HBM3", True),
-    ("H100-SXM5-80GB", "NVIDIA A100-SXM4-80GB", False),
-    ("A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB", True),
-    ("GH200-96GB", "NVIDIA GH200 480GB", True),
-    ("H200-SXM-141GB", "NVIDIA H100 80GB HBM3", False),
-    ("RTX-4090", "NVIDIA GeForce RTX 4090", True),
-    ("RTX-4090", "NVIDIA GeForce RTX 3090", False),
-    ("MI250X", "AMD Instinct MI250X", True),
-])
+@pytest.mark.parametrize(
+    "site_model, smi, ok",
+    [
+        ("H100-SXM5-80GB", "NVIDIA H100 80GB HBM3", True),
+        ("H100-SXM5-80GB", "NVIDIA A100-SXM4-80GB", False),
+        ("A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB", True),
+        ("GH200-96GB", "NVIDIA GH200 480GB", True),
+        ("H200-SXM-141GB", "NVIDIA H100 80GB HBM3", False),
+        ("RTX-4090", "NVIDIA GeForce RTX 4090", True),
+        ("RTX-4090", "NVIDIA GeForce RTX 3090", False),
+        ("MI250X", "AMD Instinct MI250X", True),
+    ],
+)
 def test_gpu_model_matching(site_model, smi, ok):
     assert pf.gpu_model_matches(site_model, smi) is ok
 
 
 # -- socket interface, rendezvous, container, checkpoint ------------------------------
+
 
 def test_socket_interface_missing_or_down(dgx):
     rep = check(dgx, DGX, {"SLURM_NODEID": "1", "NCCL_SOCKET_IFNAME": "=eth9"})
@@ -286,12 +298,17 @@ def test_checkpoint_space(dgx, tmp_path):
     rep = check(dgx, DGX, opts=pf.Options(container_runtime="none", checkpoint_dir=str(target), min_free_gb=1e9))
     bad = rows(rep, "checkpoint", "fail")
     assert bad and "GB free at %s (for %s)" % (tmp_path, target) in bad[0].found
-    rep = check(dgx, DGX, {"SLURM_NODEID": "1", "SLURMGPU_CHECKPOINT_DIR": str(tmp_path)},
-                opts=pf.Options(container_runtime="none", min_free_gb=0.0))
+    rep = check(
+        dgx,
+        DGX,
+        {"SLURM_NODEID": "1", "SLURMGPU_CHECKPOINT_DIR": str(tmp_path)},
+        opts=pf.Options(container_runtime="none", min_free_gb=0.0),
+    )
     assert rows(rep, "checkpoint", "ok")
 
 
 # -- aggregation -----------------------------------------------------------------
+
 
 def report(dgx, d, node):
     return check(dgx, d, node=node)
@@ -302,8 +319,12 @@ def lines_of(*records: str, label: str = ""):
 
 
 def test_aggregate_puts_failing_nodes_first_and_merges_passing_ones(dgx):
-    lines = (lines_of(report(dgx, DGX, "gpu01").record()) + lines_of(report(dgx, HCA_DOWN, "gpu02").record(), label="1: ")
-             + lines_of(report(dgx, DGX, "gpu03").record()) + ["srun: error: gpu02: task 1: Exited with exit code 1"])
+    lines = (
+        lines_of(report(dgx, DGX, "gpu01").record())
+        + lines_of(report(dgx, HCA_DOWN, "gpu02").record(), label="1: ")
+        + lines_of(report(dgx, DGX, "gpu03").record())
+        + ["srun: error: gpu02: task 1: Exited with exit code 1"]
+    )
     agg = pf.parse_records(lines, parse_hostlist("gpu[01-04]"))
     assert not agg.ok and agg.missing == ["gpu04"]
     table = pf.render_table(agg, "dgx-h100")
@@ -329,9 +350,14 @@ def noisy_report(node: str, rows: int) -> pf.NodeReport:
     """A report whose text does not compress away (hash digests), to force multi-line records."""
     import hashlib
 
-    return pf.NodeReport(node, "x", tuple(pf.CheckResult(node, "nccl-env", "fail",
-                                                         hashlib.sha256(b"%d" % i).hexdigest(), "e", "f")
-                                          for i in range(rows)))
+    return pf.NodeReport(
+        node,
+        "x",
+        tuple(
+            pf.CheckResult(node, "nccl-env", "fail", hashlib.sha256(b"%d" % i).hexdigest(), "e", "f")
+            for i in range(rows)
+        ),
+    )
 
 
 def test_record_round_trip_and_short_lines(dgx):
@@ -347,7 +373,7 @@ def test_interleaved_record_lines_are_reassembled_and_broken_ones_reported(dgx):
     a = lines_of(noisy_report("gpu01", 40).record())
     b = lines_of(report(dgx, HCA_DOWN, "gpu02").record())
     assert len(a) > 2
-    mixed = [l for pair in zip(a, b) for l in pair] + a[len(b):] + b[len(a):]
+    mixed = [l for pair in zip(a, b) for l in pair] + a[len(b) :] + b[len(a) :]
     agg = pf.parse_records(mixed, ["gpu01", "gpu02"])
     assert [r.node for r in agg.reports] == ["gpu01", "gpu02"] and agg.missing == []
     agg = pf.parse_records(a[:-1] + b, ["gpu01", "gpu02"])
@@ -355,8 +381,10 @@ def test_interleaved_record_lines_are_reassembled_and_broken_ones_reported(dgx):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["gpu", "n", "rack1-n"]), st.integers(0, 120)), min_size=1, max_size=30),
-       st.integers(1, 3))
+@given(
+    st.lists(st.tuples(st.sampled_from(["gpu", "n", "rack1-n"]), st.integers(0, 120)), min_size=1, max_size=30),
+    st.integers(1, 3),
+)
 def test_compress_hostlist_inverts_slurm_expansion(items, width):
     names = sorted({"%s%0*d" % (p, width, i) for p, i in items})
     assert sorted(parse_hostlist(pf.compress_hostlist(names))) == names
@@ -373,6 +401,7 @@ def test_one_hostlist_codec_for_preflight_and_discover():
 
 # -- fixture hook and the command line ---------------------------------------------
 
+
 def test_fixture_hook_per_node(dgx):
     cluster = os.path.join(DATA, "cluster-one-hca-down")
     f1, hooked = pf.gather_facts("gpu01", {pf.FIXTURE_ENV: cluster})
@@ -385,16 +414,30 @@ def test_fixture_hook_per_node(dgx):
 def cli(*args, env=None, stdin=""):
     full = dict(os.environ)
     full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "slurmgpu.cli", *args], input=stdin, capture_output=True,
-                          text=True, timeout=120, cwd=ROOT, env=full)
+    return subprocess.run(
+        [sys.executable, "-m", "slurmgpu.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=full,
+    )
 
 
 def test_cli_record_then_aggregate_exit_codes(tmp_path):
     base = {pf.FIXTURE_ENV: os.path.join(DATA, "cluster-one-hca-down"), "MASTER_PORT": str(free_port())}
     recs = []
     for i, node in enumerate(("gpu01", "gpu02")):
-        p = cli("preflight", "--site", "dgx-h100", "--container-runtime", "none", "--record",
-                env=dict(base, SLURMD_NODENAME=node, SLURM_NODEID=str(i)))
+        p = cli(
+            "preflight",
+            "--site",
+            "dgx-h100",
+            "--container-runtime",
+            "none",
+            "--record",
+            env=dict(base, SLURMD_NODENAME=node, SLURM_NODEID=str(i)),
+        )
         assert p.returncode == (0 if node == "gpu01" else 1), p.stderr
         assert all(l.startswith(pf.RECORD_PREFIX + node + " ") for l in p.stdout.splitlines())
         recs.append(p.stdout)
@@ -423,8 +466,13 @@ def test_bandwidth_needs_a_gpu_build_or_an_explicit_cpu_backend(dgx):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible here")
-    env = {"SLURMD_NODENAME": "gpu01", "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(free_port())}
+    env = {
+        "SLURMD_NODENAME": "gpu01",
+        "SLURM_PROCID": "0",
+        "SLURM_NTASKS": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+    }
     rep = pf.bandwidth_report(dgx, env)
     assert rep.results[0].status == "fail" and "PyTorch sees no CUDA GPU" in rep.results[0].found
     rep = pf.bandwidth_report(dgx, dict(env, SLURM_NNODES="1"), size_mb=1, iters=2, backend="gloo", fraction=0.0)

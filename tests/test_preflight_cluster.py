@@ -6,6 +6,7 @@ pipes the records into one `--aggregate` step, the way generated scripts do
 points them at recorded nodes: a healthy DGX H100, and for one node the same
 machine with its compute HCA mlx5_3 down.
 """
+
 from __future__ import annotations
 
 import json
@@ -56,7 +57,8 @@ def site_file(tmp_path, gpu_nodes):
     part, _ = gpu_nodes
     (tmp_path / "ckpt").mkdir()
     path = tmp_path / "site.yaml"
-    path.write_text(textwrap.dedent("""\
+    path.write_text(
+        textwrap.dedent("""\
         extends: dgx-h100
         name: testdgx
         default_partition: {part}
@@ -64,7 +66,8 @@ def site_file(tmp_path, gpu_nodes):
           {part}: {{node_type: dgx-h100, nodes: {n}}}
         container: {{runtime: none}}
         paths: {{checkpoint: {ckpt}}}
-        """).format(part=part.name, n=len(part.nodes), ckpt=tmp_path / "ckpt"))
+        """).format(part=part.name, n=len(part.nodes), ckpt=tmp_path / "ckpt")
+    )
     os.chmod(str(tmp_path), 0o755)
     return str(path)
 
@@ -84,8 +87,9 @@ def batch_script(site: str, fixture: str, nodes: int, extra: str = "", sg: str =
           || {{ echo "slurmgpu: preflight failed; launcher not started" >&2; exit 1; }}
         {extra}
         echo "LAUNCHER STARTED on $SLURM_JOB_NODELIST"
-        """).format(nodes=nodes, fixture=shlex.quote(fixture), port=free_port(), sg=sg,
-                    site=shlex.quote(site), extra=extra)
+        """).format(
+        nodes=nodes, fixture=shlex.quote(fixture), port=free_port(), sg=sg, site=shlex.quote(site), extra=extra
+    )
 
 
 def run_job(cluster, script: str, *args: str, timeout: float = 180):
@@ -115,8 +119,11 @@ def test_down_hca_on_one_node_stops_the_job_before_the_launcher(slurm_cluster, s
     fixture = tmp_path / "fixture"
     fixture.mkdir()
     (fixture / "nodes.json").write_text(json.dumps({bad: HCA_DOWN, "*": DGX}))
-    res = run_job(slurm_cluster, batch_script(site_file, str(fixture), 2, sg=job_slurmgpu(slurm_cluster)),
-                  "--nodelist=%s,%s" % (good, bad))
+    res = run_job(
+        slurm_cluster,
+        batch_script(site_file, str(fixture), 2, sg=job_slurmgpu(slurm_cluster)),
+        "--nodelist=%s,%s" % (good, bad),
+    )
     out = res.stdout
     assert res.state == "FAILED" and res.exit_code == 1, out
     assert "Warning" not in out  # srun honoured one task per node
@@ -134,8 +141,10 @@ def test_down_hca_on_one_node_stops_the_job_before_the_launcher(slurm_cluster, s
 def test_bandwidth_fanout_over_the_allocation(slurm_cluster, site_file, gpu_nodes):
     pytest.importorskip("torch")
     if slurm_cluster.in_chroot and not job_python_has(slurm_cluster, "torch"):
-        pytest.skip("PyTorch is not installed in the Slurm %s chroot: the gloo bandwidth test runs on the "
-                    "native release" % slurm_cluster.release.major)
+        pytest.skip(
+            "PyTorch is not installed in the Slurm %s chroot: the gloo bandwidth test runs on the "
+            "native release" % slurm_cluster.release.major
+        )
     sg = job_slurmgpu(slurm_cluster)
     bw = textwrap.dedent("""\
         srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_NTASKS" --ntasks-per-node=2 --kill-on-bad-exit=0 \\
@@ -143,7 +152,9 @@ def test_bandwidth_fanout_over_the_allocation(slurm_cluster, site_file, gpu_node
             --min-bandwidth-fraction 0 --record \\
           | {sg} preflight --aggregate - --nodes "$SLURM_JOB_NODELIST" || exit 1
         """).format(sg=sg, site=shlex.quote(site_file))
-    script = batch_script(site_file, DGX, 2, extra=bw, sg=sg).replace("--ntasks-per-node=1\n", "--ntasks-per-node=2\n", 1)
+    script = batch_script(site_file, DGX, 2, extra=bw, sg=sg).replace(
+        "--ntasks-per-node=1\n", "--ntasks-per-node=2\n", 1
+    )
     res = run_job(slurm_cluster, script, timeout=300)
     assert res.ok, res.stdout + slurm_cluster.logs()
     assert "gloo all-reduce of 2 MiB, 4 ranks on 2 nodes" in res.stdout
@@ -152,8 +163,10 @@ def test_bandwidth_fanout_over_the_allocation(slurm_cluster, site_file, gpu_node
 
 def test_doctor_reads_a_job_by_id(slurm_cluster, tmp_path):
     log = os.path.join(ROOT, "tests", "data", "doctor", "ib-completion-error.log")
-    script = "#!/bin/bash\n# slurmgpu: site=dgx-h100 tp=8 pp=2 dp=2 cp=1 ep=1 nodes=4 gpus_per_node=8\n" \
-             "grep -v '^# slurmgpu' %s\nexit 1\n" % shlex.quote(log)
+    script = (
+        "#!/bin/bash\n# slurmgpu: site=dgx-h100 tp=8 pp=2 dp=2 cp=1 ep=1 nodes=4 gpus_per_node=8\n"
+        "grep -v '^# slurmgpu' %s\nexit 1\n" % shlex.quote(log)
+    )
     job = slurm_cluster.submit(script, "--nodes=1", "--job-name=ibtest", "--output=%x-%j.out")
     slurm_cluster.wait_job(job, timeout=60)
     p = slurm_cluster.run(shlex.split(SLURMGPU) + ["doctor", str(job), "--json"], host=True)

@@ -1,4 +1,5 @@
 """slurmgpu probe on recorded nodes (tests/data/probe, see its README) and on this machine."""
+
 from __future__ import annotations
 
 import json
@@ -61,10 +62,15 @@ def preset(name: str, node_type: str):
 # parsers
 
 
-@pytest.mark.parametrize("node, name, mib", [
-    ("dgx-h100", "NVIDIA H100 80GB HBM3", 81559), ("roce-a100", "NVIDIA A100-SXM4-80GB", 81920),
-    ("efa-p5", "NVIDIA H100 80GB HBM3", 81559), ("pcie-l40s", "NVIDIA L40S", 46068),
-])
+@pytest.mark.parametrize(
+    "node, name, mib",
+    [
+        ("dgx-h100", "NVIDIA H100 80GB HBM3", 81559),
+        ("roce-a100", "NVIDIA A100-SXM4-80GB", 81920),
+        ("efa-p5", "NVIDIA H100 80GB HBM3", 81559),
+        ("pcie-l40s", "NVIDIA L40S", 46068),
+    ],
+)
 def test_nvidia_smi_q(node, name, mib):
     gpus = parse_nvidia_smi_q((PROBE / node / "nvidia-smi-q.txt").read_text())
     assert [g.index for g in gpus] == list(range(8))
@@ -89,20 +95,27 @@ def test_topo_old_format_names_hcas_in_header():
     assert t.link("GPU3", "mlx5_3") == "PXB" and t.link("GPU3", "mlx5_5") == "SYS"
 
 
-@pytest.mark.parametrize("node, want", [
-    ("dgx-h100", ("nvlink", 8, 18)), ("roce-a100", ("nvlink", 8, 12)), ("efa-p5", ("nvlink", 8, 18)),
-    ("pcie-l40s", ("pcie", 1, None)),
-])
+@pytest.mark.parametrize(
+    "node, want",
+    [
+        ("dgx-h100", ("nvlink", 8, 18)),
+        ("roce-a100", ("nvlink", 8, 12)),
+        ("efa-p5", ("nvlink", 8, 18)),
+        ("pcie-l40s", ("pcie", 1, None)),
+    ],
+)
 def test_nvlink_summary(node, want):
     assert nvlink_summary(parse_topo_matrix((PROBE / node / "nvidia-smi-topo-m.txt").read_text())) == want
 
 
 def test_nvlink_bridge_pairs_make_domains_of_two():
-    text = ("\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\tNUMA Affinity\n"
-            "GPU0\t X \tNV4\tSYS\tSYS\t0-31\t0\n"
-            "GPU1\tNV4\t X \tSYS\tSYS\t0-31\t0\n"
-            "GPU2\tSYS\tSYS\t X \tNV4\t32-63\t1\n"
-            "GPU3\tSYS\tSYS\tNV4\t X \t32-63\t1\n\nLegend:\n")
+    text = (
+        "\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\tNUMA Affinity\n"
+        "GPU0\t X \tNV4\tSYS\tSYS\t0-31\t0\n"
+        "GPU1\tNV4\t X \tSYS\tSYS\t0-31\t0\n"
+        "GPU2\tSYS\tSYS\t X \tNV4\t32-63\t1\n"
+        "GPU3\tSYS\tSYS\tNV4\t X \t32-63\t1\n\nLegend:\n"
+    )
     assert nvlink_summary(parse_topo_matrix(text)) == ("nvlink", 2, 4)
 
 
@@ -115,21 +128,28 @@ def test_topo_with_colours_and_no_header_fails_clearly():
 
 def test_rocm_smi_json_reconstructed():
     # Reconstructed from rocm-smi's key names, not a recording: the AMD path is untested against hardware.
-    doc = {"card0": {"Card Series": "AMD Instinct MI300X", "VRAM Total Memory (B)": str(192 * 2 ** 30)},
-           "card1": {"Card series": "AMD Instinct MI300X", "VRAM Total Memory (B)": str(192 * 2 ** 30)},
-           "system": {"Driver version": "6.7.0"}}
+    doc = {
+        "card0": {"Card Series": "AMD Instinct MI300X", "VRAM Total Memory (B)": str(192 * 2**30)},
+        "card1": {"Card series": "AMD Instinct MI300X", "VRAM Total Memory (B)": str(192 * 2**30)},
+        "system": {"Driver version": "6.7.0"},
+    }
     gpus = parse_rocm_smi_json(json.dumps(doc))
     assert [(g.index, g.name, g.vendor, g.memory_mib) for g in gpus] == [
-        (0, "AMD Instinct MI300X", "amd", 192 * 1024), (1, "AMD Instinct MI300X", "amd", 192 * 1024)]
+        (0, "AMD Instinct MI300X", "amd", 192 * 1024),
+        (1, "AMD Instinct MI300X", "amd", 192 * 1024),
+    ]
     assert parse_rocm_smi_json("not json") == []
 
 
 def test_read_rdma_kinds():
     assert {(p.kind, p.link_layer) for p in read_rdma(str(PROBE / "dgx-h100" / "sys"))} == {
-        ("infiniband", "InfiniBand"), ("roce", "Ethernet")}
+        ("infiniband", "InfiniBand"),
+        ("roce", "Ethernet"),
+    }
     efa = read_rdma(str(PROBE / "efa-p5" / "sys"))
     assert len(efa) == 32 and {(p.kind, p.link_layer, p.gbps, p.vendor_id) for p in efa} == {
-        ("efa", "Unknown", 100.0, "0x1d0f")}
+        ("efa", "Unknown", 100.0, "0x1d0f")
+    }
     assert read_rdma(str(PROBE / "pcie-l40s" / "sys")) == []
     ib0 = next(p for p in read_rdma(str(PROBE / "dgx-h100" / "sys")) if p.device == "mlx5_0")
     assert (ib0.state, ib0.gbps, ib0.netdevs) == ("ACTIVE", 400.0, ("ibp24s0",))
@@ -145,7 +165,8 @@ def test_dgx_h100_matches_the_preset():
     assert r.fabric == want.fabric == "infiniband"
     assert [n.name for n in r.nics if n.role == "compute"] == [n.name for n in want.compute_nics]
     assert sorted(n.name for n in r.nics if n.role == "storage") == sorted(
-        n.name for n in want.nics if n.role == "storage")
+        n.name for n in want.nics if n.role == "storage"
+    )
     assert sum(n.gbps for n in r.nics if n.role == "compute") == want.fabric_gbps == 3200
     assert r.socket_ifname == "bond0" and (r.link, r.nvlink_domain, r.nvlinks_per_gpu) == ("nvlink", 8, 18)
     assert r.nccl_env["NCCL_IB_HCA"] == "=" + ",".join(n.name for n in want.compute_nics)
@@ -155,7 +176,8 @@ def test_roce_node():
     r = probed("roce-a100")
     assert r.fabric == "roce"
     assert [(n.name, n.link_layer, n.gbps, n.role) for n in r.nics] == [
-        ("mlx5_%d" % i, "ethernet", 200.0, "compute") for i in range(8)]
+        ("mlx5_%d" % i, "ethernet", 200.0, "compute") for i in range(8)
+    ]
     assert r.socket_ifname == "eth0"
     assert r.nccl_env["NCCL_IB_HCA"] == "=" + ",".join("mlx5_%d" % i for i in range(8))
 
@@ -214,9 +236,16 @@ def test_geforce_needs_p2p_off():
 
 
 def test_ib_hca_names_a_port_only_when_not_the_first():
-    env = implied_nccl_env("infiniband", [Nic("mlx5_0", 1, "infiniband", 400, "compute"),
-                                          Nic("mlx5_1", 2, "infiniband", 400, "compute"),
-                                          Nic("mlx5_2", 1, "ethernet", 100, "storage")], None, [])
+    env = implied_nccl_env(
+        "infiniband",
+        [
+            Nic("mlx5_0", 1, "infiniband", 400, "compute"),
+            Nic("mlx5_1", 2, "infiniband", 400, "compute"),
+            Nic("mlx5_2", 1, "ethernet", 100, "storage"),
+        ],
+        None,
+        [],
+    )
     assert env == {"NCCL_IB_HCA": "=mlx5_0,mlx5_1:2"}
 
 

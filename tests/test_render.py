@@ -3,6 +3,7 @@
 Golden files (tests/golden/*.sh) pin a few template x site x launcher outputs byte for
 byte; `pytest --update-golden` rewrites them (tests/golden_plugin.py) and prints the diff.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -50,9 +51,32 @@ def render_spec(site, spec, layout=None, model=None, dirs=None, regen="slurmgpu 
 # ---------------------------------------------------------------------------
 # Quoting
 
-HOSTILE = ["plain", "two words", "it's", 'say "hi"', "$HOME", "`id`", "$(touch x)", "a;b", "a|b&&c", "~/x", "*",
-           "back\\slash", "new\nline", "ends in a newline\n", "trail\n", "tab\there", "", "--", "-", "=lead", "x=~/y",
-           "#hash", "caf\u00e9", "\x01ctl"]
+HOSTILE = [
+    "plain",
+    "two words",
+    "it's",
+    'say "hi"',
+    "$HOME",
+    "`id`",
+    "$(touch x)",
+    "a;b",
+    "a|b&&c",
+    "~/x",
+    "*",
+    "back\\slash",
+    "new\nline",
+    "ends in a newline\n",
+    "trail\n",
+    "tab\there",
+    "",
+    "--",
+    "-",
+    "=lead",
+    "x=~/y",
+    "#hash",
+    "caf\u00e9",
+    "\x01ctl",
+]
 
 
 def _bash_words(words):
@@ -67,8 +91,13 @@ def test_shquote_gives_bash_back_every_hostile_value():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
-                        max_size=12), min_size=1, max_size=6))
+@given(
+    st.lists(
+        st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12),
+        min_size=1,
+        max_size=6,
+    )
+)
 def test_shquote_roundtrip_property(words):
     assert _bash_words(words) == words
 
@@ -84,13 +113,35 @@ def test_shquote_refuses_nul():
 
 
 # Path values: only the allow-listed variables expand, when the script runs.
-PATH_ENV = {"USER": "alice", "HOME": "/home/alice", "SCRATCH": "/lustre/alice", "SLURM_JOB_ID": "4242",
-            "OTHER": "NOT-EXPANDED", "USERNAME": "NOT-EXPANDED"}
+PATH_ENV = {
+    "USER": "alice",
+    "HOME": "/home/alice",
+    "SCRATCH": "/lustre/alice",
+    "SLURM_JOB_ID": "4242",
+    "OTHER": "NOT-EXPANDED",
+    "USERNAME": "NOT-EXPANDED",
+}
 HOSTILE_PATHS = [
-    "/scratch/$USER/ckpt", "/scratch/${USER}/ckpt", "$SCRATCH/run-$SLURM_JOB_ID", "${HOME}/x",
-    "/p/$USER/$(touch PWNED_a)", "/p/${USER}/`touch PWNED_b`", "/p/$USER/$OTHER/${OTHER}", "/p/$USERNAME/$USER_x",
-    "/p/$USER/it's \"dq\" 'sq'", "/p/$USER/new\nline\ttab", "/p/$USER/back\\slash", "/p/$$USER", "/p/${USER",
-    "/p/$USER!x", "$(rm -rf /)/$USER", "/plain/path", "/with space/x", "~/x", "/p/${USER:-x}", "/p/\\$USER",
+    "/scratch/$USER/ckpt",
+    "/scratch/${USER}/ckpt",
+    "$SCRATCH/run-$SLURM_JOB_ID",
+    "${HOME}/x",
+    "/p/$USER/$(touch PWNED_a)",
+    "/p/${USER}/`touch PWNED_b`",
+    "/p/$USER/$OTHER/${OTHER}",
+    "/p/$USERNAME/$USER_x",
+    "/p/$USER/it's \"dq\" 'sq'",
+    "/p/$USER/new\nline\ttab",
+    "/p/$USER/back\\slash",
+    "/p/$$USER",
+    "/p/${USER",
+    "/p/$USER!x",
+    "$(rm -rf /)/$USER",
+    "/plain/path",
+    "/with space/x",
+    "~/x",
+    "/p/${USER:-x}",
+    "/p/\\$USER",
 ]
 
 
@@ -115,13 +166,41 @@ def test_shpath_expands_only_the_path_variables(tmp_path):
 
 
 def test_shpath_stops_the_job_on_an_unset_variable():
-    r = subprocess.run(["bash", "-c", "set -euo pipefail; echo %s" % R.shpath("$SCRATCH/ckpt")],
-                       capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    r = subprocess.run(
+        ["bash", "-c", "set -euo pipefail; echo %s" % R.shpath("$SCRATCH/ckpt")],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert r.returncode != 0 and "SCRATCH" in r.stderr
 
 
-_PATH_TOKENS = st.sampled_from(["$USER", "${USER}", "$SCRATCH", "${SLURM_JOB_ID}", "$HOME", "$OTHER", "$", "{", "}",
-                                "'", '"', "`", "\\", "\n", " ", "!", "$(", ")", "/", "x", "\u00e9", "_"])
+_PATH_TOKENS = st.sampled_from(
+    [
+        "$USER",
+        "${USER}",
+        "$SCRATCH",
+        "${SLURM_JOB_ID}",
+        "$HOME",
+        "$OTHER",
+        "$",
+        "{",
+        "}",
+        "'",
+        '"',
+        "`",
+        "\\",
+        "\n",
+        " ",
+        "!",
+        "$(",
+        ")",
+        "/",
+        "x",
+        "\u00e9",
+        "_",
+    ]
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -136,15 +215,19 @@ def test_shpath_roundtrip_property(value):
 
 def test_paths_in_the_script_expand_and_nothing_else_does():
     site = preset("dgx-h100")
-    spec = _spec(launcher="megatron", command=(), checkpoint_dir="/scratch/$USER/ck $(id)",
-                 container=ContainerSpec(runtime="pyxis", image="nvcr.io#nvidia/x:$USER",
-                                         mounts=("$SCRATCH:/scratch",)),
-                 env={"NOTE": "$USER stays"}, args=("--data-path", "/data/$USER"))
+    spec = _spec(
+        launcher="megatron",
+        command=(),
+        checkpoint_dir="/scratch/$USER/ck $(id)",
+        container=ContainerSpec(runtime="pyxis", image="nvcr.io#nvidia/x:$USER", mounts=("$SCRATCH:/scratch",)),
+        env={"NOTE": "$USER stays"},
+        args=("--data-path", "/data/$USER"),
+    )
     text, req, _ = render_spec(site, spec, model=get_model("llama3.1-8b"), layout=LAY2)
     assert "export SLURMGPU_CHECKPOINT_DIR='/scratch/'\"${USER}\"'/ck $(id)'\n" in text
     assert "    --save '/scratch/'\"${USER}\"'/ck $(id)' \\\n" in text
     assert "    --load '/scratch/'\"${USER}\"'/ck $(id)'\n" in text
-    assert "SLURMGPU_MOUNTS=\"$PWD:$PWD\"\",${SCRATCH}:/scratch\"\n" in text
+    assert 'SLURMGPU_MOUNTS="$PWD:$PWD"",${SCRATCH}:/scratch"\n' in text
     # everything that is not a path stays literal
     assert "export NOTE='$USER stays'" in text and "--data-path '/data/$USER'" in text
     assert "SLURMGPU_IMAGE='nvcr.io#nvidia/x:$USER'" in text
@@ -169,7 +252,14 @@ def test_sbatch_quote_escapes_what_sbatch_splits_on():
 
 def test_arg_lines_pairs_options_with_values():
     assert R.arg_lines(["train.py", "--lr", "3e-4", "--flag", "--x=1", "a b", "--", "c"]) == [
-        "train.py", "--lr 3e-4", "--flag", "--x=1", "'a b'", "--", "c"]
+        "train.py",
+        "--lr 3e-4",
+        "--flag",
+        "--x=1",
+        "'a b'",
+        "--",
+        "c",
+    ]
     assert R.arg_lines(["vllm", "serve", "org/m x", "--port", "1"]) == ["vllm serve 'org/m x'", "--port 1"]
 
 
@@ -184,8 +274,9 @@ def _selects(value, names):
     return sorted(n for n in names if dl.matches(n))
 
 
-@pytest.mark.parametrize("name", [n for n in preset_names()
-                                  if preset(n).node_type_of().fabric in ("infiniband", "roce")])
+@pytest.mark.parametrize(
+    "name", [n for n in preset_names() if preset(n).node_type_of().fabric in ("infiniband", "roce")]
+)
 def test_ib_hca_is_exactly_the_compute_hcas(name):
     site = preset(name)
     nt = node_of(site)
@@ -258,17 +349,20 @@ def test_socket_ifname_forms():
     assert socket_ifname("^docker,lo")[0] == "^docker,lo"
 
 
-@pytest.mark.parametrize("launcher,tp,cp,gpu,fsdp,want", [
-    ("megatron", 8, 1, "H100-SXM5-80GB", False, "1"),
-    ("megatron", 1, 2, "H100-SXM5-80GB", False, "1"),
-    ("nemo", 2, 1, "A100-SXM4-80GB", False, "1"),
-    ("megatron", 1, 1, "H100-SXM5-80GB", False, None),
-    ("megatron", 8, 1, "H100-SXM5-80GB", True, None),
-    ("megatron", 4, 1, "GB200-186GB", False, None),
-    ("megatron", 8, 1, "B200-180GB", False, None),
-    ("torchrun", 8, 1, "H100-SXM5-80GB", False, None),
-    ("torchtitan", 8, 1, "H100-SXM5-80GB", False, None),
-])
+@pytest.mark.parametrize(
+    "launcher,tp,cp,gpu,fsdp,want",
+    [
+        ("megatron", 8, 1, "H100-SXM5-80GB", False, "1"),
+        ("megatron", 1, 2, "H100-SXM5-80GB", False, "1"),
+        ("nemo", 2, 1, "A100-SXM4-80GB", False, "1"),
+        ("megatron", 1, 1, "H100-SXM5-80GB", False, None),
+        ("megatron", 8, 1, "H100-SXM5-80GB", True, None),
+        ("megatron", 4, 1, "GB200-186GB", False, None),
+        ("megatron", 8, 1, "B200-180GB", False, None),
+        ("torchrun", 8, 1, "H100-SXM5-80GB", False, None),
+        ("torchtitan", 8, 1, "H100-SXM5-80GB", False, None),
+    ],
+)
 def test_cuda_device_max_connections_rule(launcher, tp, cp, gpu, fsdp, want):
     nt = replace(node_of(preset("dgx-h100")), gpu_model=gpu)
     lay = Layout(tp=tp, cp=cp, dp=16 // (tp * cp), nodes=2, gpus_per_node=8)
@@ -284,6 +378,7 @@ def test_fsdp_drops_a_site_wide_single_connection():
 
 # ---------------------------------------------------------------------------
 # Launchers
+
 
 def test_program_rules():
     tr = L.get_launcher("torchrun")
@@ -315,9 +410,13 @@ def test_layout_arguments_carry_the_layout():
     lay = Layout(tp=4, pp=2, dp=2, cp=2, ep=2, micro_batch=3, nodes=4, gpus_per_node=8)
     meg = L.layout_args(L.get_launcher("megatron"), lay, L.Options())
     pairs = dict(zip(meg, meg[1:]))
-    assert (pairs["--tensor-model-parallel-size"], pairs["--pipeline-model-parallel-size"],
-            pairs["--context-parallel-size"], pairs["--expert-model-parallel-size"],
-            pairs["--micro-batch-size"]) == ("4", "2", "2", "2", "3")
+    assert (
+        pairs["--tensor-model-parallel-size"],
+        pairs["--pipeline-model-parallel-size"],
+        pairs["--context-parallel-size"],
+        pairs["--expert-model-parallel-size"],
+        pairs["--micro-batch-size"],
+    ) == ("4", "2", "2", "2", "3")
     assert "--sequence-parallel" in meg and "--use-distributed-optimizer" in meg
     fsdp = L.layout_args(L.get_launcher("megatron"), lay, L.Options(fsdp=True))
     assert "--use-torch-fsdp2" in fsdp and "--use-distributed-optimizer" not in fsdp
@@ -327,7 +426,11 @@ def test_layout_arguments_carry_the_layout():
     assert titan[titan.index("--parallelism.tensor_parallel_degree") + 1] == "4"
     assert titan[titan.index("--parallelism.data_parallel_shard_degree") + 1] == "2"
     assert L.layout_args(L.get_launcher("vllm"), lay, L.Options())[:4] == (
-        "--tensor-parallel-size", "4", "--pipeline-parallel-size", "2")
+        "--tensor-parallel-size",
+        "4",
+        "--pipeline-parallel-size",
+        "2",
+    )
     assert L.layout_args(L.get_launcher("torchrun"), lay, L.Options()) == ()
 
 
@@ -350,6 +453,7 @@ def test_user_arguments_may_not_contradict_the_layout():
 
 # ---------------------------------------------------------------------------
 # Layout without a model, and --segment on NVL72
+
 
 def test_layout_from_pins():
     nt = node_of(preset("dgx-h100"))
@@ -417,6 +521,7 @@ def test_segment_line_in_the_script():
 
 # ---------------------------------------------------------------------------
 # Rendering: search path, errors, sandbox, determinism
+
 
 def _spec(**kw):
     base = dict(launcher="torchrun", nodes=2, command=("train.py",))
@@ -519,7 +624,9 @@ def test_template_cache_keeps_sandboxed_and_plain_code_apart(tmp_path, monkeypat
     for dirs in (sandboxed, plain, sandboxed, plain):  # each order, with a warm cache
         assert "torchrun \\\n" in render_spec(site, _spec(), dirs=dirs)[0]
     assert sorted(p.name for p in (tmp_path / "cache" / "slurmgpu" / "jinja").iterdir()) == [
-        "Environment", "SandboxedEnvironment"]
+        "Environment",
+        "SandboxedEnvironment",
+    ]
 
 
 def test_site_container_without_image_runs_on_the_host():
@@ -576,8 +683,9 @@ def test_megatron_gets_model_shape_and_plan_choices():
     site = preset("dgx-h100")
     model = get_model("llama3.1-70b")
     lay = Layout(tp=8, pp=2, dp=1, nodes=2, gpus_per_node=8)
-    text, req, _ = render_spec(site, JobSpec(launcher="megatron", model="llama3.1-70b", nodes=2),
-                               layout=lay, model=model)
+    text, req, _ = render_spec(
+        site, JobSpec(launcher="megatron", model="llama3.1-70b", nodes=2), layout=lay, model=model
+    )
     prog = req.launch.program
     pairs = dict(zip(prog, prog[1:]))
     assert prog[0] == "pretrain_gpt.py"
@@ -597,6 +705,7 @@ def test_env_lint_warns_about_user_nccl_mistakes():
 # ---------------------------------------------------------------------------
 # The job spec
 
+
 def write(tmp_path, text, name="slurmgpu.yaml"):
     p = tmp_path / name
     p.write_text(textwrap.dedent(text))
@@ -604,7 +713,9 @@ def write(tmp_path, text, name="slurmgpu.yaml"):
 
 
 def test_spec_loads_every_field(tmp_path):
-    p = write(tmp_path, """\
+    p = write(
+        tmp_path,
+        """\
         name: "my run"
         model: llama3-70b
         launcher: megatron
@@ -620,7 +731,8 @@ def test_spec_loads_every_field(tmp_path):
         checkpoint_signal: SIGUSR2
         tokens: 2T
         mem: 0
-        """)
+        """,
+    )
     spec = load_spec(p)
     assert spec.command == ("pretrain_gpt.py", "--data-path", "/d a") and spec.args == ("--lr", "3e-4")
     assert spec.time == "01:30:00", "YAML 1.1 would read 01:30:00 as 5400"
@@ -630,7 +742,9 @@ def test_spec_loads_every_field(tmp_path):
 
 
 def test_spec_errors_are_located(tmp_path):
-    p = write(tmp_path, """\
+    p = write(
+        tmp_path,
+        """\
         name: ok
         launcher: torchrunn
         time: "soon"
@@ -640,23 +754,36 @@ def test_spec_errors_are_located(tmp_path):
         checkpoint_signal: USR1
         parallel: {tp: 0, xp: 2}
         contianer: {}
-        """)
+        """,
+    )
     with pytest.raises(ConfigError) as exc:
         load_spec(p)
     text = str(exc.value)
-    for line, field, words in ((2, "launcher", "did you mean 'torchrun'"), (3, "time", "Slurm time limit"),
-                               (4, "nodes", "positive integer"), (5, "sbatch[0]", "set nodes in the spec"),
-                               (5, "sbatch[1]", "one sbatch option"), (6, "env.1BAD", "not a valid"),
-                               (7, "checkpoint_signal", "SIGUSR1"), (8, "parallel.tp", "positive"),
-                               (8, "parallel.xp", "unknown key"), (9, "contianer", "did you mean 'container'")):
-        assert any(l.startswith("%s:%d:" % (p, line)) and field in l and words in l for l in text.splitlines()), \
-            (line, field, text)
+    for line, field, words in (
+        (2, "launcher", "did you mean 'torchrun'"),
+        (3, "time", "Slurm time limit"),
+        (4, "nodes", "positive integer"),
+        (5, "sbatch[0]", "set nodes in the spec"),
+        (5, "sbatch[1]", "one sbatch option"),
+        (6, "env.1BAD", "not a valid"),
+        (7, "checkpoint_signal", "SIGUSR1"),
+        (8, "parallel.tp", "positive"),
+        (8, "parallel.xp", "unknown key"),
+        (9, "contianer", "did you mean 'container'"),
+    ):
+        assert any(l.startswith("%s:%d:" % (p, line)) and field in l and words in l for l in text.splitlines()), (
+            line,
+            field,
+            text,
+        )
 
 
 def test_overrides_name_the_flag():
     with pytest.raises(ConfigError) as exc:
-        apply_overrides(JobSpec(), {"time": "later", "env": ["NOEQUALS"], "sbatch": ["--gres=gpu:4"],
-                                    "parallel": {"tp": 0}, "nodes": "x"})
+        apply_overrides(
+            JobSpec(),
+            {"time": "later", "env": ["NOEQUALS"], "sbatch": ["--gres=gpu:4"], "parallel": {"tp": 0}, "nodes": "x"},
+        )
     text = str(exc.value)
     for flag in ("--time", "--env", "--sbatch", "--tp", "--nodes"):
         assert flag in text
@@ -669,34 +796,94 @@ def test_overrides_name_the_flag():
 
 GOLDEN_CASES = {
     # name: (site, spec, layout or None (pins), model or None)
-    "job-dgx-h100-megatron": ("dgx-h100", JobSpec(
-        name="llama 70b", launcher="megatron", model="llama3.1-70b", nodes=2, checkpoint_dir="/scratch/ckpt",
-        container=ContainerSpec(image="nvcr.io#nvidia/nemo:24.07", mounts=("/data:/data:ro",)),
-        requeue=True, time="2-00:00:00", args=("--data-path", "/data/tok en")),
-        Layout(tp=8, pp=2, dp=1, nodes=2, gpus_per_node=8), "llama3.1-70b"),
-    "job-perlmutter-torchrun": ("perlmutter", JobSpec(
-        launcher="torchrun", nodes=4, command=("python", "train.py", "--config", "cfg.yaml"), account="m1234_g",
-        time="04:00:00", env={"WANDB_PROJECT": "demo run"}), None, None),
-    "job-aws-p5-srun": ("aws-p5", JobSpec(
-        launcher="srun", nodes=2, command=("python", "-u", "train.py"), preflight=False), None, None),
-    "job-frontier-vllm": ("frontier", JobSpec(
-        launcher="vllm", nodes=2, weights="/lustre/models/Llama-3.1-405B", args=("--port", "8080")), None, None),
-    "job-gb200-nvl72-torchtitan": ("gb200-nvl72", JobSpec(
-        launcher="torchtitan", nodes=4, parallel={"tp": 8}, args=("--job.config_file", "llama3_70b.toml"),
-        container=ContainerSpec(image="pytorch/pytorch:2.5.1-cuda12.4-cudnn9-devel")), None, None),
-    "job-hgx-h100-roce-deepspeed": ("hgx-h100-roce", JobSpec(
-        launcher="deepspeed", nodes=2, command=("train.py", "--deepspeed", "ds_config.json"),
-        sbatch=("--mail-type=END",), dependency="afterok:1234"), None, None),
-    "job-lumi-g-sglang": ("lumi-g", JobSpec(
-        launcher="sglang", nodes=2, weights="/scratch/models/qwen2.5-72b",
-        container=ContainerSpec(image="/appl/sglang.sif", mounts=("/scratch:/scratch",))), None, None),
+    "job-dgx-h100-megatron": (
+        "dgx-h100",
+        JobSpec(
+            name="llama 70b",
+            launcher="megatron",
+            model="llama3.1-70b",
+            nodes=2,
+            checkpoint_dir="/scratch/ckpt",
+            container=ContainerSpec(image="nvcr.io#nvidia/nemo:24.07", mounts=("/data:/data:ro",)),
+            requeue=True,
+            time="2-00:00:00",
+            args=("--data-path", "/data/tok en"),
+        ),
+        Layout(tp=8, pp=2, dp=1, nodes=2, gpus_per_node=8),
+        "llama3.1-70b",
+    ),
+    "job-perlmutter-torchrun": (
+        "perlmutter",
+        JobSpec(
+            launcher="torchrun",
+            nodes=4,
+            command=("python", "train.py", "--config", "cfg.yaml"),
+            account="m1234_g",
+            time="04:00:00",
+            env={"WANDB_PROJECT": "demo run"},
+        ),
+        None,
+        None,
+    ),
+    "job-aws-p5-srun": (
+        "aws-p5",
+        JobSpec(launcher="srun", nodes=2, command=("python", "-u", "train.py"), preflight=False),
+        None,
+        None,
+    ),
+    "job-frontier-vllm": (
+        "frontier",
+        JobSpec(launcher="vllm", nodes=2, weights="/lustre/models/Llama-3.1-405B", args=("--port", "8080")),
+        None,
+        None,
+    ),
+    "job-gb200-nvl72-torchtitan": (
+        "gb200-nvl72",
+        JobSpec(
+            launcher="torchtitan",
+            nodes=4,
+            parallel={"tp": 8},
+            args=("--job.config_file", "llama3_70b.toml"),
+            container=ContainerSpec(image="pytorch/pytorch:2.5.1-cuda12.4-cudnn9-devel"),
+        ),
+        None,
+        None,
+    ),
+    "job-hgx-h100-roce-deepspeed": (
+        "hgx-h100-roce",
+        JobSpec(
+            launcher="deepspeed",
+            nodes=2,
+            command=("train.py", "--deepspeed", "ds_config.json"),
+            sbatch=("--mail-type=END",),
+            dependency="afterok:1234",
+        ),
+        None,
+        None,
+    ),
+    "job-lumi-g-sglang": (
+        "lumi-g",
+        JobSpec(
+            launcher="sglang",
+            nodes=2,
+            weights="/scratch/models/qwen2.5-72b",
+            container=ContainerSpec(image="/appl/sglang.sif", mounts=("/scratch:/scratch",)),
+        ),
+        None,
+        None,
+    ),
 }
 
 
 def golden_text(name):
     site_name, spec, layout, model = GOLDEN_CASES[name]
-    text, _, _ = render_spec(preset(site_name), spec, layout=layout,
-                             model=get_model(model) if model else None, regen="slurmgpu gen # golden " + name)
+    text, _, _ = render_spec(
+        preset(site_name),
+        spec,
+        layout=layout,
+        model=get_model(model) if model else None,
+        regen="slurmgpu gen # golden " + name,
+    )
     return text
 
 
@@ -714,8 +901,10 @@ def test_golden(name, request):
     assert path.exists(), "missing %s: run python -m pytest tests/test_render.py --update-golden" % path
     if got != old:
         diff = "".join(difflib.unified_diff(old.splitlines(True), got.splitlines(True), str(path), "rendered"))
-        pytest.fail("%s differs from the rendered script (if intended: python -m pytest tests/test_render.py "
-                    "--update-golden):\n%s" % (path, diff))
+        pytest.fail(
+            "%s differs from the rendered script (if intended: python -m pytest tests/test_render.py "
+            "--update-golden):\n%s" % (path, diff)
+        )
 
 
 def test_golden_files_pass_bash_and_shellcheck():

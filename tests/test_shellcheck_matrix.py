@@ -5,6 +5,7 @@ shellcheck in two batches run side by side (shellcheck is the slow part; many fi
 per call amortise its start-up). The only directive in the scripts is the file-wide
 `disable=SC2016`, explained in its own line: single quotes there are deliberate.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -26,22 +27,37 @@ CONTAINERS = {
 # The variant run of each case names a registry image in the other runtime's spelling, so the
 # translated reference (docker://... for Apptainer, REGISTRY#... for pyxis) is checked too; AMD
 # sites get ROCm builds (a CUDA image there is an error).
-VARIANT_IMAGE = {("pyxis", "nvidia"): "nvcr.io/nvidia/pytorch:24.04-py3",
-                 ("apptainer", "nvidia"): "nvcr.io#nvidia/pytorch:24.04-py3",
-                 ("pyxis", "amd"): "docker.io/rocm/pytorch:rocm6.1_ubuntu22.04_py3.10_pytorch_2.1.2",
-                 ("apptainer", "amd"): "rocm/pytorch:rocm6.1_ubuntu22.04_py3.10_pytorch_2.1.2"}
+VARIANT_IMAGE = {
+    ("pyxis", "nvidia"): "nvcr.io/nvidia/pytorch:24.04-py3",
+    ("apptainer", "nvidia"): "nvcr.io#nvidia/pytorch:24.04-py3",
+    ("pyxis", "amd"): "docker.io/rocm/pytorch:rocm6.1_ubuntu22.04_py3.10_pytorch_2.1.2",
+    ("apptainer", "amd"): "rocm/pytorch:rocm6.1_ubuntu22.04_py3.10_pytorch_2.1.2",
+}
 BASE_IMAGE_AMD = {"pyxis": "rocm/pytorch:latest"}
-COMMAND = {"torchrun": ("train.py", "--config", "cfg.yaml"), "srun": ("python", "train.py"),
-           "deepspeed": ("train.py", "--deepspeed", "ds.json"), "accelerate": ("train.py",)}
+COMMAND = {
+    "torchrun": ("train.py", "--config", "cfg.yaml"),
+    "srun": ("python", "train.py"),
+    "deepspeed": ("train.py", "--deepspeed", "ds.json"),
+    "accelerate": ("train.py",),
+}
 
 
 def _spec(launcher, container, nodes, variant):
     return JobSpec(
-        name="matrix %s" % launcher, launcher=launcher, nodes=nodes, command=COMMAND.get(launcher, ()),
-        args=("--note", "it's $HOME") if variant else (), weights="org/model", container=CONTAINERS[container],
-        requeue=bool(variant), checkpoint_dir="/scratch/ck pt" if variant else None,
-        env={"WANDB_PROJECT": "a b"} if variant else {}, preflight=not variant, time="01:00:00",
-        sbatch=("--comment=#1",) if variant else ())
+        name="matrix %s" % launcher,
+        launcher=launcher,
+        nodes=nodes,
+        command=COMMAND.get(launcher, ()),
+        args=("--note", "it's $HOME") if variant else (),
+        weights="org/model",
+        container=CONTAINERS[container],
+        requeue=bool(variant),
+        checkpoint_dir="/scratch/ck pt" if variant else None,
+        env={"WANDB_PROJECT": "a b"} if variant else {},
+        preflight=not variant,
+        time="01:00:00",
+        sbatch=("--comment=#1",) if variant else (),
+    )
 
 
 def _cases():
@@ -90,8 +106,9 @@ def test_every_combination_passes_bash_n_and_shellcheck(tmp_path, monkeypatch):
     assert bad == []
 
     def shellcheck(batch):
-        return subprocess.run(["shellcheck", "--severity=style", "--format=gcc"] + batch,
-                              capture_output=True, text=True)
+        return subprocess.run(
+            ["shellcheck", "--severity=style", "--format=gcc"] + batch, capture_output=True, text=True
+        )
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(shellcheck, [files[0::2], files[1::2]]))
@@ -116,6 +133,7 @@ def test_directives_are_explained():
     req, _ = J.build_request(site, spec, J.plan_layout(site, spec), "x")
     text = J.render_request(req, J.search_path(None, None, site))
     directives = [l for l in text.splitlines() if l.lstrip().startswith("# shellcheck")]
-    assert directives == ["# shellcheck disable=SC2016 # single quotes in this script are deliberate: "
-                          "the text inside stays literal"]
+    assert directives == [
+        "# shellcheck disable=SC2016 # single quotes in this script are deliberate: the text inside stays literal"
+    ]
     assert text.splitlines()[1].startswith("# slurmgpu: site=dgx-h100 ")

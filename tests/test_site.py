@@ -5,6 +5,7 @@ Error tests compare whole messages (`file:line:col: field.path: message`), with 
 column computed from the YAML text the test wrote, so a wrong position fails as loudly as a
 wrong word.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -51,13 +52,26 @@ node_types:
 """
 
 EXPECTED_PRESETS = {
-    "dgx-h100", "dgx-a100", "dgx-h200", "dgx-b200", "gb200-nvl72", "hgx-h100-roce", "aws-p5",
-    "perlmutter", "lumi-g", "frontier", "juwels-booster", "leonardo", "alps-gh200", "rtx-4090",
+    "dgx-h100",
+    "dgx-a100",
+    "dgx-h200",
+    "dgx-b200",
+    "gb200-nvl72",
+    "hgx-h100-roce",
+    "aws-p5",
+    "perlmutter",
+    "lumi-g",
+    "frontier",
+    "juwels-booster",
+    "leonardo",
+    "alps-gh200",
+    "rtx-4090",
 }
 
 
 # ---------------------------------------------------------------------------
 # helpers
+
 
 def write(tmp_path: Path, text: str, name: str = "site.yaml") -> str:
     p = tmp_path / name
@@ -102,6 +116,7 @@ def runner() -> CliRunner:
 # ---------------------------------------------------------------------------
 # presets
 
+
 def test_preset_set_is_complete():
     names = preset_names()
     assert EXPECTED_PRESETS <= set(names), EXPECTED_PRESETS - set(names)
@@ -111,8 +126,9 @@ def test_preset_set_is_complete():
 @pytest.mark.parametrize("name", preset_names())
 def test_preset_loads_and_is_consistent(name: str):
     text = (preset_dir() / (name + ".yaml")).read_text()
-    assert text.startswith("#") and "Source" in text.split("\nname:")[0], \
+    assert text.startswith("#") and "Source" in text.split("\nname:")[0], (
         "%s: a preset starts with a comment block citing its sources" % name
+    )
     s = preset(name)
     assert s.name == name
     assert s.description
@@ -154,7 +170,15 @@ def test_presets_validate_from_the_cli():
 def test_dgx_h100_compute_nics_are_exactly_the_eight_rails():
     nt = preset("dgx-h100").node_type_of()
     assert [n.name for n in nt.compute_nics] == [
-        "mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
+        "mlx5_0",
+        "mlx5_3",
+        "mlx5_4",
+        "mlx5_5",
+        "mlx5_6",
+        "mlx5_9",
+        "mlx5_10",
+        "mlx5_11",
+    ]
     assert all(n.link_layer == "infiniband" and n.gbps == 400 for n in nt.compute_nics)
     assert sorted(n.name for n in nt.nics if n.role == "storage") == ["mlx5_1", "mlx5_2", "mlx5_7", "mlx5_8"]
     assert nt.fabric_gbps == 3200
@@ -251,6 +275,7 @@ def test_test_site_matches_the_test_cluster():
 # ---------------------------------------------------------------------------
 # extends
 
+
 def test_extends_overrides_one_field_and_inherits_the_rest(tmp_path):
     path = write(tmp_path, "extends: dgx-h100\ndescription: our DGX pod\n", "ours.yaml")
     s, base = load_site(path), preset("dgx-h100")
@@ -279,7 +304,11 @@ node_types:
     assert (s.name, p.nodes, p.max_nodes_per_job, p.exclusive) == ("pod2", 4, 4, base.partition().exclusive)
     assert nt.gpu_memory_gb == 94
     assert (nt.gpus, nt.link_gbs, nt.bf16_tflops, nt.socket_ifname) == (
-        bnt.gpus, bnt.link_gbs, bnt.bf16_tflops, bnt.socket_ifname)
+        bnt.gpus,
+        bnt.link_gbs,
+        bnt.bf16_tflops,
+        bnt.socket_ifname,
+    )
     assert [n.name for n in nt.nics] == ["mlx5_0"]
 
 
@@ -293,8 +322,9 @@ def test_extends_a_relative_path_chain(tmp_path):
 def test_errors_in_a_child_point_at_the_child(tmp_path):
     text = "extends: dgx-h100\nnode_types:\n  dgx-h100:\n    gpus: eight\n"
     path = write(tmp_path, text)
-    assert issues_of(path) == [at(path, text, "gpus", "node_types.dgx-h100.gpus",
-                                  "expected an integer, got a string ('eight')")]
+    assert issues_of(path) == [
+        at(path, text, "gpus", "node_types.dgx-h100.gpus", "expected an integer, got a string ('eight')")
+    ]
 
 
 def test_circular_extends(tmp_path):
@@ -317,8 +347,14 @@ def test_extends_unknown_preset(tmp_path):
     text = "description: x\nextends: dgx-h999\n"
     path = write(tmp_path, text)
     (msg,) = issues_of(path)
-    expected = at(path, text, "extends", "extends", "no such site 'dgx-h999' (looked for %s); presets: %s" % (
-        preset_dir() / "dgx-h999.yaml", ", ".join(preset_names())))
+    expected = at(
+        path,
+        text,
+        "extends",
+        "extends",
+        "no such site 'dgx-h999' (looked for %s); presets: %s"
+        % (preset_dir() / "dgx-h999.yaml", ", ".join(preset_names())),
+    )
     assert msg == expected
 
 
@@ -330,6 +366,7 @@ def test_extends_must_be_a_string(tmp_path):
 
 # ---------------------------------------------------------------------------
 # bad input: one test per class, whole messages
+
 
 def test_base_site_is_valid(tmp_path):
     s = load_site(write(tmp_path, BASE))
@@ -352,13 +389,16 @@ def test_unknown_key_without_a_close_match(tmp_path):
     assert msg.startswith(at(path, text, "colour", "colour", "unknown key; expected one of: account, "))
 
 
-@pytest.mark.parametrize("value, message", [
-    ("0", "must be a positive integer, got 0"),
-    ("-8", "must be a positive integer, got -8"),
-    ("eight", "expected an integer, got a string ('eight')"),
-    ("8.5", "expected an integer, got a number (8.5)"),
-    ("true", "expected an integer, got a boolean (true)"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("0", "must be a positive integer, got 0"),
+        ("-8", "must be a positive integer, got -8"),
+        ("eight", "expected an integer, got a string ('eight')"),
+        ("8.5", "expected an integer, got a number (8.5)"),
+        ("true", "expected an integer, got a boolean (true)"),
+    ],
+)
 def test_bad_gpu_count(tmp_path, value, message):
     text = replace("gpus: 8", "gpus: %s" % value)
     path = write(tmp_path, text)
@@ -368,55 +408,96 @@ def test_bad_gpu_count(tmp_path, value, message):
 def test_wrong_type(tmp_path):
     text = replace("memory_gb: 64", "memory_gb: lots")
     path = write(tmp_path, text)
-    assert issues_of(path) == [at(path, text, "memory_gb: lots", "node_types.h100x8.memory_gb",
-                                  "expected a number, got a string ('lots')")]
+    assert issues_of(path) == [
+        at(path, text, "memory_gb: lots", "node_types.h100x8.memory_gb", "expected a number, got a string ('lots')")
+    ]
 
 
 def test_wrong_choice_with_did_you_mean(tmp_path):
     text = replace("link: nvlink", "link: nvlnk")
     path = write(tmp_path, text)
-    assert issues_of(path) == [at(path, text, "link:", "node_types.h100x8.link",
-                                  "must be one of nvlink, xgmi, pcie, got 'nvlnk' (did you mean 'nvlink'?)")]
+    assert issues_of(path) == [
+        at(
+            path,
+            text,
+            "link:",
+            "node_types.h100x8.link",
+            "must be one of nvlink, xgmi, pcie, got 'nvlnk' (did you mean 'nvlink'?)",
+        )
+    ]
 
 
 def test_unquoted_slurm_version(tmp_path):
     text = "slurm_version: 23.10\n" + BASE
     path = write(tmp_path, text)
-    assert issues_of(path) == [at(path, text, "slurm_version", "slurm_version",
-                                  'write the version in quotes, e.g. "23.11"; unquoted, YAML reads it as the number 23.1')]
+    assert issues_of(path) == [
+        at(
+            path,
+            text,
+            "slurm_version",
+            "slurm_version",
+            'write the version in quotes, e.g. "23.11"; unquoted, YAML reads it as the number 23.1',
+        )
+    ]
     assert load_site(write(tmp_path, text.replace("23.10", '"23.10"'), "ok.yaml")).slurm_version == "23.10"
 
 
 def test_partition_names_unknown_node_type(tmp_path):
     text = replace("node_type: h100x8", "node_type: h100x9")
     path = write(tmp_path, text)
-    assert issues_of(path) == [at(path, text, "node_type", "partitions.gpu.node_type",
-                                  "unknown node type 'h100x9' (did you mean 'h100x8'?) (defined: h100x8)")]
+    assert issues_of(path) == [
+        at(
+            path,
+            text,
+            "node_type",
+            "partitions.gpu.node_type",
+            "unknown node type 'h100x9' (did you mean 'h100x8'?) (defined: h100x8)",
+        )
+    ]
 
 
 def test_nvlink_domain_not_a_multiple_of_the_node(tmp_path):
     text = replace("    cpus: 16\n", "    nvlink_domain: 12\n    cpus: 16\n")
     path = write(tmp_path, text)
-    assert issues_of(path) == [at(
-        path, text, "nvlink_domain", "node_types.h100x8.nvlink_domain",
-        "an NVLink domain larger than a node must be a whole number of nodes: 12 is not a multiple of "
-        "8 GPUs per node (e.g. GB200 NVL72: 72 = 18 trays x 4)")]
+    assert issues_of(path) == [
+        at(
+            path,
+            text,
+            "nvlink_domain",
+            "node_types.h100x8.nvlink_domain",
+            "an NVLink domain larger than a node must be a whole number of nodes: 12 is not a multiple of "
+            "8 GPUs per node (e.g. GB200 NVL72: 72 = 18 trays x 4)",
+        )
+    ]
 
 
 def test_nvlink_domain_not_dividing_the_node(tmp_path):
     text = replace("    cpus: 16\n", "    nvlink_domain: 3\n    cpus: 16\n")
     path = write(tmp_path, text)
-    assert issues_of(path) == [at(path, text, "nvlink_domain", "node_types.h100x8.nvlink_domain",
-                                  "an NVLink domain smaller than a node must divide its 8 GPUs, got 3")]
+    assert issues_of(path) == [
+        at(
+            path,
+            text,
+            "nvlink_domain",
+            "node_types.h100x8.nvlink_domain",
+            "an NVLink domain smaller than a node must divide its 8 GPUs, got 3",
+        )
+    ]
 
 
 def test_multi_node_domain_needs_block_topology(tmp_path):
     text = replace("    cpus: 16\n", "    nvlink_domain: 16\n    cpus: 16\n", "topology: tree\n" + BASE)
     path = write(tmp_path, text)
-    assert issues_of(path) == [at(
-        path, text, "topology", "topology",
-        "node type 'h100x8' has an NVLink domain of 16 GPUs across 2 nodes; set topology: block "
-        "so jobs can ask to stay inside one domain (--segment)")]
+    assert issues_of(path) == [
+        at(
+            path,
+            text,
+            "topology",
+            "topology",
+            "node type 'h100x8' has an NVLink domain of 16 GPUs across 2 nodes; set topology: block "
+            "so jobs can ask to stay inside one domain (--segment)",
+        )
+    ]
     ok = load_site(write(tmp_path, text.replace("topology: tree", "topology: block"), "ok.yaml"))
     assert ok.node_type_of().domain_nodes == 2
 
@@ -424,8 +505,15 @@ def test_multi_node_domain_needs_block_topology(tmp_path):
 def test_pcie_cannot_span_nodes(tmp_path):
     text = replace("link: nvlink", "link: pcie", replace("    cpus: 16\n", "    nvlink_domain: 16\n    cpus: 16\n"))
     path = write(tmp_path, text)
-    assert issues_of(path) == [at(path, text, "nvlink_domain", "node_types.h100x8.nvlink_domain",
-                                  "link: pcie cannot form a multi-node NVLink domain (got 16 GPUs)")]
+    assert issues_of(path) == [
+        at(
+            path,
+            text,
+            "nvlink_domain",
+            "node_types.h100x8.nvlink_domain",
+            "link: pcie cannot form a multi-node NVLink domain (got 16 GPUs)",
+        )
+    ]
 
 
 def test_pcie_domain_defaults_to_one(tmp_path):
@@ -437,8 +525,9 @@ def test_duplicate_key(tmp_path):
     text = replace("    cpus: 16\n", "    cpus: 16\n    gpus: 4\n")
     path = write(tmp_path, text)
     first = text.splitlines().index("    gpus: 8") + 1
-    assert issues_of(path) == [at(path, text, "gpus", "gpus", "duplicate key (first defined on line %d)" % first,
-                                  occurrence=2)]
+    assert issues_of(path) == [
+        at(path, text, "gpus", "gpus", "duplicate key (first defined on line %d)" % first, occurrence=2)
+    ]
 
 
 def test_yaml_syntax_error_has_a_line(tmp_path):
@@ -465,8 +554,9 @@ def test_top_level_must_be_a_mapping(tmp_path):
 def test_missing_required_field(tmp_path):
     text = replace("    gpu_model: H100\n", "")
     path = write(tmp_path, text)
-    assert issues_of(path) == [at(path, text, "gpus", "node_types.h100x8.gpu_model",
-                                  "missing required field (a string)")]
+    assert issues_of(path) == [
+        at(path, text, "gpus", "node_types.h100x8.gpu_model", "missing required field (a string)")
+    ]
 
 
 def test_missing_top_level_section(tmp_path):
@@ -491,55 +581,91 @@ def test_section_of_the_wrong_type_gives_one_error(tmp_path):
 
 
 def test_infiniband_fabric_with_an_ethernet_nic(tmp_path):
-    text = replace("    fabric: ethernet\n", "    fabric: infiniband\n    nics:\n"
-                   "      - {name: mlx5_0, link_layer: ethernet, gbps: 400}\n")
+    text = replace(
+        "    fabric: ethernet\n",
+        "    fabric: infiniband\n    nics:\n      - {name: mlx5_0, link_layer: ethernet, gbps: 400}\n",
+    )
     path = write(tmp_path, text)
-    assert issues_of(path) == [at(path, text, "nics", "node_types.h100x8.nics",
-                                  "fabric infiniband needs compute NICs with link_layer: infiniband")]
+    assert issues_of(path) == [
+        at(
+            path,
+            text,
+            "nics",
+            "node_types.h100x8.nics",
+            "fabric infiniband needs compute NICs with link_layer: infiniband",
+        )
+    ]
 
 
 def test_roce_fabric_with_an_infiniband_nic(tmp_path):
     text = replace("    fabric: ethernet\n", "    fabric: roce\n    nics:\n      - {name: mlx5_0, gbps: 400}\n")
     path = write(tmp_path, text)
-    assert issues_of(path) == [at(path, text, "nics", "node_types.h100x8.nics",
-                                  "fabric roce (RDMA over Ethernet) needs compute NICs with link_layer: ethernet")]
+    assert issues_of(path) == [
+        at(
+            path,
+            text,
+            "nics",
+            "node_types.h100x8.nics",
+            "fabric roce (RDMA over Ethernet) needs compute NICs with link_layer: ethernet",
+        )
+    ]
 
 
 def test_rdma_fabric_without_nics(tmp_path):
     text = replace("fabric: ethernet", "fabric: efa")
     path = write(tmp_path, text)
-    assert issues_of(path) == [at(path, text, "gpus", "node_types.h100x8.nics",
-                                  "fabric efa needs at least one compute NIC (name, gbps) so NCCL can be pointed at it")]
+    assert issues_of(path) == [
+        at(
+            path,
+            text,
+            "gpus",
+            "node_types.h100x8.nics",
+            "fabric efa needs at least one compute NIC (name, gbps) so NCCL can be pointed at it",
+        )
+    ]
 
 
 def test_slingshot_needs_socket_ifname(tmp_path):
     text = replace("    fabric: ethernet\n    socket_ifname: lo\n", "    fabric: slingshot\n")
     path = write(tmp_path, text)
-    assert issues_of(path) == [at(path, text, "gpus", "node_types.h100x8.socket_ifname",
-                                  "fabric slingshot needs socket_ifname (the interface NCCL should use, e.g. hsn0 or eth0)")]
+    assert issues_of(path) == [
+        at(
+            path,
+            text,
+            "gpus",
+            "node_types.h100x8.socket_ifname",
+            "fabric slingshot needs socket_ifname (the interface NCCL should use, e.g. hsn0 or eth0)",
+        )
+    ]
 
 
 def test_nic_listed_twice(tmp_path):
-    text = replace("    socket_ifname: lo\n", "    socket_ifname: lo\n    nics:\n"
-                   "      - {name: eth0, link_layer: ethernet, gbps: 100}\n"
-                   "      - {name: eth0, link_layer: ethernet, gbps: 100}\n")
+    text = replace(
+        "    socket_ifname: lo\n",
+        "    socket_ifname: lo\n    nics:\n"
+        "      - {name: eth0, link_layer: ethernet, gbps: 100}\n"
+        "      - {name: eth0, link_layer: ethernet, gbps: 100}\n",
+    )
     path = write(tmp_path, text)
-    assert issues_of(path) == [at(path, text, "{name: eth0", "node_types.h100x8.nics[1]", "NIC 'eth0' is listed twice",
-                                  occurrence=2)]
+    assert issues_of(path) == [
+        at(path, text, "{name: eth0", "node_types.h100x8.nics[1]", "NIC 'eth0' is listed twice", occurrence=2)
+    ]
 
 
 def test_nic_of_the_wrong_type_gives_one_error(tmp_path):
     text = replace("    socket_ifname: lo\n", "    socket_ifname: lo\n    nics:\n      - eth0\n")
     path = write(tmp_path, text)
-    assert issues_of(path) == [at(path, text, "eth0", "node_types.h100x8.nics[0]",
-                                  "expected a mapping, got a string ('eth0')")]
+    assert issues_of(path) == [
+        at(path, text, "eth0", "node_types.h100x8.nics[0]", "expected a mapping, got a string ('eth0')")
+    ]
 
 
 def test_env_value_must_be_a_string(tmp_path):
     text = replace("    socket_ifname: lo\n", "    socket_ifname: lo\n    env:\n      NCCL_DEBUG: [WARN]\n")
     path = write(tmp_path, text)
-    assert issues_of(path) == [at(path, text, "NCCL_DEBUG", "node_types.h100x8.env.NCCL_DEBUG",
-                                  "expected a string, got a list")]
+    assert issues_of(path) == [
+        at(path, text, "NCCL_DEBUG", "node_types.h100x8.env.NCCL_DEBUG", "expected a string, got a list")
+    ]
 
 
 def test_env_numbers_become_strings(tmp_path):
@@ -550,32 +676,55 @@ def test_env_numbers_become_strings(tmp_path):
 def test_default_partition_unknown(tmp_path):
     text = "default_partition: gpux\n" + BASE
     path = write(tmp_path, text)
-    assert issues_of(path) == [at(path, text, "default_partition", "default_partition",
-                                  "no partition named 'gpux' (defined: gpu)")]
+    assert issues_of(path) == [
+        at(path, text, "default_partition", "default_partition", "no partition named 'gpux' (defined: gpu)")
+    ]
 
 
 def test_max_nodes_per_job_exceeds_nodes(tmp_path):
     text = replace("    nodes: 2\n", "    nodes: 2\n    max_nodes_per_job: 3\n")
     path = write(tmp_path, text)
-    assert issues_of(path) == [at(path, text, "max_nodes_per_job", "partitions.gpu.max_nodes_per_job",
-                                  "max_nodes_per_job (3) exceeds the partition's 2 nodes")]
+    assert issues_of(path) == [
+        at(
+            path,
+            text,
+            "max_nodes_per_job",
+            "partitions.gpu.max_nodes_per_job",
+            "max_nodes_per_job (3) exceeds the partition's 2 nodes",
+        )
+    ]
 
 
 def test_bad_policy_mode(tmp_path):
     text = BASE + "policy:\n  mode: enforced\n"
     path = write(tmp_path, text)
-    assert issues_of(path) == [at(path, text, "mode: enforced", "policy.mode",
-                                  "must be one of enforce, warn, off, got 'enforced' (did you mean 'enforce'?)")]
+    assert issues_of(path) == [
+        at(
+            path,
+            text,
+            "mode: enforced",
+            "policy.mode",
+            "must be one of enforce, warn, off, got 'enforced' (did you mean 'enforce'?)",
+        )
+    ]
 
 
 def test_bad_partition_policy_and_launcher_policy(tmp_path):
-    text = replace("    nodes: 2\n", "    nodes: 2\n    policy: strict\n") + \
-        "policy:\n  launchers:\n    torchrunn: warn\n    vllm: never\n"
+    text = (
+        replace("    nodes: 2\n", "    nodes: 2\n    policy: strict\n")
+        + "policy:\n  launchers:\n    torchrunn: warn\n    vllm: never\n"
+    )
     path = write(tmp_path, text)
     assert issues_of(path) == [
         at(path, text, "policy: strict", "partitions.gpu.policy", "must be one of enforce, warn, off, got 'strict'"),
-        at(path, text, "torchrunn", "policy.launchers.torchrunn", "unknown launcher; expected one of: "
-           "torchrun, srun, megatron, deepspeed, nemo, torchtitan, accelerate, vllm, sglang"),
+        at(
+            path,
+            text,
+            "torchrunn",
+            "policy.launchers.torchrunn",
+            "unknown launcher; expected one of: "
+            "torchrun, srun, megatron, deepspeed, nemo, torchtitan, accelerate, vllm, sglang",
+        ),
         at(path, text, "vllm", "policy.launchers.vllm", "must be one of enforce, warn, off, got 'never'"),
     ]
 
@@ -594,8 +743,9 @@ def test_unreadable_file(tmp_path):
 
 
 def test_yaml_merge_keys_may_be_overridden(tmp_path):
-    text = replace("  h100x8:\n", "  h100x8: &node\n") + \
-        "  h100x4:\n    <<: *node\n    gpus: 4\n    gpu_model: H100-NVL\n"
+    text = (
+        replace("  h100x8:\n", "  h100x8: &node\n") + "  h100x4:\n    <<: *node\n    gpus: 4\n    gpu_model: H100-NVL\n"
+    )
     s = load_site(write(tmp_path, text))
     assert (s.node_types["h100x4"].gpus, s.node_types["h100x4"].gpu_model) == (4, "H100-NVL")
     assert s.node_types["h100x4"].link_gbs == s.node_types["h100x8"].link_gbs
@@ -624,13 +774,16 @@ def test_unknown_partition_lookup(tmp_path):
 # ---------------------------------------------------------------------------
 # CLI
 
+
 def test_cli_validate_bad_file(tmp_path):
     text = replace("gpus: 8", "gpus: 0")
     bad = write(tmp_path, text, "bad.yaml")
     good = str(preset_dir() / "dgx-h100.yaml")
     r = runner().invoke(main, ["site", "validate", good, bad])
     assert r.exit_code == 1
-    assert r.stderr.splitlines() == [at(bad, text, "gpus", "node_types.h100x8.gpus", "must be a positive integer, got 0")]
+    assert r.stderr.splitlines() == [
+        at(bad, text, "gpus", "node_types.h100x8.gpus", "must be a positive integer, got 0")
+    ]
     assert r.stdout == "%s: ok (site dgx-h100, 1 partition)\n" % good
 
 
@@ -638,8 +791,13 @@ def test_cli_validate_bad_file_in_a_subprocess(tmp_path):
     text = replace("link: nvlink", "link: warp")
     bad = write(tmp_path, text, "bad.yaml")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-m", "slurmgpu.cli", "site", "validate", bad],
-                       capture_output=True, text=True, env=env, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "slurmgpu.cli", "site", "validate", bad],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert p.returncode == 1
     assert p.stdout == ""
     assert p.stderr.startswith(at(bad, text, "link:", "node_types.h100x8.link", "must be one of nvlink, xgmi, pcie"))
@@ -700,6 +858,7 @@ def test_cli_help_has_an_example(args):
 # ---------------------------------------------------------------------------
 # which site: --site > $SLURMGPU_SITE > admin file > user file > built-in default
 
+
 def _env(tmp_path: Path, **kw: Optional[str]) -> Dict[str, str]:
     env = {"HOME": str(tmp_path / "home"), "SLURMGPU_SYSTEM_SITE": str(tmp_path / "etc" / "site.yaml")}
     env.update({k: v for k, v in kw.items() if v is not None})
@@ -723,19 +882,25 @@ def _all_levels(tmp_path: Path) -> Dict[str, str]:
 
 def test_site_flag_wins(tmp_path):
     p = _all_levels(tmp_path)
-    env = _env(tmp_path, SLURMGPU_SITE=p["envvar"], SLURMGPU_SYSTEM_SITE=p["admin"], XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    env = _env(
+        tmp_path, SLURMGPU_SITE=p["envvar"], SLURMGPU_SYSTEM_SITE=p["admin"], XDG_CONFIG_HOME=str(tmp_path / "xdg")
+    )
     assert site_search(p["explicit"], env) == (p["explicit"], "--site")
 
 
 def test_env_var_beats_files(tmp_path):
     p = _all_levels(tmp_path)
-    env = _env(tmp_path, SLURMGPU_SITE=p["envvar"], SLURMGPU_SYSTEM_SITE=p["admin"], XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    env = _env(
+        tmp_path, SLURMGPU_SITE=p["envvar"], SLURMGPU_SYSTEM_SITE=p["admin"], XDG_CONFIG_HOME=str(tmp_path / "xdg")
+    )
     assert site_search(None, env) == (p["envvar"], "$SLURMGPU_SITE")
 
 
 def test_env_var_may_name_a_preset(tmp_path):
     assert site_search(None, _env(tmp_path, SLURMGPU_SITE="frontier")) == (
-        str(preset_dir() / "frontier.yaml"), "$SLURMGPU_SITE")
+        str(preset_dir() / "frontier.yaml"),
+        "$SLURMGPU_SITE",
+    )
 
 
 def test_admin_file_beats_user_file(tmp_path):
@@ -765,7 +930,8 @@ def test_unknown_site_name(tmp_path):
     with pytest.raises(ConfigError) as exc:
         site_search("perlmuter", _env(tmp_path))
     assert str(exc.value) == "perlmuter: no such site preset (did you mean 'perlmutter'?); presets: %s" % (
-        ", ".join(preset_names()))
+        ", ".join(preset_names())
+    )
 
 
 def test_missing_site_file(tmp_path):
@@ -799,5 +965,6 @@ def test_preflight_thresholds(tmp_path):
     assert (s.preflight.min_bandwidth_fraction, s.preflight.min_free_gb) == (0.5, 200.0)
     assert preset("dgx-h100").preflight.min_bandwidth_fraction == 0.7
     bad = write(tmp_path, "extends: dgx-h100\npreflight:\n  min_bandwidth_fraction: 70\n", "bad.yaml")
-    assert issues_of(bad) == ["%s:3:3: preflight.min_bandwidth_fraction: a share of the expected bandwidth: "
-                              "between 0 and 1, got 70" % bad]
+    assert issues_of(bad) == [
+        "%s:3:3: preflight.min_bandwidth_fraction: a share of the expected bandwidth: between 0 and 1, got 70" % bad
+    ]

@@ -4,6 +4,7 @@ Unit tests for slurmgpu.images and spec.for_site, then the real CLI (CliRunner) 
 throw-away repo, and bash -n + shellcheck on what it renders. The worked example in
 docs/gen.md is read from the document itself, so the docs stay true.
 """
+
 from __future__ import annotations
 
 import json
@@ -63,28 +64,47 @@ def image_line(text):
 # ---------------------------------------------------------------------------
 # Image references: one parse, each runtime's spelling
 
-@pytest.mark.parametrize("written, pyxis, apptainer", [
-    ("nvcr.io#nvidia/pytorch:24.04-py3", "nvcr.io#nvidia/pytorch:24.04-py3",
-     "docker://nvcr.io/nvidia/pytorch:24.04-py3"),
-    ("nvcr.io/nvidia/pytorch:24.04-py3", "nvcr.io#nvidia/pytorch:24.04-py3",
-     "docker://nvcr.io/nvidia/pytorch:24.04-py3"),
-    ("docker://nvcr.io/nvidia/pytorch:24.04-py3", "nvcr.io#nvidia/pytorch:24.04-py3",
-     "docker://nvcr.io/nvidia/pytorch:24.04-py3"),
-    ("docker://nvcr.io#nvidia/pytorch:24.04-py3", "nvcr.io#nvidia/pytorch:24.04-py3",
-     "docker://nvcr.io/nvidia/pytorch:24.04-py3"),
-    ("pytorch/pytorch:2.5.1-devel", "pytorch/pytorch:2.5.1-devel", "docker://pytorch/pytorch:2.5.1-devel"),
-    ("docker.io/library/ubuntu:22.04", "library/ubuntu:22.04", "docker://docker.io/library/ubuntu:22.04"),
-    ("ubuntu", "ubuntu", "docker://ubuntu"),
-    ("localhost:5000/team/img:v1", "localhost:5000#team/img:v1", "docker://localhost:5000/team/img:v1"),
-    ("ghcr.io/org/img@sha256:" + "a" * 64, "ghcr.io#org/img@sha256:" + "a" * 64,
-     "docker://ghcr.io/org/img@sha256:" + "a" * 64),
-    ("/images/train.sqsh", "/images/train.sqsh", None),
-    ("/images/train.sif", None, "/images/train.sif"),
-    ("$SCRATCH/images/train.sif", None, "$SCRATCH/images/train.sif"),
-    ("/images/sandbox-dir", "/images/sandbox-dir", "/images/sandbox-dir"),
-    ("oras://ghcr.io/org/img.sif:v1", None, "oras://ghcr.io/org/img.sif:v1"),
-    ("library://lolcow", None, "library://lolcow"),
-])
+
+@pytest.mark.parametrize(
+    "written, pyxis, apptainer",
+    [
+        (
+            "nvcr.io#nvidia/pytorch:24.04-py3",
+            "nvcr.io#nvidia/pytorch:24.04-py3",
+            "docker://nvcr.io/nvidia/pytorch:24.04-py3",
+        ),
+        (
+            "nvcr.io/nvidia/pytorch:24.04-py3",
+            "nvcr.io#nvidia/pytorch:24.04-py3",
+            "docker://nvcr.io/nvidia/pytorch:24.04-py3",
+        ),
+        (
+            "docker://nvcr.io/nvidia/pytorch:24.04-py3",
+            "nvcr.io#nvidia/pytorch:24.04-py3",
+            "docker://nvcr.io/nvidia/pytorch:24.04-py3",
+        ),
+        (
+            "docker://nvcr.io#nvidia/pytorch:24.04-py3",
+            "nvcr.io#nvidia/pytorch:24.04-py3",
+            "docker://nvcr.io/nvidia/pytorch:24.04-py3",
+        ),
+        ("pytorch/pytorch:2.5.1-devel", "pytorch/pytorch:2.5.1-devel", "docker://pytorch/pytorch:2.5.1-devel"),
+        ("docker.io/library/ubuntu:22.04", "library/ubuntu:22.04", "docker://docker.io/library/ubuntu:22.04"),
+        ("ubuntu", "ubuntu", "docker://ubuntu"),
+        ("localhost:5000/team/img:v1", "localhost:5000#team/img:v1", "docker://localhost:5000/team/img:v1"),
+        (
+            "ghcr.io/org/img@sha256:" + "a" * 64,
+            "ghcr.io#org/img@sha256:" + "a" * 64,
+            "docker://ghcr.io/org/img@sha256:" + "a" * 64,
+        ),
+        ("/images/train.sqsh", "/images/train.sqsh", None),
+        ("/images/train.sif", None, "/images/train.sif"),
+        ("$SCRATCH/images/train.sif", None, "$SCRATCH/images/train.sif"),
+        ("/images/sandbox-dir", "/images/sandbox-dir", "/images/sandbox-dir"),
+        ("oras://ghcr.io/org/img.sif:v1", None, "oras://ghcr.io/org/img.sif:v1"),
+        ("library://lolcow", None, "library://lolcow"),
+    ],
+)
 def test_one_reference_in_each_runtimes_spelling(written, pyxis, apptainer):
     for runtime, want in (("pyxis", pyxis), ("apptainer", apptainer)):
         if want is None:
@@ -97,8 +117,13 @@ def test_one_reference_in_each_runtimes_spelling(written, pyxis, apptainer):
 
 def test_parse_keeps_the_parts():
     ref = parse_image("nvcr.io/nvidia/pytorch:24.04-py3")
-    assert (ref.kind, ref.registry, ref.path, ref.tag, ref.digest) == ("registry", "nvcr.io", "nvidia/pytorch",
-                                                                       "24.04-py3", None)
+    assert (ref.kind, ref.registry, ref.path, ref.tag, ref.digest) == (
+        "registry",
+        "nvcr.io",
+        "nvidia/pytorch",
+        "24.04-py3",
+        None,
+    )
     assert parse_image("/x/y.sif").file_format == "sif" and parse_image("/x/y.sqsh").file_format == "squashfs"
     with pytest.raises(ImageError, match="cannot read"):
         parse_image("nvcr.io#nvidia/pytorch:")
@@ -115,12 +140,20 @@ def test_file_of_the_other_runtime_is_an_error_naming_both():
     assert "/images/train.sqsh" in msg and "squashfs" in msg and "lumi-g" in msg and "Apptainer" in msg
 
 
-@pytest.mark.parametrize("image, stack", [
-    ("nvcr.io#nvidia/pytorch:24.04-py3", "cuda"), ("nvidia/cuda:12.4.1-devel-ubuntu22.04", "cuda"),
-    ("pytorch/pytorch:2.5.1-cuda12.4-cudnn9-devel", "cuda"), ("/appl/torch-cu121.sif", "cuda"),
-    ("rocm/pytorch:rocm6.1_ubuntu22.04_py3.10_pytorch_2.1.2", "rocm"), ("/appl/lumi-pytorch-rocm-6.1.sif", "rocm"),
-    ("ubuntu:22.04", None), ("/appl/sglang.sif", None), ("docs/cudatoolkit-and-rocm:1", None),
-])
+@pytest.mark.parametrize(
+    "image, stack",
+    [
+        ("nvcr.io#nvidia/pytorch:24.04-py3", "cuda"),
+        ("nvidia/cuda:12.4.1-devel-ubuntu22.04", "cuda"),
+        ("pytorch/pytorch:2.5.1-cuda12.4-cudnn9-devel", "cuda"),
+        ("/appl/torch-cu121.sif", "cuda"),
+        ("rocm/pytorch:rocm6.1_ubuntu22.04_py3.10_pytorch_2.1.2", "rocm"),
+        ("/appl/lumi-pytorch-rocm-6.1.sif", "rocm"),
+        ("ubuntu:22.04", None),
+        ("/appl/sglang.sif", None),
+        ("docs/cudatoolkit-and-rocm:1", None),
+    ],
+)
 def test_gpu_stack_from_the_name(image, stack):
     assert parse_image(image).gpu_stack() == stack
 
@@ -129,8 +162,14 @@ def test_cuda_image_on_amd_and_rocm_image_on_nvidia_are_errors_naming_both():
     with pytest.raises(ImageError) as exc:
         spell("nvcr.io#nvidia/pytorch:24.04-py3", "apptainer", "lumi-g", "amd", "MI250X-GCD-64GB")
     msg = str(exc.value)
-    assert "nvcr.io#nvidia/pytorch:24.04-py3" in msg and "CUDA" in msg and "lumi-g" in msg and "AMD" in msg \
-        and "MI250X" in msg and "ROCm" in msg
+    assert (
+        "nvcr.io#nvidia/pytorch:24.04-py3" in msg
+        and "CUDA" in msg
+        and "lumi-g" in msg
+        and "AMD" in msg
+        and "MI250X" in msg
+        and "ROCm" in msg
+    )
     with pytest.raises(ImageError) as exc:
         spell("rocm/pytorch:latest", "pyxis", "dgx-h100", "nvidia", "H100")
     msg = str(exc.value)
@@ -140,6 +179,7 @@ def test_cuda_image_on_amd_and_rocm_image_on_nvidia_are_errors_naming_both():
 
 # ---------------------------------------------------------------------------
 # The renderer: the image the templates see
+
 
 def render_spec(site, spec):
     req, warnings = J.build_request(site, spec, J.plan_layout(site, spec), "slurmgpu gen test")
@@ -155,16 +195,18 @@ def test_apptainer_gets_the_docker_uri_and_pyxis_the_hash_form():
     text, req, _ = render_spec(preset("dgx-h100"), spec)
     assert req.container.image == "docker://nvcr.io/nvidia/pytorch:24.04-py3"
     assert image_line(text) == "SLURMGPU_IMAGE=docker://nvcr.io/nvidia/pytorch:24.04-py3"
-    text, req, _ = render_spec(preset("dgx-h100"), _spec(container=ContainerSpec(
-        image="nvcr.io/nvidia/pytorch:24.04-py3")))
+    text, req, _ = render_spec(
+        preset("dgx-h100"), _spec(container=ContainerSpec(image="nvcr.io/nvidia/pytorch:24.04-py3"))
+    )
     assert image_line(text) == "SLURMGPU_IMAGE='nvcr.io#nvidia/pytorch:24.04-py3'"
     assert '--container-image="$SLURMGPU_IMAGE"' in text
 
 
 def test_an_image_for_a_site_without_a_runtime_is_an_error_not_dropped(tmp_path):
     path = tmp_path / "slurmgpu.yaml"
-    path.write_text("launcher: torchrun\ncommand: [train.py]\nnodes: 2\ncontainer:\n"
-                    "  image: \"nvcr.io#nvidia/pytorch:24.04-py3\"\n")
+    path.write_text(
+        'launcher: torchrun\ncommand: [train.py]\nnodes: 2\ncontainer:\n  image: "nvcr.io#nvidia/pytorch:24.04-py3"\n'
+    )
     spec = load_spec(str(path))
     with pytest.raises(ConfigError) as exc:
         render_spec(preset("perlmutter"), spec)
@@ -172,15 +214,15 @@ def test_an_image_for_a_site_without_a_runtime_is_an_error_not_dropped(tmp_path)
     assert msg.startswith("%s:5:3: container.image: " % path)
     assert "perlmutter" in msg and "nvcr.io#nvidia/pytorch:24.04-py3" in msg and "runtime: none" in msg
     # Saying so for that site (or --container none) runs it on the host, as asked.
-    text, req, _ = render_spec(preset("perlmutter"), replace(spec, container=replace(spec.container,
-                                                                                      runtime="none")))
+    text, req, _ = render_spec(preset("perlmutter"), replace(spec, container=replace(spec.container, runtime="none")))
     assert req.container.runtime == "none" and "SLURMGPU_IMAGE" not in text
 
 
 def test_cuda_image_on_lumi_is_refused_where_it_was_set(tmp_path):
     path = tmp_path / "slurmgpu.yaml"
-    path.write_text("launcher: torchrun\ncommand: [train.py]\nnodes: 2\n"
-                    "container: {image: nvcr.io/nvidia/pytorch:24.04-py3}\n")
+    path.write_text(
+        "launcher: torchrun\ncommand: [train.py]\nnodes: 2\ncontainer: {image: nvcr.io/nvidia/pytorch:24.04-py3}\n"
+    )
     with pytest.raises(ConfigError) as exc:
         render_spec(preset("lumi-g"), load_spec(str(path)))
     msg = str(exc.value)
@@ -232,23 +274,32 @@ def test_site_blocks_load_and_merge_like_flags(repo):
     other, _ = for_site(spec, "dgx-h100")
     assert other == spec and other.site_override is None
     assert json.loads(json.dumps(spec.to_dict()["sites"]["lumi-g"]["container"])) == {
-        "mounts": ["/scratch:/scratch"], "image": "/appl/lumi-pytorch-rocm-6.1.sif"}
+        "mounts": ["/scratch:/scratch"],
+        "image": "/appl/lumi-pytorch-rocm-6.1.sif",
+    }
 
 
-@pytest.mark.parametrize("block, at, field, words", [
-    ("perlmutter: {acount: x}", "acount", "sites.perlmutter.acount", "did you mean 'account'"),
-    ("perlmutter: {model: llama3-8b}", "model", "sites.perlmutter.model", "cannot differ per site"),
-    ("perlmutter: {launcher: srun}", "launcher", "sites.perlmutter.launcher", "cannot differ per site"),
-    ("perlmutter: {zzz: 1}", "zzz", "sites.perlmutter.zzz", "a site block may set partition"),
-    ("perlmutter: {time: later}", "time", "sites.perlmutter.time", "expected a Slurm time limit"),
-    ("perlmutter: {sbatch: [\"--nodes=2\"]}", '"--nodes', "sites.perlmutter.sbatch[0]", "written by slurmgpu"),
-    ("perlmutter: {env: {1BAD: x}}", "1BAD", "sites.perlmutter.env.1BAD", "not a valid environment"),
-    ("perlmutter: {container: {runtim: none}}", "runtim", "sites.perlmutter.container.runtim", "did you mean"),
-    ("perlmutter: {container: {runtime: docker}}", "runtime", "sites.perlmutter.container.runtime",
-     "must be one of"),
-    ("perlmutter: {image: a, container: {image: b}}", "image", "sites.perlmutter.image", "given twice"),
-    ("perlmutter: [account]", "perlmutter", "sites.perlmutter", "expected a mapping"),
-])
+@pytest.mark.parametrize(
+    "block, at, field, words",
+    [
+        ("perlmutter: {acount: x}", "acount", "sites.perlmutter.acount", "did you mean 'account'"),
+        ("perlmutter: {model: llama3-8b}", "model", "sites.perlmutter.model", "cannot differ per site"),
+        ("perlmutter: {launcher: srun}", "launcher", "sites.perlmutter.launcher", "cannot differ per site"),
+        ("perlmutter: {zzz: 1}", "zzz", "sites.perlmutter.zzz", "a site block may set partition"),
+        ("perlmutter: {time: later}", "time", "sites.perlmutter.time", "expected a Slurm time limit"),
+        ('perlmutter: {sbatch: ["--nodes=2"]}', '"--nodes', "sites.perlmutter.sbatch[0]", "written by slurmgpu"),
+        ("perlmutter: {env: {1BAD: x}}", "1BAD", "sites.perlmutter.env.1BAD", "not a valid environment"),
+        ("perlmutter: {container: {runtim: none}}", "runtim", "sites.perlmutter.container.runtim", "did you mean"),
+        (
+            "perlmutter: {container: {runtime: docker}}",
+            "runtime",
+            "sites.perlmutter.container.runtime",
+            "must be one of",
+        ),
+        ("perlmutter: {image: a, container: {image: b}}", "image", "sites.perlmutter.image", "given twice"),
+        ("perlmutter: [account]", "perlmutter", "sites.perlmutter", "expected a mapping"),
+    ],
+)
 def test_site_block_mistakes_are_located(repo, block, at, field, words):
     """file:line:col of the offending key (or item), the field path under sites.<name>, and the fix."""
     line = "  %s" % block
@@ -260,29 +311,43 @@ def test_site_block_mistakes_are_located(repo, block, at, field, words):
 
 
 def test_a_typo_in_a_block_for_another_site_is_still_an_error(repo):
-    path = write_spec(repo, """\
+    path = write_spec(
+        repo,
+        """\
         launcher: torchrun
         sites:
           lumi-g: {partiton: small-g}
-        """)
-    with pytest.raises(ConfigError, match=r"slurmgpu.yaml:3:12: sites.lumi-g.partiton: unknown key "
-                                          r"\(did you mean 'partition'\?\)"):
+        """,
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"slurmgpu.yaml:3:12: sites.lumi-g.partiton: unknown key "
+        r"\(did you mean 'partition'\?\)",
+    ):
         load_spec(str(path))
     r = run("gen", "--site", "dgx-h100", "--", "train.py")
     assert r.exit_code == 2 and "sites.lumi-g.partiton" in r.stderr
 
 
 def test_site_names_typo_is_an_error_unknown_name_a_warning(repo):
-    spec = load_spec(str(write_spec(repo, """\
+    spec = load_spec(
+        str(
+            write_spec(
+                repo,
+                """\
         launcher: torchrun
         sites:
           perlmuter: {account: x}
           my-own-cluster: {account: y}
-        """)))
+        """,
+            )
+        )
+    )
     with pytest.raises(ConfigError) as exc:
         for_site(spec, "dgx-h100")
-    assert "slurmgpu.yaml:3:3: sites.perlmuter: no site is called 'perlmuter' (did you mean 'perlmutter'?)" \
-        in str(exc.value)
+    assert "slurmgpu.yaml:3:3: sites.perlmuter: no site is called 'perlmuter' (did you mean 'perlmutter'?)" in str(
+        exc.value
+    )
     spec = replace(spec, sites=spec.sites[1:])
     same, warnings = for_site(spec, "dgx-h100")
     assert same == spec and len(warnings) == 1
@@ -314,14 +379,13 @@ def test_gen_applies_the_block_of_the_site_in_effect_and_flags_win(repo):
     r = run("gen", "--site", "perlmutter")
     assert r.exit_code == 0, r.stderr
     assert sbatch(r.stdout, "--account") == ["#SBATCH --account=m1234_g"]
-    assert sbatch(r.stdout, "--qos") == ["#SBATCH --qos=debug"] and sbatch(r.stdout, "--nodes") == [
-        "#SBATCH --nodes=4"]
+    assert sbatch(r.stdout, "--qos") == ["#SBATCH --qos=debug"] and sbatch(r.stdout, "--nodes") == ["#SBATCH --nodes=4"]
     assert "SLURMGPU_IMAGE" not in r.stdout
-    assert "slurmgpu: sites.perlmutter from %s: account, qos, nodes, container" % (repo / "slurmgpu.yaml") \
-        in r.stderr
+    assert "slurmgpu: sites.perlmutter from %s: account, qos, nodes, container" % (repo / "slurmgpu.yaml") in r.stderr
     r = run("gen", "--site", "perlmutter", "--account", "flag", "--nodes", "3")
     assert sbatch(r.stdout, "--account") == ["#SBATCH --account=flag"] and sbatch(r.stdout, "--nodes") == [
-        "#SBATCH --nodes=3"]
+        "#SBATCH --nodes=3"
+    ]
     r = run("gen", "--site", "dgx-h100")
     assert r.exit_code == 0, r.stderr
     assert sbatch(r.stdout, "--account") == ["#SBATCH --account=top"] and "sites." not in r.stderr
@@ -361,6 +425,7 @@ def test_generated_scripts_for_three_sites_pass_bash_and_shellcheck(repo):
 # ---------------------------------------------------------------------------
 # diff
 
+
 def test_diff_lines_up_two_sites_from_the_render_requests(repo):
     write_spec(repo, SPEC3)
     r = run("diff", "--site", "dgx-h100", "--site", "perlmutter", "--json")
@@ -371,8 +436,7 @@ def test_diff_lines_up_two_sites_from_the_render_requests(repo):
     assert rows[("sbatch", "GPU request")]["values"] == ["--gpus-per-node=8", "--gpus-per-node=4"]
     assert rows[("sbatch", "--account")]["values"] == ["top", "m1234_g"]
     assert rows[("layout", "nodes")]["values"] == ["2", "4"]
-    assert rows[("env", "NCCL_IB_HCA")]["values"][1] is None and rows[("env", "FI_PROVIDER")]["values"] == [
-        None, "cxi"]
+    assert rows[("env", "NCCL_IB_HCA")]["values"][1] is None and rows[("env", "FI_PROVIDER")]["values"] == [None, "cxi"]
     assert rows[("container", "runtime")]["values"] == ["pyxis", "none"]
     assert rows[("container", "image")]["values"] == ["nvcr.io#nvidia/pytorch:24.04-py3", None]
     assert rows[("launch", "launcher")]["same"] and not rows[("layout", "nodes")]["same"]
@@ -404,8 +468,20 @@ def test_diff_text_side_by_side_and_all(repo):
 
 
 def test_diff_with_model_flags_shows_the_layout_per_site(repo):
-    r = run("diff", "--site", "dgx-h100", "--site", "lumi-g", "--model", "llama3-70b", "--launcher", "megatron",
-            "--nodes", "8", "--json")
+    r = run(
+        "diff",
+        "--site",
+        "dgx-h100",
+        "--site",
+        "lumi-g",
+        "--model",
+        "llama3-70b",
+        "--launcher",
+        "megatron",
+        "--nodes",
+        "8",
+        "--json",
+    )
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
     rows = {(x["section"], x["key"]): x["values"] for x in d["rows"]}
@@ -417,13 +493,38 @@ def test_diff_with_model_flags_shows_the_layout_per_site(repo):
 
 
 def test_diff_keeps_the_other_column_when_one_site_fails(repo):
-    r = run("diff", "--site", "dgx-h100", "--site", "perlmutter", "--model", "llama3-70b", "--launcher",
-            "megatron", "--nodes", "8")
+    r = run(
+        "diff",
+        "--site",
+        "dgx-h100",
+        "--site",
+        "perlmutter",
+        "--model",
+        "llama3-70b",
+        "--launcher",
+        "megatron",
+        "--nodes",
+        "8",
+    )
     assert r.exit_code == 2
     assert "error: perlmutter: Llama 3.1 70B" in r.stdout and "does not fit" in r.stdout
     assert "(failed)" in r.stdout
-    d = json.loads(run("diff", "--site", "dgx-h100", "--site", "perlmutter", "--model", "llama3-70b",
-                       "--launcher", "megatron", "--nodes", "8", "--json").stdout)
+    d = json.loads(
+        run(
+            "diff",
+            "--site",
+            "dgx-h100",
+            "--site",
+            "perlmutter",
+            "--model",
+            "llama3-70b",
+            "--launcher",
+            "megatron",
+            "--nodes",
+            "8",
+            "--json",
+        ).stdout
+    )
     assert d["failed"] == [False, True] and d["requests"][1] is None and d["requests"][0]["layout"]["nodes"] == 8
 
 
@@ -435,14 +536,18 @@ def test_diff_needs_two_sites(repo):
 # ---------------------------------------------------------------------------
 # plan reads the spec like gen
 
+
 def test_plan_uses_the_repos_spec_its_site_block_and_flags(repo):
-    write_spec(repo, """\
+    write_spec(
+        repo,
+        """\
         model: llama3-70b
         task: lora
         nodes: 2
         sites:
           perlmutter: {nodes: 4}
-        """)
+        """,
+    )
     r = run("plan", "--site", "dgx-h100", "--json")
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
@@ -462,7 +567,8 @@ def test_plan_and_gen_agree_on_a_spec(repo):
     p = json.loads(run("plan", "--site", "dgx-h100", "--json").stdout)
     g = json.loads(run("gen", "--site", "dgx-h100", "--json").stdout)
     assert {k: p[k] for k in ("tp", "pp", "dp", "cp", "ep", "nodes")} == {
-        k: g["layout"][k] for k in ("tp", "pp", "dp", "cp", "ep", "nodes")}
+        k: g["layout"][k] for k in ("tp", "pp", "dp", "cp", "ep", "nodes")
+    }
 
 
 def test_plan_without_a_model_anywhere_is_a_usage_error(repo):
@@ -472,6 +578,7 @@ def test_plan_without_a_model_anywhere_is_a_usage_error(repo):
 
 # ---------------------------------------------------------------------------
 # The worked example in docs/gen.md
+
 
 def _doc_block(after):
     text = GEN_MD.read_text()

@@ -13,6 +13,7 @@ other Debian release's in a chroot) and what differs between the releases.
   every segment in one block, a segment larger than a block is refused; 22.05's sbatch has no
   --segment at all.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,13 +36,14 @@ ROOT = Path(__file__).resolve().parents[1]
 TEST_SITE = ROOT / "tests" / "data" / "sites" / "testcluster.yaml"
 NVL_SITE = ROOT / "tests" / "data" / "sites" / "testcluster-nvl.yaml"
 MAKE_CHROOT = ROOT / "contrib" / "testcluster" / "make-chroot.sh"
-BLOCK_TOPOLOGY_FROM = (23, 11)   # topology/block
-SEGMENT_OPTION_FROM = (24, 5)    # sbatch --segment
+BLOCK_TOPOLOGY_FROM = (23, 11)  # topology/block
+SEGMENT_OPTION_FROM = (24, 5)  # sbatch --segment
 
 
 def gen(*args: str) -> str:
-    p = subprocess.run([sys.executable, "-m", "slurmgpu.cli", "gen", *args], capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "slurmgpu.cli", "gen", *args], capture_output=True, text=True, timeout=120
+    )
     assert p.returncode == 0, p.stderr
     return p.stdout
 
@@ -56,6 +58,7 @@ def placed_nodes(sbatch_stderr: str) -> List[str]:
 # ---------------------------------------------------------------------------
 # the matrix itself
 
+
 def test_ci_runs_both_releases():
     """In CI (SLURMGPU_REQUIRE_CLUSTER=1) the matrix is the host's release plus the other one;
     on a Debian 12 or 13 host that is 22.05 and 24.11."""
@@ -68,12 +71,17 @@ def test_ci_runs_both_releases():
 def test_make_chroot_reuses_the_cache_where_cluster_py_looks(slurm_release):
     if slurm_release.root is None:
         pytest.skip("the native release has no chroot")
-    where = subprocess.run(["bash", str(MAKE_CHROOT), "--suite", slurm_release.name, "--print-dir"],
-                           capture_output=True, text=True, check=True).stdout.strip()
+    where = subprocess.run(
+        ["bash", str(MAKE_CHROOT), "--suite", slurm_release.name, "--print-dir"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert where == slurm_release.root
     t0 = time.monotonic()
-    again = subprocess.run(["bash", str(MAKE_CHROOT), "--suite", slurm_release.name],
-                           capture_output=True, text=True, timeout=120)
+    again = subprocess.run(
+        ["bash", str(MAKE_CHROOT), "--suite", slurm_release.name], capture_output=True, text=True, timeout=120
+    )
     took = time.monotonic() - t0
     assert again.returncode == 0, again.stderr
     assert "chroot is current" in again.stderr and took < 20, (took, again.stderr)
@@ -120,13 +128,30 @@ def test_chroot_release_keeps_to_itself(slurm_release, new_cluster):
 # ---------------------------------------------------------------------------
 # the GPU request of generated scripts, per release
 
+
 @pytest.mark.parametrize("gpu_request", ["gpus-per-node", "gres"])
 def test_generated_gpu_request_is_accepted_and_recorded(slurm_cluster, tmp_path, gpu_request):
     site = tmp_path / "site.yaml"
-    site.write_text(TEST_SITE.read_text().replace("gpu_request: gpus-per-node", "gpu_request: " + gpu_request)
-                    .replace('slurm_version: "22.05"', 'slurm_version: "%s"' % slurm_cluster.release.major))
-    script = gen("--site", str(site), "--launcher", "srun", "--nodes", "2", "--tp", "8", "--no-preflight",
-                 "--mem", "1000M", "--", "true")
+    site.write_text(
+        TEST_SITE.read_text()
+        .replace("gpu_request: gpus-per-node", "gpu_request: " + gpu_request)
+        .replace('slurm_version: "22.05"', 'slurm_version: "%s"' % slurm_cluster.release.major)
+    )
+    script = gen(
+        "--site",
+        str(site),
+        "--launcher",
+        "srun",
+        "--nodes",
+        "2",
+        "--tp",
+        "8",
+        "--no-preflight",
+        "--mem",
+        "1000M",
+        "--",
+        "true",
+    )
     line = "#SBATCH --gpus-per-node=8" if gpu_request == "gpus-per-node" else "#SBATCH --gres=gpu:8"
     assert line in script.splitlines()
     path = tmp_path / "job.sh"
@@ -141,21 +166,22 @@ def test_generated_gpu_request_is_accepted_and_recorded(slurm_cluster, tmp_path,
 def test_typed_and_untyped_gpu_requests_do_not_mix(slurm_cluster):
     """Both releases combine --gpus-per-node and an untyped --gres=gpu:N (TresPerNode lists
     both), and both refuse a typed and an untyped request together: the generator writes one."""
-    rc, _, err = slurm_cluster.sbatch(None, "--test-only", "-N2", "--gpus-per-node=8", "--gres=gpu:8",
-                                      "--wrap", "true")
+    rc, _, err = slurm_cluster.sbatch(None, "--test-only", "-N2", "--gpus-per-node=8", "--gres=gpu:8", "--wrap", "true")
     assert rc == 0, err
-    rc, _, err = slurm_cluster.sbatch(None, "--test-only", "-N2", "--gpus-per-node=4", "--gres=gpu:h100:8",
-                                      "--wrap", "true")
+    rc, _, err = slurm_cluster.sbatch(
+        None, "--test-only", "-N2", "--gpus-per-node=4", "--gres=gpu:h100:8", "--wrap", "true"
+    )
     assert rc != 0 and "Invalid GRES specification (with and without type identification)" in err, err
 
 
 # ---------------------------------------------------------------------------
 # block topology from the site (23.11+) and --segment (24.05+)
 
+
 def blocks_from_site(site: Site, partition: str, nodes: Sequence[str]) -> Dict[str, Tuple[str, ...]]:
     """topology/block for a site: one block per NVLink domain (domain_nodes consecutive nodes)."""
     per = site.node_type_of(partition).domain_nodes
-    return {"rack%d" % (i // per + 1): tuple(nodes[i:i + per]) for i in range(0, len(nodes), per)}
+    return {"rack%d" % (i // per + 1): tuple(nodes[i : i + per]) for i in range(0, len(nodes), per)}
 
 
 @pytest.fixture(scope="module")
@@ -164,12 +190,14 @@ def nvl(slurm_release, new_cluster):
     site = load_site(str(NVL_SITE))
     p = site.partitions[site.default_partition]
     nt = site.node_type_of(p.name)
-    part = testcluster.Partition(p.name, testcluster.Partition.node_names("nvl", p.nodes), nt.gres_type, nt.gpus,
-                                 default=True)
+    part = testcluster.Partition(
+        p.name, testcluster.Partition.node_names("nvl", p.nodes), nt.gres_type, nt.gpus, default=True
+    )
     blocks = blocks_from_site(site, p.name, part.nodes)
     with_blocks = slurm_release.version_tuple >= BLOCK_TOPOLOGY_FROM
-    cluster = new_cluster([part], topology_blocks=blocks if with_blocks else None,
-                          block_sizes=(nt.domain_nodes,) if with_blocks else ())
+    cluster = new_cluster(
+        [part], topology_blocks=blocks if with_blocks else None, block_sizes=(nt.domain_nodes,) if with_blocks else ()
+    )
     cluster.start()
     try:
         yield cluster, site, blocks
@@ -191,8 +219,19 @@ def test_block_topology_comes_from_the_site(nvl):
 @pytest.mark.parametrize("nodes,segment", [(4, 4), (8, 4)])
 def test_generated_segment_keeps_each_segment_in_one_block(nvl, tmp_path, nodes, segment):
     cluster, site, blocks = nvl
-    script = gen("--site", str(NVL_SITE), "--launcher", "srun", "--nodes", str(nodes), "--tp", "16",
-                 "--no-preflight", "--", "true")
+    script = gen(
+        "--site",
+        str(NVL_SITE),
+        "--launcher",
+        "srun",
+        "--nodes",
+        str(nodes),
+        "--tp",
+        "16",
+        "--no-preflight",
+        "--",
+        "true",
+    )
     assert "#SBATCH --segment=%d" % segment in script.splitlines()
     path = tmp_path / "job.sh"
     path.write_text(script)
@@ -214,8 +253,9 @@ def test_segment_larger_than_a_block_is_refused(nvl, tmp_path):
     cluster, site, blocks = nvl
     if cluster.release.version_tuple < SEGMENT_OPTION_FROM:
         pytest.skip("Slurm %s's sbatch has no --segment" % cluster.release.major)
-    script = gen("--site", str(NVL_SITE), "--launcher", "srun", "--nodes", "8", "--tp", "16", "--no-preflight",
-                 "--", "true").replace("#SBATCH --segment=4\n", "#SBATCH --segment=8\n")
+    script = gen(
+        "--site", str(NVL_SITE), "--launcher", "srun", "--nodes", "8", "--tp", "16", "--no-preflight", "--", "true"
+    ).replace("#SBATCH --segment=4\n", "#SBATCH --segment=8\n")
     path = tmp_path / "job.sh"
     path.write_text(script)
     rc, _, err = cluster.sbatch(None, "--test-only", str(path))

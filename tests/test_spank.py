@@ -11,6 +11,7 @@ Two layers, both with the real parts:
 Expected messages are never written here: they come from the policy itself (the rendered
 job_submit.lua run under Lua 5.1), so the tests hold the plugin to "the same message".
 """
+
 from __future__ import annotations
 
 import os
@@ -46,6 +47,7 @@ def _unavailable(reason: str) -> None:
 # ---------------------------------------------------------------------------
 # building
 
+
 @pytest.fixture(scope="module")
 def site() -> Site:
     return load_site(str(TEST_SITE))
@@ -60,8 +62,9 @@ def build(tmp_path_factory) -> Path:
     probe = subprocess.run(["make", "-s", "-C", str(SPANK_SRC), "check-headers"], capture_output=True, text=True)
     if probe.returncode != 0:
         _unavailable("SPANK build headers missing: " + probe.stderr.strip())
-    proc = subprocess.run(["make", "-C", str(SPANK_SRC), "O=%s" % out, "all", "harness"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["make", "-C", str(SPANK_SRC), "O=%s" % out, "all", "harness"], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     os.chmod(out, 0o755)
     return out
@@ -76,8 +79,12 @@ def release_build(slurm_release, build, tmp_path_factory) -> Path:
     if slurm_release.root is None:
         return build
     out = tmp_path_factory.mktemp("spank-build-" + slurm_release.name)
-    proc = mod.release_run(slurm_release, ["make", "-C", str(SPANK_SRC), "O=%s" % out, "all"],
-                           shared_paths=(str(ROOT),), writable_paths=(str(out),))
+    proc = mod.release_run(
+        slurm_release,
+        ["make", "-C", str(SPANK_SRC), "O=%s" % out, "all"],
+        shared_paths=(str(ROOT),),
+        writable_paths=(str(out),),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     os.chmod(out, 0o755)
     return out
@@ -91,11 +98,36 @@ def policy_file(site: Site, tmp_path_factory) -> Path:
     return Path(install_filter(site, conf, "spank").path)
 
 
-def harness(build: Path, plug: Sequence[str], argv: Sequence[str], *, nnodes: int = 1, local_tasks: int = 1,
-            env: Optional[Dict[str, str]] = None, task: int = 0, global_task: int = 0,
-            step: int = 0, extra: Sequence[str] = (), timeout: float = 30) -> subprocess.CompletedProcess:
-    cmd = [str(build / "slurmgpu_spank_harness"), "-v", "-N", str(nnodes), "-n", str(local_tasks),
-           "-t", str(nnodes * local_tasks), "-i", str(task), "-g", str(global_task), "-s", str(step)]
+def harness(
+    build: Path,
+    plug: Sequence[str],
+    argv: Sequence[str],
+    *,
+    nnodes: int = 1,
+    local_tasks: int = 1,
+    env: Optional[Dict[str, str]] = None,
+    task: int = 0,
+    global_task: int = 0,
+    step: int = 0,
+    extra: Sequence[str] = (),
+    timeout: float = 30,
+) -> subprocess.CompletedProcess:
+    cmd = [
+        str(build / "slurmgpu_spank_harness"),
+        "-v",
+        "-N",
+        str(nnodes),
+        "-n",
+        str(local_tasks),
+        "-t",
+        str(nnodes * local_tasks),
+        "-i",
+        str(task),
+        "-g",
+        str(global_task),
+        "-s",
+        str(step),
+    ]
     for a in plug:
         cmd += ["-p", a]
     for k, v in (env or {}).items():
@@ -110,12 +142,15 @@ def user_lines(stderr: str) -> List[str]:
 
 
 def errors(stderr: str) -> List[str]:
-    return [ln[len("error: "):] for ln in stderr.splitlines() if ln.startswith("error: ")]
+    return [ln[len("error: ") :] for ln in stderr.splitlines() if ln.startswith("error: ")]
 
 
 def gpu_env(gpus: int = 8, partition: str = "gpu") -> Dict[str, str]:
-    return {"SLURM_GPUS_ON_NODE": str(gpus), "SLURM_JOB_PARTITION": partition,
-            "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(gpus))}
+    return {
+        "SLURM_GPUS_ON_NODE": str(gpus),
+        "SLURM_JOB_PARTITION": partition,
+        "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(gpus)),
+    }
 
 
 WHERE = re.compile(r" \((?:script line \d+: )?(--[\w-]+ \d+)\)")
@@ -139,15 +174,16 @@ TP8 = ["python", "pretrain_gpt.py", "--tensor-model-parallel-size", "8"]
 # ---------------------------------------------------------------------------
 # the plugin's C entry with the real Lua 5.1 (no cluster)
 
+
 def test_plugin_exports_the_spank_symbols(build: Path) -> None:
     nm = shutil.which("nm")
     if nm is None:
         pytest.skip("nm (binutils) not installed")
-    out = subprocess.run([nm, "-D", "--defined-only", str(build / "slurmgpu_spank.so")],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [nm, "-D", "--defined-only", str(build / "slurmgpu_spank.so")], capture_output=True, text=True, check=True
+    ).stdout
     names = {line.split()[-1] for line in out.splitlines() if line.strip()}
-    assert {"slurm_spank_task_init", "plugin_name", "plugin_type", "plugin_version",
-            "spank_plugin_version"} <= names
+    assert {"slurm_spank_task_init", "plugin_name", "plugin_type", "plugin_version", "spank_plugin_version"} <= names
     # no other SPANK callback: in particular no user_init / job_prolog, whose failures drain nodes
     assert not {n for n in names if n.startswith("slurm_spank_")} - {"slurm_spank_task_init"}
 
@@ -164,17 +200,23 @@ def test_cross_node_tp_refused_with_the_submit_filter_message(build, policy_file
 
 def test_only_the_first_task_on_a_node_prints_the_rejection(build, policy_file) -> None:
     first = harness(build, ["policy=%s" % policy_file], TP16, nnodes=2, local_tasks=8, env=gpu_env(), task=0)
-    other = harness(build, ["policy=%s" % policy_file], TP16, nnodes=2, local_tasks=8, env=gpu_env(),
-                    task=3, global_task=11)
+    other = harness(
+        build, ["policy=%s" % policy_file], TP16, nnodes=2, local_tasks=8, env=gpu_env(), task=3, global_task=11
+    )
     assert first.returncode == other.returncode == 1
     assert errors(first.stderr) and not user_lines(other.stderr)
 
 
-@pytest.mark.parametrize("nnodes,local_tasks,argv", [
-    (1, 8, TP8), (2, 8, TP8), (1, 8, TP16),  # inside a node (TP=16 on one node is not ours to judge)
-    (2, 8, ["hostname"]),                      # no parallel layout at all
-    (2, 1, ["torchrun", "--nproc-per-node", "8", "train.py", "--tp", "8"]),
-])
+@pytest.mark.parametrize(
+    "nnodes,local_tasks,argv",
+    [
+        (1, 8, TP8),
+        (2, 8, TP8),
+        (1, 8, TP16),  # inside a node (TP=16 on one node is not ours to judge)
+        (2, 8, ["hostname"]),  # no parallel layout at all
+        (2, 1, ["torchrun", "--nproc-per-node", "8", "train.py", "--tp", "8"]),
+    ],
+)
 def test_node_local_steps_run(build, policy_file, nnodes, local_tasks, argv) -> None:
     r = harness(build, ["policy=%s" % policy_file], argv, nnodes=nnodes, local_tasks=local_tasks, env=gpu_env())
     assert r.returncode == 0, r.stderr
@@ -198,8 +240,7 @@ def test_gpus_on_the_node_come_from_the_step_environment(build, policy_file, dro
         env = gpu_env(gpus)
         for name in drop:
             del env[name]
-        verdicts.append(harness(build, ["policy=%s" % policy_file], TP8, nnodes=2, local_tasks=1,
-                                env=env).returncode)
+        verdicts.append(harness(build, ["policy=%s" % policy_file], TP8, nnodes=2, local_tasks=1, env=env).returncode)
     assert verdicts == [0, 1]
 
 
@@ -210,19 +251,27 @@ def test_batch_script_step_is_left_to_job_submit(build, policy_file) -> None:
 
 def test_warn_mode_prints_once_and_runs(build, policy_file) -> None:
     r0 = harness(build, ["policy=%s" % policy_file, "mode=warn"], TP16, nnodes=2, local_tasks=8, env=gpu_env())
-    r5 = harness(build, ["policy=%s" % policy_file, "mode=warn"], TP16, nnodes=2, local_tasks=8, env=gpu_env(),
-                 task=5, global_task=5)
+    r5 = harness(
+        build,
+        ["policy=%s" % policy_file, "mode=warn"],
+        TP16,
+        nnodes=2,
+        local_tasks=8,
+        env=gpu_env(),
+        task=5,
+        global_task=5,
+    )
     assert r0.returncode == r5.returncode == 0
     shown = user_lines(r0.stderr)
-    enforce = errors(harness(build, ["policy=%s" % policy_file], TP16, nnodes=2, local_tasks=8,
-                             env=gpu_env()).stderr)
-    assert shown[:len(enforce)] == [m + " (not enforced: the launch-time guard is in warn mode)" for m in enforce]
+    enforce = errors(harness(build, ["policy=%s" % policy_file], TP16, nnodes=2, local_tasks=8, env=gpu_env()).stderr)
+    assert shown[: len(enforce)] == [m + " (not enforced: the launch-time guard is in warn mode)" for m in enforce]
     assert not user_lines(r5.stderr)
 
 
 def test_mode_off_does_not_even_read_the_policy(build, tmp_path) -> None:
-    r = harness(build, ["policy=%s" % (tmp_path / "absent.lua"), "mode=off"], TP16, nnodes=2, local_tasks=8,
-                env=gpu_env())
+    r = harness(
+        build, ["policy=%s" % (tmp_path / "absent.lua"), "mode=off"], TP16, nnodes=2, local_tasks=8, env=gpu_env()
+    )
     assert r.returncode == 0 and not r.stderr
 
 
@@ -262,14 +311,14 @@ def test_runaway_policy_is_cut_off_by_its_time_budget(build, tmp_path) -> None:
 
 def test_greedy_policy_is_cut_off_by_its_memory_cap(build, tmp_path) -> None:
     path = tmp_path / "hog.lua"
-    path.write_text("function slurmgpu_spank_check(step, opts)\n"
-                    "  local t = {} for i = 1, 1e8 do t[i] = i end\nend\n")
+    path.write_text("function slurmgpu_spank_check(step, opts)\n  local t = {} for i = 1, 1e8 do t[i] = i end\nend\n")
     r = harness(build, ["policy=%s" % path, "memory_mb=8", "timeout_ms=60000"], TP16, env=gpu_env())
     assert r.returncode == 0 and "not enough memory" in r.stderr
 
 
-@pytest.mark.parametrize("args", [["mode=strict"], ["on_error=maybe"], ["timeout_ms=0"], ["memory_mb=x"],
-                                  ["frobnicate=1"], []])
+@pytest.mark.parametrize(
+    "args", [["mode=strict"], ["on_error=maybe"], ["timeout_ms=0"], ["memory_mb=x"], ["frobnicate=1"], []]
+)
 def test_bad_plugstack_arguments_are_internal_errors(build, policy_file, args) -> None:
     plug = args if not args else ["policy=%s" % policy_file] + args
     r = harness(build, plug, TP16, nnodes=2, local_tasks=8, env=gpu_env())
@@ -313,16 +362,17 @@ def test_admin_cli_renders_and_installs_the_spank_policy(site, tmp_path) -> None
     from slurmgpu.cli import main
 
     out = tmp_path / "spank.lua"
-    r = CliRunner().invoke(main, ["admin", "render-filter", "--site", str(TEST_SITE), "--kind", "spank",
-                                  "-o", str(out)])
+    r = CliRunner().invoke(
+        main, ["admin", "render-filter", "--site", str(TEST_SITE), "--kind", "spank", "-o", str(out)]
+    )
     assert r.exit_code == 0, r.output
     assert out.read_text() == render_filter(site, "spank")
-    r = CliRunner().invoke(main, ["admin", "install", "--site", str(TEST_SITE), "--conf-dir", str(tmp_path),
-                                  "--kind", "spank"])
+    r = CliRunner().invoke(
+        main, ["admin", "install", "--site", str(TEST_SITE), "--conf-dir", str(tmp_path), "--kind", "spank"]
+    )
     assert r.exit_code == 0, r.output
     installed = tmp_path / "slurmgpu_spank.lua"
-    assert "plugstack.conf needs: required <plugindir>/slurmgpu_spank.so policy=%s mode=enforce" % installed \
-        in r.output
+    assert "plugstack.conf needs: required <plugindir>/slurmgpu_spank.so policy=%s mode=enforce" % installed in r.output
     assert installed.read_text() == render_filter(site, "spank")
 
 
@@ -335,6 +385,7 @@ def test_rendered_spank_policy_embeds_the_shared_policy(site) -> None:
 
 # ---------------------------------------------------------------------------
 # the shared policy cases (tests/policy_cases), as the steps they launch
+
 
 def case_headers(text: str) -> Tuple[Dict[str, List[str]], bool]:
     """`# key: value` headers (repeatable) and whether `# no-warnings` is there."""
@@ -355,8 +406,23 @@ def _srun_prefix(argv: List[str]) -> Tuple[List[str], Dict[str, str]]:
     """Split `srun [options] CMD...` into CMD and the options the step shape depends on."""
     if not argv or argv[0] != "srun":
         return argv, {}
-    with_value = {"-N", "--nodes", "-n", "--ntasks", "--ntasks-per-node", "-p", "--partition", "-c",
-                  "--cpus-per-task", "--gpus-per-node", "--mpi", "--export", "-o", "-e", "-J"}
+    with_value = {
+        "-N",
+        "--nodes",
+        "-n",
+        "--ntasks",
+        "--ntasks-per-node",
+        "-p",
+        "--partition",
+        "-c",
+        "--cpus-per-task",
+        "--gpus-per-node",
+        "--mpi",
+        "--export",
+        "-o",
+        "-e",
+        "-J",
+    }
     opts: Dict[str, str] = {}
     i = 1
     while i < len(argv) and argv[i].startswith("-"):
@@ -388,8 +454,7 @@ def step_of_case(path: Path) -> Union[str, Dict[str, object]]:
     if re.search(r"^\s*# slurmgpu:", text, re.M):
         return "slurmgpu stamp line: a script-only source"
     env = dict(kv.split("=", 1) for kv in " ".join(heads.get("env", [])).split())
-    desc = job_desc(text, shlex.split(" ".join(heads.get("args", []))), env=env,
-                    user=(heads.get("user") or [None])[0])
+    desc = job_desc(text, shlex.split(" ".join(heads.get("args", []))), env=env, user=(heads.get("user") or [None])[0])
     if "tres_per_job" in desc or "tres_per_socket" in desc:
         return "per-job GPU totals: a running step sees its real per-node count"
     if "segment_size" in desc:
@@ -437,12 +502,10 @@ def step_of_case(path: Path) -> Union[str, Dict[str, object]]:
     if gpus:
         step_env["SLURM_GPUS_ON_NODE"] = str(gpus)
         step_env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(gpus))
-    for key, field in (("SLURM_JOB_USER", "user_name"), ("SLURM_JOB_ACCOUNT", "account"),
-                       ("SLURM_JOB_QOS", "qos")):
+    for key, field in (("SLURM_JOB_USER", "user_name"), ("SLURM_JOB_ACCOUNT", "account"), ("SLURM_JOB_QOS", "qos")):
         if desc.get(field):
             step_env[key] = str(desc[field])
-    return {"site": site, "argv": argv, "nodes": nodes, "local": local, "env": step_env,
-            "heads": heads, "quiet": quiet}
+    return {"site": site, "argv": argv, "nodes": nodes, "local": local, "env": step_env, "heads": heads, "quiet": quiet}
 
 
 def step_wording(text: str) -> str:
@@ -454,8 +517,7 @@ def step_wording(text: str) -> str:
 # Every case file, and the step it launches (a dict) or why it has none (a str).
 CASE_STEPS = [(p, step_of_case(p)) for p in sorted(CASES.glob("*.sh"))]
 STEP_CASES = [(p, st) for p, st in CASE_STEPS if isinstance(st, dict)]
-NO_STEP = ("slurmgpu stamp line", "per-job GPU totals", "--segment", "node range", "partition list",
-           "shell expansion")
+NO_STEP = ("slurmgpu stamp line", "per-job GPU totals", "--segment", "node range", "partition list", "shell expansion")
 
 
 @pytest.fixture(scope="module")
@@ -483,11 +545,15 @@ def test_policy_cases_apply_to_steps() -> None:
 def test_policy_case_through_the_plugin(build, case_policies, tmp_path_factory, path: Path, step) -> None:
     heads = step["heads"]
     policy = _policy_for(step["site"], case_policies, tmp_path_factory.getbasetemp())
-    r = harness(build, ["policy=%s" % policy], step["argv"], nnodes=step["nodes"], local_tasks=step["local"],
-                env=step["env"])
+    r = harness(
+        build, ["policy=%s" % policy], step["argv"], nnodes=step["nodes"], local_tasks=step["local"], env=step["env"]
+    )
     shown = [step_wording(x) for x in user_lines(r.stderr)]
-    log = [ln.split(": ", 1)[1] for ln in r.stderr.splitlines()
-           if ln.startswith(("info: slurmgpu-filter:", "debug: slurmgpu-filter:"))]
+    log = [
+        ln.split(": ", 1)[1]
+        for ln in r.stderr.splitlines()
+        if ln.startswith(("info: slurmgpu-filter:", "debug: slurmgpu-filter:"))
+    ]
     assert len(log) == 1, r.stderr
     fields = dict(kv.split("=", 1) for kv in log[0].split()[1:] if "=" in kv)
     expect = heads["expect"][0]
@@ -516,6 +582,7 @@ def test_policy_case_through_the_plugin(build, case_policies, tmp_path_factory, 
 # ---------------------------------------------------------------------------
 # the plugin in slurmstepd on the local cluster
 
+
 class Guarded:
     """A running two-node cluster whose plugstack.conf loads the built plugin."""
 
@@ -543,8 +610,9 @@ class Guarded:
             'out=$(salloc -N2 --exclusive --no-shell 2>&1) || { printf "%s\\n" "$out" >&2; exit 97; }\n'
             'job=$(printf "%s\\n" "$out" | sed -n "s/.*Granted job allocation \\([0-9][0-9]*\\).*/\\1/p")\n'
             '[ -n "$job" ] || { printf "%s\\n" "$out" >&2; exit 97; }\n'
-            'trap \'scancel "$job"\' EXIT\n'
-            'SLURM_JOB_ID=$job ' + step + "\n")
+            "trap 'scancel \"$job\"' EXIT\n"
+            "SLURM_JOB_ID=$job " + step + "\n"
+        )
         r = self.sh(script, timeout=timeout)
         assert r.returncode != 97, r.stderr
         return r
@@ -581,10 +649,12 @@ def guarded(release_build, policy_file, site, tmp_path_factory, new_cluster) -> 
     os.chmod(d, 0o755)
     plugstack = d / "plugstack.conf"
     g_plugin = release_build / "slurmgpu_spank.so"
-    parts = (mod.Partition("gpu", mod.Partition.node_names("gpu", 2), "h100", 8,
-                           features=("h100", "nvlink"), default=True),)
-    cluster = new_cluster(parts, job_submit_lua=render_filter(site, "job_submit"),
-                          extra_config="PlugStackConfig=%s" % plugstack)
+    parts = (
+        mod.Partition("gpu", mod.Partition.node_names("gpu", 2), "h100", 8, features=("h100", "nvlink"), default=True),
+    )
+    cluster = new_cluster(
+        parts, job_submit_lua=render_filter(site, "job_submit"), extra_config="PlugStackConfig=%s" % plugstack
+    )
     g = Guarded(cluster, plugstack, g_plugin, policy_file)
     g.plug("mode=enforce")
     try:
@@ -613,19 +683,25 @@ def test_interactive_cross_node_step_is_refused(enforce: Guarded, site: Site) ->
     r = enforce.in_allocation(STEP % 16)
     assert r.returncode != 0, r.stdout + r.stderr
     assert "launched" not in r.stdout
-    expected = submit_filter_messages(site, "echo launched pretrain_gpt.py --tensor-model-parallel-size 16",
-                                      ["-N2", "--exclusive"])
+    expected = submit_filter_messages(
+        site, "echo launched pretrain_gpt.py --tensor-model-parallel-size 16", ["-N2", "--exclusive"]
+    )
     assert expected
-    shown = [m.split(": error: ", 1)[1] for m in r.stderr.splitlines()
-             if m.startswith("slurmstepd-") and ": error: slurmgpu: " in m]
+    shown = [
+        m.split(": error: ", 1)[1]
+        for m in r.stderr.splitlines()
+        if m.startswith("slurmstepd-") and ": error: slurmgpu: " in m
+    ]
     # once per node (the first task there), each the submit filter's rejection
     assert sorted(same_rule_text(m) for m in shown) == sorted(same_rule_text(m) for m in expected) * 2, r.stderr
 
 
 @pytest.mark.cluster
 def test_interactive_node_local_step_runs(enforce: Guarded) -> None:
-    one = enforce.sh("salloc -N2 --exclusive srun -N1 --ntasks-per-node=8 "
-                     "echo launched pretrain_gpt.py --tensor-model-parallel-size 8")
+    one = enforce.sh(
+        "salloc -N2 --exclusive srun -N1 --ntasks-per-node=8 "
+        "echo launched pretrain_gpt.py --tensor-model-parallel-size 8"
+    )
     # the test site's fabric wants NCCL_SOCKET_IFNAME for multi-node jobs (the task env has it)
     both = enforce.sh("NCCL_SOCKET_IFNAME=lo salloc -N2 --exclusive " + STEP % 8)
     assert one.returncode == 0 and one.stdout.count("launched") == 8, one.stderr
@@ -643,9 +719,11 @@ def test_advisory_warning_is_printed_once_and_the_step_runs(enforce: Guarded) ->
 
 @pytest.mark.cluster
 def test_batch_step_that_passed_job_submit_is_refused_at_launch(enforce: Guarded, site: Site) -> None:
-    script = ("#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=8 --gpus-per-node=8\n"
-              "TP=$(( 8 * 2 ))  # only known when the script runs\n"
-              "srun -N2 --ntasks-per-node=8 echo launched pretrain_gpt.py --tensor-model-parallel-size $TP\n")
+    script = (
+        "#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=8 --gpus-per-node=8\n"
+        "TP=$(( 8 * 2 ))  # only known when the script runs\n"
+        "srun -N2 --ntasks-per-node=8 echo launched pretrain_gpt.py --tensor-model-parallel-size $TP\n"
+    )
     assert PolicyRunner(site).check(script).accepted  # what job_submit.lua decides, offline
     before = enforce.log_marks()
     job = enforce.c.submit(script, "-o", "spank-%j.out")  # ...and on the cluster
@@ -653,8 +731,9 @@ def test_batch_step_that_passed_job_submit_is_refused_at_launch(enforce: Guarded
     out = res.stdout or ""
     assert res.state == "FAILED" and "launched" not in out, out
     assert "origin=spank" in enforce.slurmd_logs(before)
-    assert any("slurmgpu: TP=16 (--tensor-model-parallel-size 16)" in line and ": error: " in line
-               for line in out.splitlines()), out
+    assert any(
+        "slurmgpu: TP=16 (--tensor-model-parallel-size 16)" in line and ": error: " in line for line in out.splitlines()
+    ), out
 
 
 @pytest.mark.cluster

@@ -1,6 +1,7 @@
 """One grammar for the stamp line: slurmgpu.stamp (the generator, `slurmgpu doctor`) and the
 submit filter's find_stamp in contrib/lua/policy.lua (run here under lupa, as `check` runs it)
 accept exactly the same lines and read the same numbers from them."""
+
 from __future__ import annotations
 
 from typing import Any, Dict, Optional
@@ -48,7 +49,7 @@ LINES = [
     "# slurmgpu: " + " ".join("k%d=1" % i for i in range(16)) + " tp=8",  # 17th: not read
     "# slurmgpu: site=" + "s" * 570 + " tp=8",  # inside the 590 characters read
     "# slurmgpu: site=" + "s" * 580 + " tp=8",  # past them
-    "# slurmgpu: site=a\"b tp=3",  # quotes are plain characters
+    '# slurmgpu: site=a"b tp=3',  # quotes are plain characters
     "# slurmgpu: tp=8 'pp=2'",
     "# slurmgpu: TP=8",  # keys are case-sensitive
     "# slurmgpu: site=x-y.z tp=2 pp=3 dp=5 cp=1 ep=1 nodes=30 gpus_per_node=1",
@@ -104,8 +105,16 @@ def test_the_written_stamp_reads_back():
     lay = Layout(tp=6, pp=2, dp=5, cp=1, ep=1, nodes=30, gpus_per_node=4)
     line = lay.stamp("gb200-nvl72")
     assert line == format_stamp("gb200-nvl72", 6, 2, 5, 1, 1, 30, 4)
-    assert parse_stamp(line) == {"site": "gb200-nvl72", "tp": "6", "pp": "2", "dp": "5", "cp": "1", "ep": "1",
-                                 "nodes": "30", "gpus_per_node": "4"}
+    assert parse_stamp(line) == {
+        "site": "gb200-nvl72",
+        "tp": "6",
+        "pp": "2",
+        "dp": "5",
+        "cp": "1",
+        "ep": "1",
+        "nodes": "30",
+        "gpus_per_node": "4",
+    }
 
 
 def test_doctor_reads_the_stamp_with_the_same_grammar():

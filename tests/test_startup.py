@@ -4,6 +4,7 @@ The cache must never change an answer: a hit gives the same values, types, key o
 positions as a parse; an edited file, a new file name, a damaged entry, a document it cannot
 hold and a YAML error all go through the parser. bench/gen_bench.py gives the time figures.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -21,8 +22,23 @@ from slurmgpu.yamlsrc import LocDict, LocList, load_yaml, load_yaml_file
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESETS = sorted((ROOT / "site-configs").glob("*.yaml"))
-GEN = ["gen", "--model", "llama3-70b", "--launcher", "megatron", "--nodes", "2", "--tp", "8", "--pp", "2",
-       "--task", "lora", "--site", "dgx-h100"]
+GEN = [
+    "gen",
+    "--model",
+    "llama3-70b",
+    "--launcher",
+    "megatron",
+    "--nodes",
+    "2",
+    "--tp",
+    "8",
+    "--pp",
+    "2",
+    "--task",
+    "lora",
+    "--site",
+    "dgx-h100",
+]
 
 SPEC = """\
 # a job spec with every kind of node the loader makes
@@ -74,8 +90,9 @@ def parse_fresh(text, filename, monkeypatch):
         return load_yaml(text, filename)
 
 
-@pytest.mark.parametrize("path", PRESETS + [ROOT / "tests" / "data" / "sites" / "testcluster.yaml"],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", PRESETS + [ROOT / "tests" / "data" / "sites" / "testcluster.yaml"], ids=lambda p: p.name
+)
 def test_a_cache_hit_is_the_parse_exactly(path, cache, monkeypatch):
     fresh = parse_fresh(path.read_text(encoding="utf-8"), str(path), monkeypatch)
     first = load_yaml_file(str(path))  # parses, writes the entry
@@ -146,8 +163,7 @@ def test_documents_json_cannot_hold_are_parsed_every_time(cache):
         load_yaml("a: &x [1, *x]\n", "loop.yaml")
 
 
-@pytest.mark.parametrize("damage", ["", "{not json", json.dumps({"format": 1}), json.dumps([1, 2]),
-                                    "FORMAT", "PARSER"])
+@pytest.mark.parametrize("damage", ["", "{not json", json.dumps({"format": 1}), json.dumps([1, 2]), "FORMAT", "PARSER"])
 def test_a_damaged_or_foreign_entry_is_a_miss(damage, cache, monkeypatch):
     load_yaml(SPEC, "job.yaml")
     (entry,) = cache.iterdir()
@@ -171,9 +187,11 @@ def test_an_empty_cache_dir_setting_turns_the_cache_off(tmp_path, monkeypatch):
 
 def _gen_loads(tmp_path, cache_dir):
     """The modules a whole `slurmgpu gen` process imported (its output checked, not just its exit)."""
-    code = ("import sys\nfrom slurmgpu.cli import main\n"
-            "try:\n    main(%r, prog_name='slurmgpu')\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-            "sys.stderr.write('\\nLOADED=' + ','.join(sorted(sys.modules)) + '\\n')\n" % (GEN,))
+    code = (
+        "import sys\nfrom slurmgpu.cli import main\n"
+        "try:\n    main(%r, prog_name='slurmgpu')\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "sys.stderr.write('\\nLOADED=' + ','.join(sorted(sys.modules)) + '\\n')\n" % (GEN,)
+    )
     env = dict(os.environ, PYTHONPATH=str(ROOT), SLURMGPU_CACHE_DIR=str(cache_dir))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
@@ -191,6 +209,7 @@ def test_gen_loads_only_what_it_uses(tmp_path):
     unwanted = {"yaml", "psutil", "difflib"}
     try:
         import lupa.lua51  # noqa: F401
+
         unwanted.add("subprocess")
         assert "lupa.lua51" in warm  # the policy check ran in-process
     except ImportError:
@@ -201,14 +220,17 @@ def test_gen_loads_only_what_it_uses(tmp_path):
 def test_the_console_script_quiets_the_collector_only_for_a_moment():
     """slurmgpu.__main__ (the console script) turns the cyclic GC off at start and on again
     after GC_QUIET_S, so a long command still collects; CliRunner's path is untouched."""
-    code = ("import gc, time, slurmgpu.__main__ as m\n"
-            "m.quiet_gc(0.2)\n"
-            "off = not gc.isenabled()\n"
-            "m.quiet_gc(0.2)  # already off: no second timer\n"
-            "time.sleep(1.0)\n"
-            "print(off, gc.isenabled())\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    code = (
+        "import gc, time, slurmgpu.__main__ as m\n"
+        "m.quiet_gc(0.2)\n"
+        "off = not gc.isenabled()\n"
+        "m.quiet_gc(0.2)  # already off: no second timer\n"
+        "time.sleep(1.0)\n"
+        "print(off, gc.isenabled())\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT))
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["True", "True"]
     import gc
@@ -222,7 +244,8 @@ def test_the_console_script_quiets_the_collector_only_for_a_moment():
 
 def test_python_dash_m_slurmgpu_runs_gen(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), SLURMGPU_CACHE_DIR=str(tmp_path / "cache"))
-    r = subprocess.run([sys.executable, "-m", "slurmgpu"] + GEN, capture_output=True, text=True, env=env,
-                       cwd=str(tmp_path))
+    r = subprocess.run(
+        [sys.executable, "-m", "slurmgpu"] + GEN, capture_output=True, text=True, env=env, cwd=str(tmp_path)
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("#!/bin/bash") and "tp=8 pp=2" in r.stderr

@@ -1,5 +1,6 @@
 """Shared name lists live in slurmgpu.vocab; every layer reads them from there (no copies), and
 the Lua policy's launcher words name exactly those launchers."""
+
 from __future__ import annotations
 
 import ast
@@ -46,8 +47,11 @@ def test_no_layer_keeps_its_own_copy():
         if path.name == "vocab.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, (ast.Tuple, ast.List)) and len(node.elts) > 2 and \
-                    all(isinstance(e, ast.Constant) for e in node.elts):
+            if (
+                isinstance(node, (ast.Tuple, ast.List))
+                and len(node.elts) > 2
+                and all(isinstance(e, ast.Constant) for e in node.elts)
+            ):
                 assert tuple(e.value for e in node.elts) not in lists, "%s:%d" % (path.name, node.lineno)
 
 

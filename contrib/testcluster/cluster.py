@@ -68,6 +68,7 @@ Debugging from a shell (prints the SLURM_CONF export line)::
 
 Standard library only; Python 3.9+.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -146,21 +147,40 @@ JOB_SUBMIT_ERROR_MARKERS = (
 # ... and the subset that means a new script was refused (the old one stays).
 _LOAD_FAILURE_MARKERS = (
     "using previous script",
-    " on load",                          # "<path>: returned N on load"
+    " on load",  # "<path>: returned N on load"
     "required function(s) not present",
 )
 
-TERMINAL_JOB_STATES = frozenset({
-    "BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED",
-    "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT",
-})
+TERMINAL_JOB_STATES = frozenset(
+    {
+        "BOOT_FAIL",
+        "CANCELLED",
+        "COMPLETED",
+        "DEADLINE",
+        "FAILED",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "TIMEOUT",
+    }
+)
 
 _HOSTS_FILE = "/etc/hosts"
 _HOSTS_TAG = "# slurmgpu-testcluster"
 _DEFAULT_STATE_FILE = "/tmp/slurmgpu-testcluster.json"
-_REQUIRED_BINARIES = ("slurmctld", "slurmd", "sbatch", "srun", "squeue",
-                      "sinfo", "scontrol", "scancel", "munge", "unmunge",
-                      "munged")
+_REQUIRED_BINARIES = (
+    "slurmctld",
+    "slurmd",
+    "sbatch",
+    "srun",
+    "squeue",
+    "sinfo",
+    "scontrol",
+    "scancel",
+    "munge",
+    "unmunge",
+    "munged",
+)
 
 
 class ClusterError(RuntimeError):
@@ -168,10 +188,10 @@ class ClusterError(RuntimeError):
 
 
 # ---------------------------------------------------------------- releases
-CHROOT_CACHE_ENV = "SLURMGPU_CHROOT_CACHE"      # make-chroot.sh reads it too
+CHROOT_CACHE_ENV = "SLURMGPU_CHROOT_CACHE"  # make-chroot.sh reads it too
 DEFAULT_CHROOT_CACHE = "/var/cache/slurmgpu-testcluster"
 RELEASES_ENV = "SLURMGPU_TESTCLUSTER_RELEASES"  # e.g. "native,trixie"
-CHROOT_STAMP = ".slurmgpu-testcluster-stamp"    # written last by make-chroot.sh
+CHROOT_STAMP = ".slurmgpu-testcluster-stamp"  # written last by make-chroot.sh
 MAKE_CHROOT = Path(__file__).resolve().parent / "make-chroot.sh"
 # Debian suite -> the Slurm major release it ships.
 SUITE_SLURM = {"bookworm": "22.05", "trixie": "24.11"}
@@ -185,7 +205,7 @@ class Release:
     ``version`` is the full ``slurmctld -V`` version ("24.11.5"); for a chroot
     that is not built yet, the major release its suite ships."""
 
-    name: str                       # "native" or the chroot's Debian suite
+    name: str  # "native" or the chroot's Debian suite
     version: str
     root: Optional[str] = None
 
@@ -216,17 +236,16 @@ class Release:
         """Reasons this release cannot run a TestCluster (empty when it can)."""
         reasons = []
         if os.geteuid() != 0:
-            reasons.append("the test cluster needs root (slurmd runs jobs as root "
-                           "and /etc/hosts may need node names)")
+            reasons.append("the test cluster needs root (slurmd runs jobs as root and /etc/hosts may need node names)")
         if self.root is None:
             missing = [b for b in _REQUIRED_BINARIES if not _which(b)]
             if missing:
-                reasons.append("not installed: " + ", ".join(missing) +
-                               " (run contrib/testcluster/install-deps.sh)")
+                reasons.append("not installed: " + ", ".join(missing) + " (run contrib/testcluster/install-deps.sh)")
             return reasons
         if not (Path(self.root) / CHROOT_STAMP).is_file():
-            reasons.append(f"the {self.name} chroot (Slurm {self.major}) is not built "
-                           f"in {self.root} (run {MAKE_CHROOT} as root)")
+            reasons.append(
+                f"the {self.name} chroot (Slurm {self.major}) is not built in {self.root} (run {MAKE_CHROOT} as root)"
+            )
         for tool in ("unshare", "nsenter", "chroot"):
             if not _which(tool):
                 reasons.append(f"{tool} not found (util-linux/coreutils)")
@@ -235,8 +254,7 @@ class Release:
 
 def _slurm_version(argv: Sequence[str]) -> str:
     try:
-        out = subprocess.run(list(argv), capture_output=True, text=True,
-                             timeout=30).stdout
+        out = subprocess.run(list(argv), capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         return ""
     m = re.search(r"(\d+\.\d+\.\d+)", out)
@@ -274,8 +292,7 @@ def chroot_release(suite: str) -> Release:
     root = chroot_cache() / suite
     version = SUITE_SLURM.get(suite, "")
     try:
-        m = re.search(r"^slurm_version=(\S+)$",
-                      (root / CHROOT_STAMP).read_text(), re.M)
+        m = re.search(r"^slurm_version=(\S+)$", (root / CHROOT_STAMP).read_text(), re.M)
         if m:
             version = m.group(1)
     except OSError:
@@ -288,11 +305,9 @@ def test_releases() -> List[Release]:
     Debian release's chroot -- or what ``SLURMGPU_TESTCLUSTER_RELEASES``
     names ("native", suite names, comma-separated).  A chroot of the same
     major release as the native one is left out unless named."""
-    names = [n.strip() for n in os.environ.get(RELEASES_ENV, "").split(",")
-             if n.strip()]
+    names = [n.strip() for n in os.environ.get(RELEASES_ENV, "").split(",") if n.strip()]
     if names:
-        return [native_release() if n == "native" else chroot_release(n)
-                for n in names]
+        return [native_release() if n == "native" else chroot_release(n) for n in names]
     native = native_release()
     other = chroot_release(other_suite())
     return [native] + ([other] if other.major != native.major else [])
@@ -322,12 +337,9 @@ class Partition:
 
 
 DEFAULT_PARTITIONS: Tuple[Partition, ...] = (
-    Partition("gpu", Partition.node_names("gpu", 4), "h100", 8,
-              features=("h100", "nvlink"), default=True),
-    Partition("gpu4", Partition.node_names("g4n", 2), "a100", 4,
-              features=("a100", "nvlink")),
-    Partition("pcie", Partition.node_names("pc", 2), "l40s", 8,
-              features=("l40s", "pcie")),
+    Partition("gpu", Partition.node_names("gpu", 4), "h100", 8, features=("h100", "nvlink"), default=True),
+    Partition("gpu4", Partition.node_names("g4n", 2), "a100", 4, features=("a100", "nvlink")),
+    Partition("pcie", Partition.node_names("pc", 2), "l40s", 8, features=("l40s", "pcie")),
 )
 
 
@@ -336,11 +348,11 @@ class JobResult:
     """Final state of a job, as ``scontrol show job`` reported it."""
 
     job_id: int
-    state: str                      # e.g. "COMPLETED", "FAILED"
-    exit_code: int                  # from ExitCode=<code>:<signal>
+    state: str  # e.g. "COMPLETED", "FAILED"
+    exit_code: int  # from ExitCode=<code>:<signal>
     signal: int
     info: Dict[str, str] = field(default_factory=dict)  # all key=value pairs
-    stdout: Optional[str] = None    # contents of StdOut, if readable
+    stdout: Optional[str] = None  # contents of StdOut, if readable
 
     @property
     def ok(self) -> bool:
@@ -364,19 +376,16 @@ def missing_prerequisites(release: Optional[Release] = None) -> List[str]:
 
 
 def _which(name: str) -> Optional[str]:
-    return shutil.which(name, path=os.environ.get("PATH", "") +
-                        ":/usr/sbin:/sbin:/usr/bin:/bin")
+    return shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin:/usr/bin:/bin")
 
 
 def _nodes_from_partitions(partitions: Sequence[Partition]) -> List[_Node]:
     nodes: Dict[str, _Node] = {}
     for part in partitions:
         for name in part.nodes:
-            node = _Node(name, part.cpus_per_node, part.memory_mb,
-                         part.gpu_type, part.gpus_per_node, part.features)
+            node = _Node(name, part.cpus_per_node, part.memory_mb, part.gpu_type, part.gpus_per_node, part.features)
             if nodes.setdefault(name, node) != node:
-                raise ValueError(f"node {name} is listed in several partitions "
-                                 f"with different shapes")
+                raise ValueError(f"node {name} is listed in several partitions with different shapes")
     if not nodes:
         raise ValueError("no nodes")
     if sum(p.default for p in partitions) > 1:
@@ -423,7 +432,7 @@ def _pid_alive(pid: int) -> bool:
     except OSError:
         return False
     # "pid (comm) S ..."; comm may contain spaces and parentheses.
-    return fields[fields.rfind(b")") + 2:][:1] not in (b"Z", b"X", b"")
+    return fields[fields.rfind(b")") + 2 :][:1] not in (b"Z", b"X", b"")
 
 
 def _pid_cmdline(pid: int) -> str:
@@ -445,8 +454,8 @@ def _proc_table() -> Dict[int, Tuple[int, str, str]]:
                 raw = f.read().decode("utf-8", "replace")
         except OSError:
             continue
-        comm = raw[raw.find("(") + 1:raw.rfind(")")]
-        rest = raw[raw.rfind(")") + 2:].split()
+        comm = raw[raw.find("(") + 1 : raw.rfind(")")]
+        rest = raw[raw.rfind(")") + 2 :].split()
         if len(rest) >= 2:
             table[int(entry)] = (int(rest[1]), rest[0], comm)
     return table
@@ -466,8 +475,11 @@ def _job_processes(conf: str) -> List[int]:
     (job tasks, srun).  Children first."""
     table = _proc_table()
     needle = f"SLURM_CONF={conf}".encode()
-    roots = {pid for pid, (_, state, comm) in table.items()
-             if comm == "slurmstepd" and state != "Z" and _has_env(pid, needle)}
+    roots = {
+        pid
+        for pid, (_, state, comm) in table.items()
+        if comm == "slurmstepd" and state != "Z" and _has_env(pid, needle)
+    }
     children: Dict[int, List[int]] = {}
     for pid, (ppid, _, _) in table.items():
         children.setdefault(ppid, []).append(pid)
@@ -556,13 +568,11 @@ exec "$@"
 """
 
 
-def _bind_specs(writable: Sequence[Union[str, os.PathLike]],
-                readonly: Sequence[Union[str, os.PathLike]]) -> List[str]:
-    """"rw:/path" / "ro:/path" arguments for _NS_SETUP: outermost first, none
+def _bind_specs(writable: Sequence[Union[str, os.PathLike]], readonly: Sequence[Union[str, os.PathLike]]) -> List[str]:
+    """ "rw:/path" / "ro:/path" arguments for _NS_SETUP: outermost first, none
     inside another (a read-write one wins over a read-only one of the same
     path)."""
-    wanted = [("rw", str(Path(p).resolve())) for p in writable] + \
-        [("ro", str(Path(p).resolve())) for p in readonly]
+    wanted = [("rw", str(Path(p).resolve())) for p in writable] + [("ro", str(Path(p).resolve())) for p in readonly]
     out: List[Tuple[str, str]] = []
     for mode, path in sorted(wanted, key=lambda mp: (len(mp[1]), mp[0] == "ro")):
         if not any(path == q or path.startswith(q.rstrip("/") + "/") for _, q in out):
@@ -570,12 +580,16 @@ def _bind_specs(writable: Sequence[Union[str, os.PathLike]],
     return [f"{mode}:{path}" for mode, path in out]
 
 
-def release_run(release: Release, argv: Sequence[str], *,
-                shared_paths: Sequence[Union[str, os.PathLike]] = (),
-                writable_paths: Sequence[Union[str, os.PathLike]] = (),
-                cwd: Optional[Union[str, os.PathLike]] = None,
-                env: Optional[Mapping[str, str]] = None,
-                timeout: float = 300.0) -> "subprocess.CompletedProcess[str]":
+def release_run(
+    release: Release,
+    argv: Sequence[str],
+    *,
+    shared_paths: Sequence[Union[str, os.PathLike]] = (),
+    writable_paths: Sequence[Union[str, os.PathLike]] = (),
+    cwd: Optional[Union[str, os.PathLike]] = None,
+    env: Optional[Mapping[str, str]] = None,
+    timeout: float = 300.0,
+) -> subprocess.CompletedProcess[str]:
     """Run one command with ``release``'s programs, no cluster needed (e.g.
     ``make`` of the SPANK plugin against its spank.h): natively, or inside
     its chroot in a private mount namespace of its own that shares
@@ -583,17 +597,33 @@ def release_run(release: Release, argv: Sequence[str], *,
     and is gone when the command exits."""
     workdir = str(cwd) if cwd else "/"
     if release.root is None:
-        return subprocess.run(list(argv), capture_output=True, text=True,
-                              timeout=timeout, cwd=workdir, env=env)
+        return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, cwd=workdir, env=env)
     reasons = release.missing()
     if reasons:
         raise ClusterError("; ".join(reasons))
     binds = _bind_specs(writable_paths, shared_paths)
-    cmd = ["unshare", "--mount", "--propagation", "private", "--",
-           "/bin/sh", "-c", _NS_SETUP, "sh", release.root, *binds, "--",
-           "chroot", release.root, "/usr/bin/env", "-C", workdir, "--", *argv]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          env=env)
+    cmd = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "--",
+        "/bin/sh",
+        "-c",
+        _NS_SETUP,
+        "sh",
+        release.root,
+        *binds,
+        "--",
+        "chroot",
+        release.root,
+        "/usr/bin/env",
+        "-C",
+        workdir,
+        "--",
+        *argv,
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def _host_problems(release: Release, cluster_dir: Optional[Union[str, os.PathLike]]) -> List[str]:
@@ -617,8 +647,7 @@ def _host_problems(release: Release, cluster_dir: Optional[Union[str, os.PathLik
         problems.append("mounts of the chroot in the host's /proc/mounts: " + ", ".join(leaked))
     if cluster_dir:
         for pid in _proc_table():
-            if (TestCluster._root_of(pid) == root
-                    and str(cluster_dir) in _pid_cmdline(pid)):
+            if TestCluster._root_of(pid) == root and str(cluster_dir) in _pid_cmdline(pid):
                 problems.append(f"process {pid} left in the chroot: {_pid_cmdline(pid)[:120]}")
     return problems
 
@@ -695,8 +724,7 @@ class TestCluster:
         # topology/block (Slurm 23.11+): block name -> its nodes, BlockSizes
         self.topology_blocks = dict(topology_blocks or {})
         self.block_sizes = tuple(block_sizes)
-        self.partitions: Tuple[Partition, ...] = tuple(
-            DEFAULT_PARTITIONS if partitions is None else partitions)
+        self.partitions: Tuple[Partition, ...] = tuple(DEFAULT_PARTITIONS if partitions is None else partitions)
         self._shapes = _nodes_from_partitions(self.partitions)
         self.nodes: List[str] = [n.name for n in self._shapes]
         self.job_submit_enabled = job_submit_lua is not None
@@ -711,7 +739,7 @@ class TestCluster:
         self.dir: Optional[Path] = None
         self.ctld_port = 0
         self.node_ports: Dict[str, int] = {}
-        self.pids: Dict[str, int] = {}       # "slurmctld" / node name -> pid
+        self.pids: Dict[str, int] = {}  # "slurmctld" / node name -> pid
         self._supervisor: Optional[subprocess.Popen] = None
         self.supervisor_pid = 0
         self.startup_seconds: Optional[float] = None
@@ -789,13 +817,11 @@ class TestCluster:
         for a chroot release ``bin_dir`` first in PATH)."""
         env = dict(os.environ)
         for key in list(env):  # don't leak an outer job's settings
-            if key.startswith(("SLURM_", "SBATCH_", "SALLOC_", "SRUN_",
-                               "SQUEUE_", "SINFO_")):
+            if key.startswith(("SLURM_", "SBATCH_", "SALLOC_", "SRUN_", "SQUEUE_", "SINFO_")):
                 del env[key]
         env["SLURM_CONF"] = str(self.conf_path)
         if self.bin_dir is not None:
-            env["PATH"] = os.pathsep.join(
-                [str(self.bin_dir), env.get("PATH") or "/usr/bin:/bin"])
+            env["PATH"] = os.pathsep.join([str(self.bin_dir), env.get("PATH") or "/usr/bin:/bin"])
         return env
 
     @property
@@ -806,13 +832,13 @@ class TestCluster:
         return None
 
     # ------------------------------------------------------------- lifecycle
-    def __enter__(self) -> "TestCluster":
+    def __enter__(self) -> TestCluster:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    def start(self) -> "TestCluster":
+    def start(self) -> TestCluster:
         """Create the config, start munge (if needed), slurmctld and every
         slurmd; return once ``sinfo`` shows every node idle."""
         if self.dir is not None:
@@ -883,7 +909,7 @@ class TestCluster:
         env: Optional[Mapping[str, str]] = None,
         cwd: Optional[Union[str, os.PathLike]] = None,
         host: bool = False,
-    ) -> "subprocess.CompletedProcess[str]":
+    ) -> subprocess.CompletedProcess[str]:
         """Run a client command (``"sinfo -N"`` or a list) with ``self.env``
         (updated by ``env``); text output captured.  ``check=True`` raises
         ClusterError with stdout/stderr on a non-zero exit.
@@ -898,32 +924,36 @@ class TestCluster:
         workdir = str(cwd) if cwd else str(self.jobs_dir)
         if self.in_chroot and not host:
             argv = self.root_argv(argv, workdir)
-        proc = subprocess.run(argv, input=input, capture_output=True,
-                              text=True, timeout=timeout, env=full_env,
-                              cwd=workdir if not self.in_chroot or host else "/")
+        proc = subprocess.run(
+            argv,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=full_env,
+            cwd=workdir if not self.in_chroot or host else "/",
+        )
         if check and proc.returncode != 0:
             raise ClusterError(
-                f"{shlex.join(argv)} exited {proc.returncode}\n"
-                f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+                f"{shlex.join(argv)} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+            )
         return proc
 
-    def sbatch(self, script_text: Optional[str], *args: str,
-               timeout: float = 60.0,
-               env: Optional[Mapping[str, str]] = None) -> Tuple[int, str, str]:
+    def sbatch(
+        self, script_text: Optional[str], *args: str, timeout: float = 60.0, env: Optional[Mapping[str, str]] = None
+    ) -> Tuple[int, str, str]:
         """``sbatch *args`` with ``script_text`` on stdin (None: no script,
         e.g. with ``--wrap``), run in ``jobs_dir``.  Returns
         ``(returncode, stdout, stderr)``."""
-        proc = self.run(["sbatch", *args], input=script_text,
-                        timeout=timeout, env=env)
+        proc = self.run(["sbatch", *args], input=script_text, timeout=timeout, env=env)
         return proc.returncode, proc.stdout, proc.stderr
 
-    def submit(self, script_text: Optional[str], *args: str,
-               timeout: float = 60.0,
-               env: Optional[Mapping[str, str]] = None) -> int:
+    def submit(
+        self, script_text: Optional[str], *args: str, timeout: float = 60.0, env: Optional[Mapping[str, str]] = None
+    ) -> int:
         """Like ``sbatch`` but returns the job id; raises ClusterError if the
         submission fails."""
-        rc, out, err = self.sbatch(script_text, "--parsable", *args,
-                                   timeout=timeout, env=env)
+        rc, out, err = self.sbatch(script_text, "--parsable", *args, timeout=timeout, env=env)
         if rc != 0:
             raise ClusterError(f"sbatch failed (rc {rc}): {err.strip()}")
         return int(out.strip().split(";")[0])
@@ -946,12 +976,9 @@ class TestCluster:
                 state = info.get("JobState", "")
                 if state in TERMINAL_JOB_STATES:
                     code, _, sig = info.get("ExitCode", "0:0").partition(":")
-                    return JobResult(job_id, state, int(code or 0),
-                                     int(sig or 0), info,
-                                     self._read_stdout(info))
+                    return JobResult(job_id, state, int(code or 0), int(sig or 0), info, self._read_stdout(info))
             time.sleep(0.25)
-        raise ClusterError(f"job {job_id} did not finish within {timeout} s; "
-                           f"last record: {info}\n{self.logs()}")
+        raise ClusterError(f"job {job_id} did not finish within {timeout} s; last record: {info}\n{self.logs()}")
 
     def _read_stdout(self, info: Mapping[str, str]) -> Optional[str]:
         path = info.get("StdOut")
@@ -974,8 +1001,7 @@ class TestCluster:
             deadline = time.monotonic() + wait
             while ids and time.monotonic() < deadline:
                 time.sleep(0.25)
-                ids = self.run(["squeue", "-h", "-o", "%A"],
-                               timeout=10).stdout.split()
+                ids = self.run(["squeue", "-h", "-o", "%A"], timeout=10).stdout.split()
         except (subprocess.SubprocessError, OSError):
             pass
 
@@ -994,24 +1020,20 @@ class TestCluster:
         probe consumes messages queued by a top-level ``slurm.log_user``; pass
         ``verify=False`` to install a deliberately broken script."""
         if not self.job_submit_enabled:
-            raise ClusterError("start the cluster with job_submit_lua=... to "
-                               "enable JobSubmitPlugins=lua")
+            raise ClusterError("start the cluster with job_submit_lua=... to enable JobSubmitPlugins=lua")
         self._install_script(self.job_submit_path, lua_text)
         if verify:
             mark = self.log_mark()
             self.sbatch(None, "--test-only", "--wrap", "true")
-            bad = [line for line in self.ctld_log(mark).splitlines()
-                   if any(m in line for m in _LOAD_FAILURE_MARKERS)]
+            bad = [line for line in self.ctld_log(mark).splitlines() if any(m in line for m in _LOAD_FAILURE_MARKERS)]
             if bad:
-                raise ClusterError("job_submit.lua did not load:\n" +
-                                   "\n".join(bad))
+                raise ClusterError("job_submit.lua did not load:\n" + "\n".join(bad))
 
     def install_cli_filter(self, lua_text: str) -> None:
         """Replace cli_filter.lua atomically (clients read it on every
         command, so it takes effect at once)."""
         if not self.cli_filter_enabled:
-            raise ClusterError("start the cluster with cli_filter_lua=... to "
-                               "enable CliFilterPlugins=lua")
+            raise ClusterError("start the cluster with cli_filter_lua=... to enable CliFilterPlugins=lua")
         self._install_script(self.cli_filter_path, lua_text)
 
     def _install_script(self, path: Path, text: str) -> None:
@@ -1042,8 +1064,7 @@ class TestCluster:
     def job_submit_errors(self, since: int = 0) -> List[str]:
         """ctld.log lines (from ``since``) showing job_submit/lua errors, a
         non-numeric return (both fail open on 22.05) or a failed reload."""
-        return [line for line in self.ctld_log(since).splitlines()
-                if any(m in line for m in JOB_SUBMIT_ERROR_MARKERS)]
+        return [line for line in self.ctld_log(since).splitlines() if any(m in line for m in JOB_SUBMIT_ERROR_MARKERS)]
 
     def logs(self, lines: int = 40, node_lines: int = 10) -> str:
         """Tails of slurmctld.log and of every slurmd log, for test-failure
@@ -1053,8 +1074,8 @@ class TestCluster:
             return "<test cluster not running>"
         parts = [f"== test cluster {self.dir} (SLURM_CONF={self.conf_path})"]
         daemons = [("slurmctld", self.ctld_log_path, lines)] + [
-            (node, self.slurmd_log_path(node), node_lines)
-            for node in self.nodes]
+            (node, self.slurmd_log_path(node), node_lines) for node in self.nodes
+        ]
         supervisor = self.log_dir / "supervisor.stderr"
         if supervisor.exists() and supervisor.stat().st_size:
             parts.append("== supervisor.stderr:\n" + _tail(supervisor, lines))
@@ -1070,8 +1091,9 @@ class TestCluster:
                 paths.append(self.log_dir / f"{label}.stderr")
             for path in paths:
                 if path.exists() and path.stat().st_size:
-                    parts.append(f"== {path.name}{' (DEAD)' if dead else ''} "
-                                 f"last {count} lines:\n" + _tail(path, count))
+                    parts.append(
+                        f"== {path.name}{' (DEAD)' if dead else ''} last {count} lines:\n" + _tail(path, count)
+                    )
         return "\n".join(parts)
 
     # -------------------------------------------------------------- internals
@@ -1097,8 +1119,7 @@ class TestCluster:
             "SlurmdUser=root",
             "AuthType=auth/munge",
             # 23.11 replaced CryptoType with CredType (default cred/munge)
-            "CryptoType=crypto/munge" if self.release.version_tuple < (23, 11)
-            else "CredType=cred/munge",
+            "CryptoType=crypto/munge" if self.release.version_tuple < (23, 11) else "CredType=cred/munge",
             f"StateSaveLocation={d}/state",
             f"SlurmdSpoolDir={d}/spool/%n",
             f"SlurmctldPidFile={d}/run/slurmctld.pid",
@@ -1155,25 +1176,24 @@ class TestCluster:
                 f"NodeAddr=127.0.0.1 Port={self.node_ports[node.name]} "
                 f"CPUs={node.cpus} Boards=1 SocketsPerBoard={sockets} "
                 f"CoresPerSocket={node.cpus // sockets} ThreadsPerCore=1 "
-                f"RealMemory={node.memory_mb}{gpus}{feat} State=UNKNOWN")
+                f"RealMemory={node.memory_mb}{gpus}{feat} State=UNKNOWN"
+            )
             if node.gpus:
-                files = (f"{d}/dev/nvidia0" if node.gpus == 1 else
-                         f"{d}/dev/nvidia[0-{node.gpus - 1}]")
-                gres.append(f"NodeName={node.name} Name=gpu "
-                            f"Type={node.gpu_type} File={files}")
+                files = f"{d}/dev/nvidia0" if node.gpus == 1 else f"{d}/dev/nvidia[0-{node.gpus - 1}]"
+                gres.append(f"NodeName={node.name} Name=gpu Type={node.gpu_type} File={files}")
         for part in self.partitions:
             lines.append(
                 f"PartitionName={part.name} Nodes={','.join(part.nodes)} "
                 f"Default={'YES' if part.default else 'NO'} "
-                f"MaxTime=INFINITE State=UP")
+                f"MaxTime=INFINITE State=UP"
+            )
         if self.extra_config:
             lines.append(self.extra_config)
         (d / "etc" / "slurm.conf").write_text("\n".join(lines) + "\n")
         (d / "etc" / "gres.conf").write_text("\n".join(gres) + "\n")
         (d / "etc" / "cgroup.conf").write_text(self._cgroup_conf())
         if self.topology_blocks:
-            topo = [f"BlockName={name} Nodes={','.join(members)}"
-                    for name, members in self.topology_blocks.items()]
+            topo = [f"BlockName={name} Nodes={','.join(members)}" for name, members in self.topology_blocks.items()]
             if self.block_sizes:
                 topo.append("BlockSizes=" + ",".join(map(str, self.block_sizes)))
             (d / "etc" / "topology.conf").write_text("\n".join(topo) + "\n")
@@ -1192,20 +1212,17 @@ class TestCluster:
     def _ensure_hosts(self) -> None:
         try:
             text = Path(_HOSTS_FILE).read_text()
-            known = {tok for line in text.splitlines()
-                     for tok in line.split("#", 1)[0].split()[1:]}
+            known = {tok for line in text.splitlines() for tok in line.split("#", 1)[0].split()[1:]}
             missing = [n for n in self.nodes if n not in known]
             if missing:
                 sep = "" if not text or text.endswith("\n") else "\n"
                 with open(_HOSTS_FILE, "a") as f:
                     f.write(f"{sep}127.0.0.1 {' '.join(missing)} {_HOSTS_TAG}\n")
         except OSError as e:
-            self.hosts_warning = (f"could not add node names to {_HOSTS_FILE}: "
-                                  f"{e}; MASTER_ADDR=<node> will not resolve")
+            self.hosts_warning = f"could not add node names to {_HOSTS_FILE}: {e}; MASTER_ADDR=<node> will not resolve"
         if self.root is not None:  # the chroot resolves names like the host
             try:
-                _write_atomic(self.root / "etc" / "hosts",
-                              Path(_HOSTS_FILE).read_text())
+                _write_atomic(self.root / "etc" / "hosts", Path(_HOSTS_FILE).read_text())
             except OSError as e:
                 raise ClusterError(f"cannot write the chroot's /etc/hosts: {e}")
 
@@ -1217,11 +1234,13 @@ class TestCluster:
         for name in ("null", "zero", "random", "urandom", "tty", "full"):
             st = os.lstat(root / "dev" / name)
             if not stat.S_ISCHR(st.st_mode):
-                raise ClusterError(f"{root}/dev/{name} is not a character device: "
-                                   f"rebuild the chroot ({MAKE_CHROOT} --rebuild)")
+                raise ClusterError(
+                    f"{root}/dev/{name} is not a character device: rebuild the chroot ({MAKE_CHROOT} --rebuild)"
+                )
         if os.path.ismount(root / "dev") or os.path.ismount(root / "run"):
-            raise ClusterError(f"something is mounted on {root}/dev or {root}/run "
-                               f"in this namespace: the chroot must have its own")
+            raise ClusterError(
+                f"something is mounted on {root}/dev or {root}/run in this namespace: the chroot must have its own"
+            )
         uid, gid = self._root_user("munge")
         munge_dir = self._require_dir() / "munge"
         munge_dir.mkdir(mode=0o755)
@@ -1252,9 +1271,18 @@ class TestCluster:
         supervisor's mount namespace, in directory ``cwd`` (default /)."""
         if not self.supervisor_pid:
             raise ClusterError("the cluster's mount namespace is gone (not started?)")
-        return ["nsenter", f"--mount=/proc/{self.supervisor_pid}/ns/mnt", "--",
-                "chroot", str(self._require_root()), "/usr/bin/env",
-                "-C", cwd or "/", "--", *argv]
+        return [
+            "nsenter",
+            f"--mount=/proc/{self.supervisor_pid}/ns/mnt",
+            "--",
+            "chroot",
+            str(self._require_root()),
+            "/usr/bin/env",
+            "-C",
+            cwd or "/",
+            "--",
+            *argv,
+        ]
 
     def _write_wrappers(self) -> None:
         """bin_dir/<client> for every program of the chroot's slurm-client:
@@ -1263,22 +1291,32 @@ class TestCluster:
         root = self._require_root()
         listing = root / "var" / "lib" / "dpkg" / "info" / "slurm-client.list"
         try:
-            names = sorted({Path(p).name for p in listing.read_text().split()
-                            if p.startswith("/usr/bin/")})
+            names = sorted({Path(p).name for p in listing.read_text().split() if p.startswith("/usr/bin/")})
         except OSError as e:
             raise ClusterError(f"cannot list the chroot's Slurm clients: {e}")
         bin_dir = self.bin_dir
         assert bin_dir is not None
         bin_dir.mkdir(mode=0o755)
-        enter = shlex.join(["nsenter", f"--mount=/proc/{self.supervisor_pid}/ns/mnt",
-                            "--", "chroot", str(root), "/bin/sh", "-c",
-                            'cd "$0" 2>/dev/null || cd /; exec "$@"'])
+        enter = shlex.join(
+            [
+                "nsenter",
+                f"--mount=/proc/{self.supervisor_pid}/ns/mnt",
+                "--",
+                "chroot",
+                str(root),
+                "/bin/sh",
+                "-c",
+                'cd "$0" 2>/dev/null || cd /; exec "$@"',
+            ]
+        )
         for name in names:
             prog = shlex.quote(f"/usr/bin/{name}")
-            text = (f"#!/bin/sh\n"
-                    f"# slurmgpu test cluster: {name} of Slurm {self.release.version} in {root}\n"
-                    f"if [ -e /{CHROOT_STAMP} ]; then exec {prog} \"$@\"; fi\n"
-                    f"exec {enter} \"$PWD\" {prog} \"$@\"\n")
+            text = (
+                f"#!/bin/sh\n"
+                f"# slurmgpu test cluster: {name} of Slurm {self.release.version} in {root}\n"
+                f'if [ -e /{CHROOT_STAMP} ]; then exec {prog} "$@"; fi\n'
+                f'exec {enter} "$PWD" {prog} "$@"\n'
+            )
             path = bin_dir / name
             path.write_text(text)
             os.chmod(path, 0o755)
@@ -1288,28 +1326,37 @@ class TestCluster:
         socket in the cluster directory); waits until a credential round-trips."""
         d = self._require_dir() / "munge"
         sock = str(self.munge_socket)
-        argv = ["/usr/bin/setpriv", "--reuid=munge", "--regid=munge", "--init-groups",
-                "/usr/sbin/munged", "--foreground", f"--socket={sock}",
-                f"--pid-file={d}/munged.pid", f"--log-file={d}/munged.log",
-                f"--seed-file={d}/munged.seed"]
+        argv = [
+            "/usr/bin/setpriv",
+            "--reuid=munge",
+            "--regid=munge",
+            "--init-groups",
+            "/usr/sbin/munged",
+            "--foreground",
+            f"--socket={sock}",
+            f"--pid-file={d}/munged.pid",
+            f"--log-file={d}/munged.log",
+            f"--seed-file={d}/munged.seed",
+        ]
         self._spawn("munged", argv)
         self._munged_pid = self.pids.pop("munged")
-        probe = shlex.join(["munge", "-n", "-S", sock]) + " | " + \
-            shlex.join(["unmunge", "-S", sock])
+        probe = shlex.join(["munge", "-n", "-S", sock]) + " | " + shlex.join(["unmunge", "-S", sock])
         deadline = time.monotonic() + 15
         last = ""
         while time.monotonic() < deadline:
             if not _pid_alive(self._munged_pid):
                 break
-            p = subprocess.run(self.root_argv(["/bin/sh", "-c", probe]),
-                               capture_output=True, text=True, timeout=15)
+            p = subprocess.run(self.root_argv(["/bin/sh", "-c", probe]), capture_output=True, text=True, timeout=15)
             if p.returncode == 0:
                 return
             last = p.stderr.strip()
             time.sleep(0.2)
-        raise ClusterError(f"the chroot's munged did not work: {last}\n"
-                           + _tail(d / "munged.log", 10) + "\n"
-                           + _tail(self.log_dir / "munged.stderr", 10))
+        raise ClusterError(
+            f"the chroot's munged did not work: {last}\n"
+            + _tail(d / "munged.log", 10)
+            + "\n"
+            + _tail(self.log_dir / "munged.stderr", 10)
+        )
 
     def _stop_munged(self) -> None:
         """Stop the chroot's munged by its pid file (and the pid it started as,
@@ -1322,8 +1369,7 @@ class TestCluster:
         except (OSError, ValueError, IndexError):
             pass
         for pid in pids:
-            if _pid_alive(pid) and self._root_of(pid) == str(self.root) \
-                    and "munged" in _pid_cmdline(pid):
+            if _pid_alive(pid) and self._root_of(pid) == str(self.root) and "munged" in _pid_cmdline(pid):
                 try:
                     os.kill(pid, signal.SIGTERM)
                 except ProcessLookupError:
@@ -1347,15 +1393,31 @@ class TestCluster:
         if self.in_chroot:
             # a private mount namespace for the chroot's mounts: they vanish
             # with its last process and never show in the host's /proc/mounts
-            argv = ["unshare", "--mount", "--propagation", "private", "--",
-                    "/bin/sh", "-c", _NS_SETUP, "sh", str(self._require_root()),
-                    *self._shared(), "--", *argv]
+            argv = [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "--",
+                "/bin/sh",
+                "-c",
+                _NS_SETUP,
+                "sh",
+                str(self._require_root()),
+                *self._shared(),
+                "--",
+                *argv,
+            ]
         with open(self.log_dir / "supervisor.stderr", "wb") as err:
             self._supervisor = subprocess.Popen(
-                argv, stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=err, text=True,
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
                 cwd=str(self.dir),
-                start_new_session=True)  # no SIGINT from the terminal
+                start_new_session=True,
+            )  # no SIGINT from the terminal
         self.supervisor_pid = self._supervisor.pid
         if self.in_chroot:
             self._start_munged()
@@ -1369,8 +1431,7 @@ class TestCluster:
                 break
             time.sleep(0.2)
         for node in self.nodes:
-            self._spawn(node, [self._daemon("slurmd"), "-D", "-N", node,
-                               "-f", conf])
+            self._spawn(node, [self._daemon("slurmd"), "-D", "-N", node, "-f", conf])
         assert self._supervisor.stdin is not None
         self._supervisor.stdin.close()  # from now on it only reaps
 
@@ -1384,10 +1445,8 @@ class TestCluster:
         assert sup is not None and sup.stdin and sup.stdout
         label = name if name in ("slurmctld", "munged") else f"slurmd-{name}"
         if self.in_chroot:
-            argv = ["chroot", str(self._require_root()), "/usr/bin/env", "-C",
-                    str(self.dir), "--", *argv]
-        request = {"argv": argv, "env": self.env, "cwd": str(self.dir),
-                   "log": str(self.log_dir / f"{label}.stderr")}
+            argv = ["chroot", str(self._require_root()), "/usr/bin/env", "-C", str(self.dir), "--", *argv]
+        request = {"argv": argv, "env": self.env, "cwd": str(self.dir), "log": str(self.log_dir / f"{label}.stderr")}
         sup.stdin.write(json.dumps(request) + "\n")
         sup.stdin.flush()
         reply = json.loads(sup.stdout.readline() or '{"error": "no reply"}')
@@ -1398,22 +1457,18 @@ class TestCluster:
     def _check_alive(self) -> None:
         dead = [n for n, pid in self.pids.items() if not _pid_alive(pid)]
         if dead:
-            raise ClusterError(f"exited during start-up: {', '.join(dead)}\n"
-                               f"{self.logs()}")
+            raise ClusterError(f"exited during start-up: {', '.join(dead)}\n{self.logs()}")
 
     def _wait_idle(self, deadline: float) -> None:
         states: Dict[str, str] = {}
         while time.monotonic() < deadline:
             self._check_alive()
             proc = self.run(["sinfo", "-h", "-N", "-o", "%N %T"], timeout=10)
-            states = dict(line.split(None, 1)
-                          for line in proc.stdout.splitlines() if line.strip())
-            if (proc.returncode == 0 and set(states) >= set(self.nodes)
-                    and all(states[n] == "idle" for n in self.nodes)):
+            states = dict(line.split(None, 1) for line in proc.stdout.splitlines() if line.strip())
+            if proc.returncode == 0 and set(states) >= set(self.nodes) and all(states[n] == "idle" for n in self.nodes):
                 return
             time.sleep(0.25)
-        raise ClusterError(f"nodes not idle after {self.start_timeout:.0f} s: "
-                           f"{states}\n{self.logs()}")
+        raise ClusterError(f"nodes not idle after {self.start_timeout:.0f} s: {states}\n{self.logs()}")
 
     def _signal(self, pid: int, sig: int) -> None:
         # Only processes of this cluster: guards against pid reuse.
@@ -1471,23 +1526,30 @@ class TestCluster:
 
     # ---------------------------------------------------------- CLI support
     def _state(self) -> dict:
-        return {"dir": str(self.dir), "pids": self.pids,
-                "supervisor": self.supervisor_pid,
-                "release": self.release.name, "munged": self._munged_pid,
-                "partitions": [p.__dict__ for p in self.partitions],
-                "job_submit": self.job_submit_enabled,
-                "cli_filter": self.cli_filter_enabled}
+        return {
+            "dir": str(self.dir),
+            "pids": self.pids,
+            "supervisor": self.supervisor_pid,
+            "release": self.release.name,
+            "munged": self._munged_pid,
+            "partitions": [p.__dict__ for p in self.partitions],
+            "job_submit": self.job_submit_enabled,
+            "cli_filter": self.cli_filter_enabled,
+        }
 
     @classmethod
-    def _from_state(cls, state: Mapping) -> "TestCluster":
-        parts = [Partition(**{k: tuple(v) if isinstance(v, list) else v
-                              for k, v in p.items()})
-                 for p in state["partitions"]]
+    def _from_state(cls, state: Mapping) -> TestCluster:
+        parts = [
+            Partition(**{k: tuple(v) if isinstance(v, list) else v for k, v in p.items()}) for p in state["partitions"]
+        ]
         name = state.get("release", "native")
         release = native_release() if name == "native" else chroot_release(name)
-        c = cls(parts, job_submit_lua="" if state["job_submit"] else None,
-                cli_filter_lua="" if state["cli_filter"] else None,
-                release=release)
+        c = cls(
+            parts,
+            job_submit_lua="" if state["job_submit"] else None,
+            cli_filter_lua="" if state["cli_filter"] else None,
+            release=release,
+        )
         c.dir = Path(state["dir"])
         c.pids = {k: int(v) for k, v in state["pids"].items()}
         c.supervisor_pid = int(state.get("supervisor", 0))
@@ -1500,8 +1562,7 @@ def _munge_works() -> bool:
         cred = subprocess.run(["munge", "-n"], capture_output=True, timeout=10)
         if cred.returncode != 0:
             return False
-        return subprocess.run(["unmunge"], input=cred.stdout,
-                              capture_output=True, timeout=10).returncode == 0
+        return subprocess.run(["unmunge"], input=cred.stdout, capture_output=True, timeout=10).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
 
@@ -1513,25 +1574,20 @@ def _ensure_munge() -> None:
     key = Path("/etc/munge/munge.key")
     if not key.exists():
         key.parent.mkdir(parents=True, exist_ok=True)
-        if subprocess.run(["mungekey", "--create", "--keyfile", str(key)],
-                          capture_output=True).returncode != 0:
+        if subprocess.run(["mungekey", "--create", "--keyfile", str(key)], capture_output=True).returncode != 0:
             key.write_bytes(os.urandom(1024))
         shutil.chown(key, "munge", "munge")
         os.chmod(key, 0o400)
-    for d, mode in (("/run/munge", 0o755), ("/var/lib/munge", 0o700),
-                    ("/var/log/munge", 0o700)):
+    for d, mode in (("/run/munge", 0o755), ("/var/lib/munge", 0o700), ("/var/log/munge", 0o700)):
         Path(d).mkdir(parents=True, exist_ok=True)
         shutil.chown(d, "munge", "munge")
         os.chmod(d, mode)
-    attempts = [["service", "munge", "start"],
-                ["runuser", "-u", "munge", "--", _which("munged") or "munged"]]
+    attempts = [["service", "munge", "start"], ["runuser", "-u", "munge", "--", _which("munged") or "munged"]]
     errors = []
     for argv in attempts:
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True,
-                                  timeout=30)
-            errors.append(f"{shlex.join(argv)}: rc {proc.returncode} "
-                          f"{proc.stderr.strip()}")
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+            errors.append(f"{shlex.join(argv)}: rc {proc.returncode} {proc.stderr.strip()}")
         except (OSError, subprocess.SubprocessError) as e:
             errors.append(f"{shlex.join(argv)}: {e}")
         deadline = time.monotonic() + 5
@@ -1545,35 +1601,31 @@ def _ensure_munge() -> None:
 # -------------------------------------------------------------------- CLI
 def _main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(
-        description="Start or stop a local fake-GPU Slurm test cluster "
-                    "(for debugging; the test suite starts its own).")
+        description="Start or stop a local fake-GPU Slurm test cluster (for debugging; the test suite starts its own)."
+    )
     ap.add_argument("action", choices=("up", "down"))
-    ap.add_argument("--state", default=_DEFAULT_STATE_FILE,
-                    help=f"where 'up' records pids (default {_DEFAULT_STATE_FILE})")
-    ap.add_argument("--job-submit", metavar="LUA_FILE",
-                    help="job_submit.lua to start with (default: accept all)")
-    ap.add_argument("--cli-filter", metavar="LUA_FILE",
-                    help="cli_filter.lua to start with (default: pass-through)")
-    ap.add_argument("--keep-dir", action="store_true",
-                    help="down: keep the cluster directory (logs)")
-    ap.add_argument("--release", default="native",
-                    help="up: 'native' (default) or a chroot suite built by "
-                         "make-chroot.sh, e.g. 'trixie' (Slurm 24.11)")
+    ap.add_argument(
+        "--state", default=_DEFAULT_STATE_FILE, help=f"where 'up' records pids (default {_DEFAULT_STATE_FILE})"
+    )
+    ap.add_argument("--job-submit", metavar="LUA_FILE", help="job_submit.lua to start with (default: accept all)")
+    ap.add_argument("--cli-filter", metavar="LUA_FILE", help="cli_filter.lua to start with (default: pass-through)")
+    ap.add_argument("--keep-dir", action="store_true", help="down: keep the cluster directory (logs)")
+    ap.add_argument(
+        "--release",
+        default="native",
+        help="up: 'native' (default) or a chroot suite built by make-chroot.sh, e.g. 'trixie' (Slurm 24.11)",
+    )
     args = ap.parse_args(argv)
     state_file = Path(args.state)
     if args.action == "up":
         if state_file.exists():
             print(f"{state_file} exists: run 'down' first", file=sys.stderr)
             return 1
-        js = (Path(args.job_submit).read_text() if args.job_submit
-              else ACCEPT_ALL_JOB_SUBMIT_LUA)
-        cf = (Path(args.cli_filter).read_text() if args.cli_filter
-              else PASSTHROUGH_CLI_FILTER_LUA)
+        js = Path(args.job_submit).read_text() if args.job_submit else ACCEPT_ALL_JOB_SUBMIT_LUA
+        cf = Path(args.cli_filter).read_text() if args.cli_filter else PASSTHROUGH_CLI_FILTER_LUA
         try:
-            release = (native_release() if args.release == "native"
-                       else chroot_release(args.release))
-            c = TestCluster(job_submit_lua=js, cli_filter_lua=cf, keep_dir=True,
-                            release=release)
+            release = native_release() if args.release == "native" else chroot_release(args.release)
+            c = TestCluster(job_submit_lua=js, cli_filter_lua=cf, keep_dir=True, release=release)
             c.start()
         except ClusterError as e:
             print(f"error: {e}", file=sys.stderr)
@@ -1595,8 +1647,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     c.keep_dir = args.keep_dir
     c.stop()
     state_file.unlink()
-    print(f"# cluster in {state['dir']} stopped"
-          + (" (directory kept)" if args.keep_dir else ""))
+    print(f"# cluster in {state['dir']} stopped" + (" (directory kept)" if args.keep_dir else ""))
     return 0
 
 

@@ -26,8 +26,7 @@ class _Group(click.Group):
             ctx.exit(exc.exit_code)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]},
-             epilog=COMPLETION_HELP)
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, epilog=COMPLETION_HELP)
 @click.version_option(__version__, "--version", prog_name="slurmgpu")
 def main() -> None:
     """Multi-node GPU jobs on Slurm that are correct by construction.

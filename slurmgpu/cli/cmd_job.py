@@ -23,7 +23,7 @@ class _CommandWithProgram(click.Command):
         ctx.meta["slurmgpu.raw_args"] = list(args)
         if "--" in args:
             i = args.index("--")
-            ctx.meta["slurmgpu.command"] = args[i + 1:]
+            ctx.meta["slurmgpu.command"] = args[i + 1 :]
             args = args[:i]
         return super().parse_args(ctx, args)
 
@@ -35,15 +35,25 @@ def _job_options(f: Any, skip: Any = ()) -> Any:
     """
     opts = [
         click.argument("spec_file", metavar="[SPEC]", required=False, type=click.Path(dir_okay=False)),
-        click.option("--site", "site_name", metavar="NAME|PATH", help="Site config (default: $SLURMGPU_SITE, "
-                     "/etc/slurmgpu/site.yaml, ~/.config/slurmgpu/site.yaml, then dgx-h100)."),
+        click.option(
+            "--site",
+            "site_name",
+            metavar="NAME|PATH",
+            help="Site config (default: $SLURMGPU_SITE, "
+            "/etc/slurmgpu/site.yaml, ~/.config/slurmgpu/site.yaml, then dgx-h100).",
+        ),
         click.option("--model", help="Catalogue model (llama3-70b), a size (13B) or a model YAML file."),
         click.option("--launcher", type=click.Choice(_LAUNCHERS), help="How the program is started."),
         click.option("--nodes", metavar="N|plan", help="Node count, or 'plan' to let the planner choose."),
         click.option("--gpus", type=int, help="Total GPUs (instead of --nodes)."),
         click.option("--job-name", "name", metavar="NAME", help="Slurm job name."),
-        click.option("-o", "--output", "out_file", type=click.Path(dir_okay=False),
-                     help="Write the script to FILE (atomically) instead of standard output."),
+        click.option(
+            "-o",
+            "--output",
+            "out_file",
+            type=click.Path(dir_okay=False),
+            help="Write the script to FILE (atomically) instead of standard output.",
+        ),
         click.option("--json", "as_json", is_flag=True, help="Print script, plan and policy verdict as JSON."),
         click.option("--partition", help="Slurm partition (default: the site's)."),
         click.option("--account", help="Slurm account."),
@@ -61,26 +71,46 @@ def _job_options(f: Any, skip: Any = ()) -> Any:
         click.option("--global-batch", type=int, help="Global batch size (sequences)."),
         click.option("--tokens", help="Training tokens, e.g. 2T."),
         click.option("--precision", help="bf16 (default), fp8..."),
-        click.option("--fsdp/--no-fsdp", default=None, help="The program shards with FSDP (changes "
-                     "CUDA_DEVICE_MAX_CONNECTIONS)."),
+        click.option(
+            "--fsdp/--no-fsdp", default=None, help="The program shards with FSDP (changes CUDA_DEVICE_MAX_CONNECTIONS)."
+        ),
         click.option("--weights", metavar="ID|PATH", help="Checkpoint a serving engine (vllm, sglang) loads."),
-        click.option("--image", help="Container image (registry image or file; written in the site "
-                     "runtime's spelling)."),
+        click.option(
+            "--image", help="Container image (registry image or file; written in the site runtime's spelling)."
+        ),
         click.option("--container", type=click.Choice(_RUNTIMES), help="Container runtime (default: the site's)."),
-        click.option("--mount", "mounts", multiple=True, metavar="SRC:DST",
-                     help="Container mount (repeatable); $USER, $HOME, $SCRATCH, $SLURM_JOB_ID expand on the node."),
+        click.option(
+            "--mount",
+            "mounts",
+            multiple=True,
+            metavar="SRC:DST",
+            help="Container mount (repeatable); $USER, $HOME, $SCRATCH, $SLURM_JOB_ID expand on the node.",
+        ),
         click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="Export in the job (repeatable)."),
-        click.option("--sbatch", "sbatch", multiple=True, metavar="--OPT=VALUE",
-                     help="Extra #SBATCH option (repeatable), e.g. --sbatch=--mail-type=END."),
-        click.option("--checkpoint-dir", metavar="DIR", help="Checkpoint directory (exported, created); $USER, "
-                     "$HOME, $SCRATCH, $SLURM_JOB_ID expand on the node."),
-        click.option("--preflight/--no-preflight", default=None, help="Run `slurmgpu preflight` on every node "
-                     "before the launch (default: on)."),
+        click.option(
+            "--sbatch",
+            "sbatch",
+            multiple=True,
+            metavar="--OPT=VALUE",
+            help="Extra #SBATCH option (repeatable), e.g. --sbatch=--mail-type=END.",
+        ),
+        click.option(
+            "--checkpoint-dir",
+            metavar="DIR",
+            help="Checkpoint directory (exported, created); $USER, $HOME, $SCRATCH, $SLURM_JOB_ID expand on the node.",
+        ),
+        click.option(
+            "--preflight/--no-preflight",
+            default=None,
+            help="Run `slurmgpu preflight` on every node before the launch (default: on).",
+        ),
         click.option("--requeue/--no-requeue", default=None, help="Checkpoint and requeue before the time limit."),
-        click.option("--grace", type=int, metavar="SECONDS", help="With --requeue: how long before the limit "
-                     "(default 300)."),
-        click.option("--checkpoint-signal", metavar="SIG", help="Signal that asks the program to save "
-                     "(default TERM; not USR1)."),
+        click.option(
+            "--grace", type=int, metavar="SECONDS", help="With --requeue: how long before the limit (default 300)."
+        ),
+        click.option(
+            "--checkpoint-signal", metavar="SIG", help="Signal that asks the program to save (default TERM; not USR1)."
+        ),
         click.option("--dependency", metavar="TYPE:JOBID", help="Slurm dependency, e.g. afterok:1234."),
         click.option("--stdout", "log_output", metavar="PATH", help="The job's output file (default %x-%j.out)."),
         click.option("--stderr", "log_error", metavar="PATH", help="The job's error file (default: with stdout)."),
@@ -88,8 +118,13 @@ def _job_options(f: Any, skip: Any = ()) -> Any:
         click.option("--cpus-per-task", type=int, help="CPUs per task (default: the node's CPUs / tasks)."),
         click.option("--segment", type=int, help="Slurm --segment on topology/block sites (default: computed)."),
         click.option("--template", metavar="NAME", help="Top-level template (default job.sh.j2)."),
-        click.option("--templates", "templates_dir", type=click.Path(file_okay=False), metavar="DIR",
-                     help="Look for templates here first."),
+        click.option(
+            "--templates",
+            "templates_dir",
+            type=click.Path(file_okay=False),
+            metavar="DIR",
+            help="Look for templates here first.",
+        ),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -150,8 +185,10 @@ def _spec_for_site(spec: Any, flags: Any, site: Any, known: Any = ()) -> Any:
         click.echo("warning: %s" % w, err=True)
     if spec.site_override:
         block = next(o for o in spec.sites if o.site == spec.site_override)
-        click.echo("slurmgpu: sites.%s from %s: %s" % (spec.site_override, spec.source,
-                                                        ", ".join(block.values) or "nothing"), err=True)
+        click.echo(
+            "slurmgpu: sites.%s from %s: %s" % (spec.site_override, spec.source, ", ".join(block.values) or "nothing"),
+            err=True,
+        )
     return apply_overrides(spec, flags)
 
 
@@ -170,10 +207,26 @@ def _summary(gen: Any) -> None:
     """The plan, on standard error (standard output carries the script)."""
     req = gen.request
     lay = req.layout
-    click.echo("slurmgpu: %s on %s/%s: %d node%s x %d GPUs, tp=%d pp=%d dp=%d cp=%d ep=%d, micro-batch %d, "
-               "launcher %s" % (gen.sizing.model.name if gen.sizing.model is not None else "job", req.site,
-                                req.sbatch.partition, lay.nodes, "s" if lay.nodes != 1 else "", lay.gpus_per_node,
-                                lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.micro_batch, req.launch.name), err=True)
+    click.echo(
+        "slurmgpu: %s on %s/%s: %d node%s x %d GPUs, tp=%d pp=%d dp=%d cp=%d ep=%d, micro-batch %d, "
+        "launcher %s"
+        % (
+            gen.sizing.model.name if gen.sizing.model is not None else "job",
+            req.site,
+            req.sbatch.partition,
+            lay.nodes,
+            "s" if lay.nodes != 1 else "",
+            lay.gpus_per_node,
+            lay.tp,
+            lay.pp,
+            lay.dp,
+            lay.cp,
+            lay.ep,
+            lay.micro_batch,
+            req.launch.name,
+        ),
+        err=True,
+    )
     for line in req.about:
         if line.startswith("Plan:"):
             click.echo("  " + line, err=True)
@@ -217,11 +270,17 @@ def gen_cmd(ctx: click.Context, out_file: Optional[str], as_json: bool, **kw: An
 @main.command("submit", cls=_CommandWithProgram)
 @_job_options
 @click.option("--test-only", is_flag=True, help="Ask sbatch whether and when the job would start; submit nothing.")
-@click.option("--chain", type=click.IntRange(1, 1000), default=1, show_default=True,
-              help="Submit N copies, each starting after the previous ends (afterany): a long run in pieces.")
+@click.option(
+    "--chain",
+    type=click.IntRange(1, 1000),
+    default=1,
+    show_default=True,
+    help="Submit N copies, each starting after the previous ends (afterany): a long run in pieces.",
+)
 @click.pass_context
-def submit_cmd(ctx: click.Context, out_file: Optional[str], as_json: bool, test_only: bool, chain: int,
-               **kw: Any) -> None:
+def submit_cmd(
+    ctx: click.Context, out_file: Optional[str], as_json: bool, test_only: bool, chain: int, **kw: Any
+) -> None:
     """Generate the script (as `gen` does) and submit it with sbatch; print the job id.
 
     \b
@@ -241,8 +300,10 @@ def submit_cmd(ctx: click.Context, out_file: Optional[str], as_json: bool, test_
         _write_atomic(out_file, gen.script)
     sbatch = shutil.which("sbatch")
     if sbatch is None:
-        raise SlurmError("sbatch not found on PATH: run this on a login node, or write the script with "
-                         "`slurmgpu gen -o job.sh` and submit it there")
+        raise SlurmError(
+            "sbatch not found on PATH: run this on a login node, or write the script with "
+            "`slurmgpu gen -o job.sh` and submit it there"
+        )
     ids = []
     prev = None
     for _ in range(chain):
@@ -261,19 +322,33 @@ def submit_cmd(ctx: click.Context, out_file: Optional[str], as_json: bool, test_
         prev = r.stdout.strip().split(";")[0]
         ids.append(prev)
     if as_json:
-        _emit_json({"job_ids": ids, "test_only": test_only, "layout": gen.request.layout.to_dict(),
-                    "stamp": gen.request.stamp, "path": out_file})
+        _emit_json(
+            {
+                "job_ids": ids,
+                "test_only": test_only,
+                "layout": gen.request.layout.to_dict(),
+                "stamp": gen.request.stamp,
+                "path": out_file,
+            }
+        )
     else:
         for job_id in ids:
             click.echo(job_id)
 
 
 @main.command("diff", cls=_CommandWithProgram)
-@click.option("--site", "sites", multiple=True, required=True, metavar="NAME|PATH",
-              help="A site to compare (give it twice or more: --site A --site B).")
+@click.option(
+    "--site",
+    "sites",
+    multiple=True,
+    required=True,
+    metavar="NAME|PATH",
+    help="A site to compare (give it twice or more: --site A --site B).",
+)
 @click.option("--all", "show_all", is_flag=True, help="Also show the values that are the same on every site.")
-@click.option("--json", "as_json", is_flag=True, help="Print the rows, warnings, errors and each site's render "
-              "request as JSON.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the rows, warnings, errors and each site's render request as JSON."
+)
 @functools.partial(_job_options, skip=("site_name", "out_file", "as_json"))
 @click.pass_context
 def diff_cmd(ctx: click.Context, sites: Any, show_all: bool, as_json: bool, **kw: Any) -> None:
@@ -332,14 +407,30 @@ def diff_cmd(ctx: click.Context, sites: Any, show_all: bool, as_json: bool, **kw
 @click.option("--job-name", "name", metavar="NAME", help="Job name (default: the directory's name).")
 @click.option("--time", default="04:00:00", show_default=True, help="Time limit.")
 @click.option("--image", help="Container image.")
-@click.option("--dir", "directory", type=click.Path(file_okay=False), default=".", show_default=True,
-              help="Repository to scaffold.")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False),
+    default=".",
+    show_default=True,
+    help="Repository to scaffold.",
+)
 @click.option("--force", is_flag=True, help="Overwrite an existing slurmgpu.yaml.")
 @click.option("-y", "--yes", is_flag=True, help="Ask nothing; use defaults for what was not given.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def init_cmd(site_name: Optional[str], model: Optional[str], launcher: Optional[str], nodes: Optional[int],
-             name: Optional[str], time: str, image: Optional[str], directory: str, force: bool, yes: bool,
-             command: Any) -> None:
+def init_cmd(
+    site_name: Optional[str],
+    model: Optional[str],
+    launcher: Optional[str],
+    nodes: Optional[int],
+    name: Optional[str],
+    time: str,
+    image: Optional[str],
+    directory: str,
+    force: bool,
+    yes: bool,
+    command: Any,
+) -> None:
     """Scaffold slurmgpu.yaml and .slurmgpu/templates/ in a research repo.
 
     Asks for what is missing only on a terminal and only when no job flag was
@@ -378,20 +469,34 @@ def init_cmd(site_name: Optional[str], model: Optional[str], launcher: Optional[
     if placeholder:
         command = (PLACEHOLDER_PROGRAM,)
     site = _load_site(site_name, quiet=True)
-    text = scaffold(name=name or root.name, site=site.name, launcher=launcher, model=model,
-                    nodes=nodes, command=command, time=time, image=image, placeholder=placeholder)
+    text = scaffold(
+        name=name or root.name,
+        site=site.name,
+        launcher=launcher,
+        model=model,
+        nodes=nodes,
+        command=command,
+        time=time,
+        image=image,
+        placeholder=placeholder,
+    )
     (root / REPO_DIR / "templates").mkdir(parents=True, exist_ok=True)
     readme = root / REPO_DIR / "README.md"
     if not readme.exists():
-        readme.write_text("Templates in templates/ override slurmgpu's built-in ones for this repo.\n"
-                          "Copy one here with `slurmgpu templates eject NAME`; see `slurmgpu templates list`.\n",
-                          encoding="utf-8")
+        readme.write_text(
+            "Templates in templates/ override slurmgpu's built-in ones for this repo.\n"
+            "Copy one here with `slurmgpu templates eject NAME`; see `slurmgpu templates list`.\n",
+            encoding="utf-8",
+        )
     _write_atomic(str(target), text)
     load_spec(str(target))  # what init writes must load
     click.echo("slurmgpu: wrote %s and %s/" % (target, root / REPO_DIR), err=True)
     if placeholder and not (root / PLACEHOLDER_PROGRAM).exists():
-        click.echo("slurmgpu: command: %s is a placeholder (there is no %s in %s yet): put your program in "
-                   "`command:` in %s" % (PLACEHOLDER_PROGRAM, PLACEHOLDER_PROGRAM, root, SPEC_FILE), err=True)
+        click.echo(
+            "slurmgpu: command: %s is a placeholder (there is no %s in %s yet): put your program in "
+            "`command:` in %s" % (PLACEHOLDER_PROGRAM, PLACEHOLDER_PROGRAM, root, SPEC_FILE),
+            err=True,
+        )
     nxt = ["slurmgpu", "gen"]
     if root != Path.cwd().resolve():
         nxt.append(str(target))
@@ -439,8 +544,9 @@ def _template_name(name: str, dirs: Any) -> str:
 
 
 _TEMPLATE_OPTS = [
-    click.option("--templates", "templates_dir", type=click.Path(file_okay=False), metavar="DIR",
-                 help="Look here first."),
+    click.option(
+        "--templates", "templates_dir", type=click.Path(file_okay=False), metavar="DIR", help="Look here first."
+    ),
     click.option("--site", "site_name", metavar="NAME|PATH", help="Site whose template directory to include."),
 ]
 
@@ -464,8 +570,10 @@ def templates_list(templates_dir: Optional[str], site_name: Optional[str], as_js
     from ..render import template_names
 
     _root, dirs = _template_dirs(templates_dir, site_name)
-    rows = [{"name": n, "source": d.label, "path": os.path.join(d.path, n),
-             "overrides": [s.label for s in shadowed]} for n, d, shadowed in template_names(dirs)]
+    rows = [
+        {"name": n, "source": d.label, "path": os.path.join(d.path, n), "overrides": [s.label for s in shadowed]}
+        for n, d, shadowed in template_names(dirs)
+    ]
     if as_json:
         _emit_json(rows)
         return

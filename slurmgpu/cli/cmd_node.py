@@ -17,43 +17,98 @@ from .common import _emit_json, _load_site
 
 @main.command("preflight")
 @click.option("--site", "site_name", metavar="NAME|PATH", help="Site config (default: the site in effect).")
-@click.option("--partition", help="Partition whose node type to expect (default: $SLURM_JOB_PARTITION, "
-                                  "else the site's default).")
+@click.option(
+    "--partition", help="Partition whose node type to expect (default: $SLURM_JOB_PARTITION, else the site's default)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--record", is_flag=True, help="Print this node's result as SLURMGPU-PREFLIGHT record lines for "
-                                              "--aggregate (what generated scripts run on every node).")
-@click.option("--aggregate", metavar="FILE", help="Read the record lines of all nodes (FILE, or - for stdin), print "
-                                                  "one table, failing nodes first; exit 1 if any node failed.")
-@click.option("--nodes", "expect_nodes", metavar="HOSTLIST", help="With --aggregate: nodes that must report, e.g. "
-                                                                  "\"$SLURM_JOB_NODELIST\".")
-@click.option("--bandwidth", is_flag=True, help="Run a short NCCL all-reduce instead (one task per GPU, needs "
-                                                 "PyTorch); fails below --min-bandwidth-fraction of the links' speed.")
-@click.option("--bandwidth-size-mb", type=click.IntRange(1, 16384), default=256, show_default=True,
-              help="All-reduce buffer for --bandwidth.")
-@click.option("--min-bandwidth-fraction", type=click.FloatRange(0.0, 1.0),
-              help="--bandwidth fails below this share of the expected bus bandwidth "
-                   "(default: the site's preflight.min_bandwidth_fraction, %g unless set)."
-                   % SitePreflight.min_bandwidth_fraction)
-@click.option("--bandwidth-backend", type=click.Choice(("auto", "nccl", "gloo")), default="auto", show_default=True,
-              help="auto = NCCL on GPUs; gloo times a CPU all-reduce (to test the fan-out without GPUs).")
-@click.option("--port", "rdzv_port", type=click.IntRange(1, 65535), help="Rendezvous port that must be free on "
-                                                                        "the first node (default: $MASTER_PORT or 29500).")
-@click.option("--first-node/--not-first-node", default=None, help="Whether this node hosts the rendezvous "
-                                                                  "(default: $SLURM_NODEID is 0).")
-@click.option("--container-runtime", type=click.Choice(vocab.RUNTIMES),
-              help="Runtime the job uses (default: the site's).")
-@click.option("--checkpoint-dir", metavar="DIR", help="Where the job writes checkpoints (default: "
-                                                       "$SLURMGPU_CHECKPOINT_DIR, else the site's paths.checkpoint).")
-@click.option("--min-free-gb", type=click.FloatRange(0.0),
-              help="Free space the checkpoint directory needs (default: the site's preflight.min_free_gb, %g)."
-                   % SitePreflight.min_free_gb)
+@click.option(
+    "--record",
+    is_flag=True,
+    help="Print this node's result as SLURMGPU-PREFLIGHT record lines for "
+    "--aggregate (what generated scripts run on every node).",
+)
+@click.option(
+    "--aggregate",
+    metavar="FILE",
+    help="Read the record lines of all nodes (FILE, or - for stdin), print "
+    "one table, failing nodes first; exit 1 if any node failed.",
+)
+@click.option(
+    "--nodes",
+    "expect_nodes",
+    metavar="HOSTLIST",
+    help='With --aggregate: nodes that must report, e.g. "$SLURM_JOB_NODELIST".',
+)
+@click.option(
+    "--bandwidth",
+    is_flag=True,
+    help="Run a short NCCL all-reduce instead (one task per GPU, needs "
+    "PyTorch); fails below --min-bandwidth-fraction of the links' speed.",
+)
+@click.option(
+    "--bandwidth-size-mb",
+    type=click.IntRange(1, 16384),
+    default=256,
+    show_default=True,
+    help="All-reduce buffer for --bandwidth.",
+)
+@click.option(
+    "--min-bandwidth-fraction",
+    type=click.FloatRange(0.0, 1.0),
+    help="--bandwidth fails below this share of the expected bus bandwidth "
+    "(default: the site's preflight.min_bandwidth_fraction, %g unless set)." % SitePreflight.min_bandwidth_fraction,
+)
+@click.option(
+    "--bandwidth-backend",
+    type=click.Choice(("auto", "nccl", "gloo")),
+    default="auto",
+    show_default=True,
+    help="auto = NCCL on GPUs; gloo times a CPU all-reduce (to test the fan-out without GPUs).",
+)
+@click.option(
+    "--port",
+    "rdzv_port",
+    type=click.IntRange(1, 65535),
+    help="Rendezvous port that must be free on the first node (default: $MASTER_PORT or 29500).",
+)
+@click.option(
+    "--first-node/--not-first-node",
+    default=None,
+    help="Whether this node hosts the rendezvous (default: $SLURM_NODEID is 0).",
+)
+@click.option(
+    "--container-runtime", type=click.Choice(vocab.RUNTIMES), help="Runtime the job uses (default: the site's)."
+)
+@click.option(
+    "--checkpoint-dir",
+    metavar="DIR",
+    help="Where the job writes checkpoints (default: $SLURMGPU_CHECKPOINT_DIR, else the site's paths.checkpoint).",
+)
+@click.option(
+    "--min-free-gb",
+    type=click.FloatRange(0.0),
+    help="Free space the checkpoint directory needs (default: the site's preflight.min_free_gb, %g)."
+    % SitePreflight.min_free_gb,
+)
 @click.option("--strict", is_flag=True, help="Treat warnings as failures.")
-def preflight_cmd(site_name: Optional[str], partition: Optional[str], as_json: bool, record: bool,
-                  aggregate: Optional[str], expect_nodes: Optional[str], bandwidth: bool, bandwidth_size_mb: int,
-                  min_bandwidth_fraction: Optional[float], bandwidth_backend: str, rdzv_port: Optional[int],
-                  first_node: Optional[bool],
-                  container_runtime: Optional[str], checkpoint_dir: Optional[str], min_free_gb: Optional[float],
-                  strict: bool) -> None:
+def preflight_cmd(
+    site_name: Optional[str],
+    partition: Optional[str],
+    as_json: bool,
+    record: bool,
+    aggregate: Optional[str],
+    expect_nodes: Optional[str],
+    bandwidth: bool,
+    bandwidth_size_mb: int,
+    min_bandwidth_fraction: Optional[float],
+    bandwidth_backend: str,
+    rdzv_port: Optional[int],
+    first_node: Optional[bool],
+    container_runtime: Optional[str],
+    checkpoint_dir: Optional[str],
+    min_free_gb: Optional[float],
+    strict: bool,
+) -> None:
     """Check this node before a multi-node job starts; exit 1 with node, check, found, expected, fix.
 
     Checks GPUs (count, model) and NVLink, every HCA of NCCL_IB_HCA (exists, ACTIVE, link layer),
@@ -80,14 +135,25 @@ def preflight_cmd(site_name: Optional[str], partition: Optional[str], as_json: b
     node = pf.node_name(os.environ)
     try:
         s = _load_site(site_name, quiet=record or as_json)
-        opts = pf.Options(partition=partition, rdzv_port=rdzv_port, first_node=first_node,
-                          container_runtime=container_runtime, checkpoint_dir=checkpoint_dir,
-                          min_free_gb=s.preflight.min_free_gb if min_free_gb is None else min_free_gb)
+        opts = pf.Options(
+            partition=partition,
+            rdzv_port=rdzv_port,
+            first_node=first_node,
+            container_runtime=container_runtime,
+            checkpoint_dir=checkpoint_dir,
+            min_free_gb=s.preflight.min_free_gb if min_free_gb is None else min_free_gb,
+        )
         if min_bandwidth_fraction is None:
             min_bandwidth_fraction = s.preflight.min_bandwidth_fraction
         if bandwidth:
-            rep = pf.bandwidth_report(s, os.environ, opts, size_mb=bandwidth_size_mb,
-                                      fraction=min_bandwidth_fraction, backend=bandwidth_backend)
+            rep = pf.bandwidth_report(
+                s,
+                os.environ,
+                opts,
+                size_mb=bandwidth_size_mb,
+                fraction=min_bandwidth_fraction,
+                backend=bandwidth_backend,
+            )
             if rep is None:  # not local rank 0: rank 0 of the node reports
                 return
         else:
@@ -95,10 +161,21 @@ def preflight_cmd(site_name: Optional[str], partition: Optional[str], as_json: b
     except Exception as exc:  # in --record mode every node must still report, even a crash
         if not record:
             raise
-        rep = pf.NodeReport(node, site_name or "", (pf.CheckResult(
-            node, "bandwidth" if bandwidth else "preflight", "fail",
-            "%s: %s" % (type(exc).__name__, (str(exc).splitlines() or [""])[0]), "the check runs",
-            "run `slurmgpu preflight%s` on %s to see the whole error" % (" --bandwidth" if bandwidth else "", node)),))
+        rep = pf.NodeReport(
+            node,
+            site_name or "",
+            (
+                pf.CheckResult(
+                    node,
+                    "bandwidth" if bandwidth else "preflight",
+                    "fail",
+                    "%s: %s" % (type(exc).__name__, (str(exc).splitlines() or [""])[0]),
+                    "the check runs",
+                    "run `slurmgpu preflight%s` on %s to see the whole error"
+                    % (" --bandwidth" if bandwidth else "", node),
+                ),
+            ),
+        )
     failed = not rep.ok or (strict and any(r.status == "warn" for r in rep.results))
     if record:
         click.echo(rep.record())
@@ -110,8 +187,9 @@ def preflight_cmd(site_name: Optional[str], partition: Optional[str], as_json: b
         sys.exit(1)
 
 
-def _preflight_aggregate(pf: Any, source: str, expect_nodes: Optional[str], as_json: bool,
-                         site_name: Optional[str], strict: bool) -> None:
+def _preflight_aggregate(
+    pf: Any, source: str, expect_nodes: Optional[str], as_json: bool, site_name: Optional[str], strict: bool
+) -> None:
     from ..slurm import parse_hostlist
 
     try:
@@ -132,8 +210,12 @@ def _preflight_aggregate(pf: Any, source: str, expect_nodes: Optional[str], as_j
 
 @main.command("doctor")
 @click.argument("target", metavar="JOBID|LOGFILE")
-@click.option("--site", "site_name", metavar="NAME|PATH", help="Site config for the advice (default: the site "
-                                                               "named in the job's stamp line, else the site in effect).")
+@click.option(
+    "--site",
+    "site_name",
+    metavar="NAME|PATH",
+    help="Site config for the advice (default: the site named in the job's stamp line, else the site in effect).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def doctor_cmd(target: str, site_name: Optional[str], as_json: bool) -> None:
     """Explain why a job failed and what to change.

@@ -35,42 +35,88 @@ def models_cmd(as_json: bool) -> None:
     rows = [head]
     for m in models:
         ffn = "%dx%d" % (m.experts, m.expert_ffn) if m.is_moe else str(m.ffn)
-        rows.append((m.name, fmt_params(m.params), fmt_params(m.active_params), str(m.layers), str(m.hidden),
-                     "%d/%d" % (m.heads, m.kv_heads), ffn, str(m.vocab), str(m.seq),
-                     ",".join(aliases_of(m.name)) or "-"))
+        rows.append(
+            (
+                m.name,
+                fmt_params(m.params),
+                fmt_params(m.active_params),
+                str(m.layers),
+                str(m.hidden),
+                "%d/%d" % (m.heads, m.kv_heads),
+                ffn,
+                str(m.vocab),
+                str(m.seq),
+                ",".join(aliases_of(m.name)) or "-",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for r in rows:
         click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
 @main.command("plan")
-@click.option("--model", "model_ref", metavar="NAME|FILE", help="Catalogue model (see `slurmgpu models`), "
-              "a model YAML file (layers, hidden, heads, kv_heads, ffn, vocab, seq; MoE: experts, "
-              "experts_active, moe_ffn), or a size such as 13B.")
+@click.option(
+    "--model",
+    "model_ref",
+    metavar="NAME|FILE",
+    help="Catalogue model (see `slurmgpu models`), "
+    "a model YAML file (layers, hidden, heads, kv_heads, ffn, vocab, seq; MoE: experts, "
+    "experts_active, moe_ffn), or a size such as 13B.",
+)
 @click.option("--params", metavar="SIZE", help="A model of this many parameters (e.g. 13B); shape estimated.")
-@click.option("--site", "site_name", metavar="NAME|PATH", help="Site config (default: $SLURMGPU_SITE, "
-              "/etc/slurmgpu/site.yaml, ~/.config/slurmgpu/site.yaml, then dgx-h100).")
-@click.option("--spec", "spec_file", metavar="FILE", type=click.Path(dir_okay=False),
-              help="Job spec to plan (default: the repo's slurmgpu.yaml, if any); flags override its fields.")
+@click.option(
+    "--site",
+    "site_name",
+    metavar="NAME|PATH",
+    help="Site config (default: $SLURMGPU_SITE, /etc/slurmgpu/site.yaml, ~/.config/slurmgpu/site.yaml, then dgx-h100).",
+)
+@click.option(
+    "--spec",
+    "spec_file",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="Job spec to plan (default: the repo's slurmgpu.yaml, if any); flags override its fields.",
+)
 @click.option("--partition", help="Partition (default: the spec's, else the site's).")
-@click.option("--task", type=click.Choice(vocab.TASKS),
-              help="What to size for; finetune is full fine-tuning (default: the spec's, else pretrain).")
+@click.option(
+    "--task",
+    type=click.Choice(vocab.TASKS),
+    help="What to size for; finetune is full fine-tuning (default: the spec's, else pretrain).",
+)
 @click.option("--gpus", type=int, help="Plan for exactly this many GPUs.")
 @click.option("--nodes", type=int, help="Plan for exactly this many whole nodes.")
 @click.option("--seq", type=int, help="Sequence length (inference: context length). Default: the model's.")
-@click.option("--global-batch", type=int, help="Sequences per optimizer step (inference: concurrent "
-              "sequences). Default: ~4M tokens for pretraining.")
-@click.option("--tokens", metavar="N", help="Training tokens (e.g. 15T): prints the time to train and how it "
-              "scales with more nodes.")
+@click.option(
+    "--global-batch",
+    type=int,
+    help="Sequences per optimizer step (inference: concurrent sequences). Default: ~4M tokens for pretraining.",
+)
+@click.option(
+    "--tokens",
+    metavar="N",
+    help="Training tokens (e.g. 15T): prints the time to train and how it scales with more nodes.",
+)
 @click.option("--target-days", type=float, help="With --tokens: the smallest node count that trains in time.")
-@click.option("--precision", type=click.Choice(vocab.PRECISIONS),
-              help="Number format (default: the spec's, else bf16).")
-@click.option("--optimizer", default="adam", show_default=True, type=click.Choice(["adam", "adam8bit", "sgd"]),
-              help="Optimizer state: adam is 12 B/param on top of 16-bit weights and gradients.")
-@click.option("--zero", type=click.IntRange(0, 3), help="ZeRO stage over DP (default: distributed "
-              "optimizer, ZeRO-1; 2/3 only when needed and PP=1).")
-@click.option("--recompute", type=click.Choice(vocab.RECOMPUTE),
-              help="Activation recomputation (default: selective, full only when needed).")
+@click.option(
+    "--precision", type=click.Choice(vocab.PRECISIONS), help="Number format (default: the spec's, else bf16)."
+)
+@click.option(
+    "--optimizer",
+    default="adam",
+    show_default=True,
+    type=click.Choice(["adam", "adam8bit", "sgd"]),
+    help="Optimizer state: adam is 12 B/param on top of 16-bit weights and gradients.",
+)
+@click.option(
+    "--zero",
+    type=click.IntRange(0, 3),
+    help="ZeRO stage over DP (default: distributed optimizer, ZeRO-1; 2/3 only when needed and PP=1).",
+)
+@click.option(
+    "--recompute",
+    type=click.Choice(vocab.RECOMPUTE),
+    help="Activation recomputation (default: selective, full only when needed).",
+)
 @click.option("--tp", type=int, help="Pin tensor parallelism.")
 @click.option("--pp", type=int, help="Pin pipeline parallelism.")
 @click.option("--dp", type=int, help="Pin data parallelism.")
@@ -78,15 +124,39 @@ def models_cmd(as_json: bool) -> None:
 @click.option("--ep", type=int, help="Pin expert parallelism (MoE).")
 @click.option("--micro-batch", type=int, help="Pin the micro-batch size.")
 @click.option("--diagram", is_flag=True, help="Draw the nodes and GPUs with TP/PP/DP groups.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (keys tp, pp, dp, cp, ep, "
-              "nodes, gpus_per_node, micro_batch, memory_per_gpu_gb, alternatives, ...).")
-def plan_cmd(model_ref: Optional[str], params: Optional[str], site_name: Optional[str], spec_file: Optional[str],
-             partition: Optional[str], task: Optional[str], gpus: Optional[int], nodes: Optional[int],
-             seq: Optional[int], global_batch: Optional[int], tokens: Optional[str], target_days: Optional[float],
-             precision: Optional[str],
-             optimizer: str, zero: Optional[int], recompute: Optional[str], tp: Optional[int],
-             pp: Optional[int], dp: Optional[int], cp: Optional[int], ep: Optional[int],
-             micro_batch: Optional[int], diagram: bool, as_json: bool) -> None:
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Machine-readable output (keys tp, pp, dp, cp, ep, "
+    "nodes, gpus_per_node, micro_batch, memory_per_gpu_gb, alternatives, ...).",
+)
+def plan_cmd(
+    model_ref: Optional[str],
+    params: Optional[str],
+    site_name: Optional[str],
+    spec_file: Optional[str],
+    partition: Optional[str],
+    task: Optional[str],
+    gpus: Optional[int],
+    nodes: Optional[int],
+    seq: Optional[int],
+    global_batch: Optional[int],
+    tokens: Optional[str],
+    target_days: Optional[float],
+    precision: Optional[str],
+    optimizer: str,
+    zero: Optional[int],
+    recompute: Optional[str],
+    tp: Optional[int],
+    pp: Optional[int],
+    dp: Optional[int],
+    cp: Optional[int],
+    ep: Optional[int],
+    micro_batch: Optional[int],
+    diagram: bool,
+    as_json: bool,
+) -> None:
     """Choose TP x PP x DP (x CP, x EP) and the node count for a model, and say why.
 
     Without --gpus/--nodes it finds the smallest allocation that fits. Pin any degree
@@ -112,17 +182,35 @@ def plan_cmd(model_ref: Optional[str], params: Optional[str], site_name: Optiona
         raise click.UsageError("give --model NAME|FILE or --params SIZE (one of them)")
     if tokens is not None and parse_size(tokens) is None:
         raise PlanError("--tokens expects a count such as 15T, 2e12 or 300B, got %r" % tokens)
-    _root, spec, flags = _job_spec(None, dict(
-        spec_file=spec_file, model=model_ref, partition=partition, task=task, gpus=gpus, nodes=nodes, seq=seq,
-        global_batch=global_batch, tokens=tokens, precision=precision, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep,
-        micro_batch=micro_batch))
+    _root, spec, flags = _job_spec(
+        None,
+        dict(
+            spec_file=spec_file,
+            model=model_ref,
+            partition=partition,
+            task=task,
+            gpus=gpus,
+            nodes=nodes,
+            seq=seq,
+            global_batch=global_batch,
+            tokens=tokens,
+            precision=precision,
+            tp=tp,
+            pp=pp,
+            dp=dp,
+            cp=cp,
+            ep=ep,
+            micro_batch=micro_batch,
+        ),
+    )
     site_obj = _load_site(site_name)
     spec = _spec_for_site(spec, flags, site_obj)
     if not params and not spec.model:
         raise click.UsageError("give --model NAME|FILE or --params SIZE (or model: in slurmgpu.yaml)")
     model = _plan_model(None if params else spec.model, params)
-    req = plan_request(site_obj, spec, model, zero=zero, recompute=recompute, optimizer=optimizer,
-                       target_days=target_days)
+    req = plan_request(
+        site_obj, spec, model, zero=zero, recompute=recompute, optimizer=optimizer, target_days=target_days
+    )
     plan = make_plan(site_obj, req)
     if as_json:
         out = plan.to_dict()

@@ -50,16 +50,26 @@ def check_cmd(site_name: Optional[str], partition: Optional[str], as_json: bool,
     except OSError as exc:
         raise SlurmgpuError("cannot read %s: %s" % (script_path, exc.strerror)) from None
     if b"\r\n" in data:  # as sbatch does, before anything reaches the controller
-        raise SlurmgpuError("%s: sbatch refuses scripts with DOS line breaks (\\r\\n); convert it with dos2unix"
-                            % script_path)
+        raise SlurmgpuError(
+            "%s: sbatch refuses scripts with DOS line breaks (\\r\\n); convert it with dos2unix" % script_path
+        )
     s = _load_site(site_name, quiet=as_json)
     try:
         user = getpass.getuser()
     except Exception:  # no passwd entry: the controller would fall back to the uid
         user = None
     uid = os.getuid() if hasattr(os, "getuid") else None
-    verdict = check_script(s, data, options, partition=partition, env=dict(os.environ), user=user, uid=uid,
-                           script_path=script_path, script_args=words)
+    verdict = check_script(
+        s,
+        data,
+        options,
+        partition=partition,
+        env=dict(os.environ),
+        user=user,
+        uid=uid,
+        script_path=script_path,
+        script_args=words,
+    )
     if as_json:
         out = verdict.to_dict()
         out["site"] = s.name
@@ -79,13 +89,21 @@ def check_cmd(site_name: Optional[str], partition: Optional[str], as_json: bool,
             how = "no parallel layout found (nothing to check for TP)"
         else:
             how = "TP=%s PP=%s CP=%s EP=%s%s, from %s%s" % (
-                lay["tp"], lay["pp"], lay["cp"], lay["ep"], "" if lay["dp"] is None else " DP=%s" % lay["dp"],
-                {"stamp": "the slurmgpu stamp line", "env": "SLURMGPU_* variables",
-                 "flags": "launcher flags"}.get(verdict.source, verdict.source),
-                " (%s)" % verdict.launcher if verdict.launcher else "")
+                lay["tp"],
+                lay["pp"],
+                lay["cp"],
+                lay["ep"],
+                "" if lay["dp"] is None else " DP=%s" % lay["dp"],
+                {"stamp": "the slurmgpu stamp line", "env": "SLURMGPU_* variables", "flags": "launcher flags"}.get(
+                    verdict.source, verdict.source
+                ),
+                " (%s)" % verdict.launcher if verdict.launcher else "",
+            )
         where = ", ".join(verdict.partitions) or "no managed partition"
-        click.echo("%s: %s on site %s, partition %s; %s" % (
-            script_path, "REJECTED" if not verdict.accepted else "accepted", s.name, where, how))
+        click.echo(
+            "%s: %s on site %s, partition %s; %s"
+            % (script_path, "REJECTED" if not verdict.accepted else "accepted", s.name, where, how)
+        )
     sys.exit(verdict.exit_code)
 
 
@@ -104,8 +122,9 @@ def _cluster_check(s: Any, skip: bool, slurm_conf: Optional[str] = None) -> None
     """Refuse a site whose partitions do not match the live cluster's; warn when scontrol
     cannot reach a cluster (the filter is then rendered unchecked)."""
     if skip:
-        click.echo("slurmgpu: partitions of site %s not checked against the cluster (--no-cluster-check)"
-                   % s.name, err=True)
+        click.echo(
+            "slurmgpu: partitions of site %s not checked against the cluster (--no-cluster-check)" % s.name, err=True
+        )
         return
     from ..errors import Refused
     from ..policy import check_site_partitions
@@ -121,16 +140,22 @@ def _cluster_check(s: Any, skip: bool, slurm_conf: Optional[str] = None) -> None
 
 
 _NO_CLUSTER_CHECK = click.option(
-    "--no-cluster-check", is_flag=True,
+    "--no-cluster-check",
+    is_flag=True,
     help="Do not compare the site's partitions with the live cluster's (scontrol show partition); "
-         "for a site rendered on another cluster.")
+    "for a site rendered on another cluster.",
+)
 
 
 @admin.command("render-filter")
 @click.option("--site", "site_name", metavar="NAME|PATH", help="Site config (default: the site in effect).")
-@click.option("--kind", type=click.Choice(["job_submit", "cli_filter", "spank"]), required=True,
-              help="job_submit.lua (slurmctld, the enforcement), cli_filter.lua (sbatch/salloc/srun) "
-                   "or slurmgpu_spank.lua (the SPANK launch guard, every srun step).")
+@click.option(
+    "--kind",
+    type=click.Choice(["job_submit", "cli_filter", "spank"]),
+    required=True,
+    help="job_submit.lua (slurmctld, the enforcement), cli_filter.lua (sbatch/salloc/srun) "
+    "or slurmgpu_spank.lua (the SPANK launch guard, every srun step).",
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
 @_NO_CLUSTER_CHECK
 def admin_render_filter(site_name: Optional[str], kind: str, output: Optional[str], no_cluster_check: bool) -> None:
@@ -162,20 +187,42 @@ def admin_render_filter(site_name: Optional[str], kind: str, output: Optional[st
 
 
 @admin.command("install")
-@click.option("--site", "site_name", metavar="NAME|PATH",
-              help="Site config: required here (or $SLURMGPU_SITE, or /etc/slurmgpu/site.yaml).")
-@click.option("--conf-dir", type=click.Path(file_okay=False), default=None,
-              help="Directory of slurm.conf (default: that of $SLURM_CONF, else /etc/slurm).")
-@click.option("--kind", type=click.Choice(["job_submit", "cli_filter", "spank", "all"]), default="job_submit",
-              show_default=True, help="Which filter(s) to install.")
-@click.option("--force", is_flag=True,
-              help="Replace a filter that slurmgpu did not write (a backup is kept beside it).")
+@click.option(
+    "--site",
+    "site_name",
+    metavar="NAME|PATH",
+    help="Site config: required here (or $SLURMGPU_SITE, or /etc/slurmgpu/site.yaml).",
+)
+@click.option(
+    "--conf-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Directory of slurm.conf (default: that of $SLURM_CONF, else /etc/slurm).",
+)
+@click.option(
+    "--kind",
+    type=click.Choice(["job_submit", "cli_filter", "spank", "all"]),
+    default="job_submit",
+    show_default=True,
+    help="Which filter(s) to install.",
+)
+@click.option(
+    "--force", is_flag=True, help="Replace a filter that slurmgpu did not write (a backup is kept beside it)."
+)
 @click.option("--dry-run", is_flag=True, help="Show the diff of what would change; write nothing.")
-@click.option("--allow-preset", is_flag=True,
-              help="Install a built-in preset (an example site) as this cluster's policy.")
+@click.option(
+    "--allow-preset", is_flag=True, help="Install a built-in preset (an example site) as this cluster's policy."
+)
 @_NO_CLUSTER_CHECK
-def admin_install(site_name: Optional[str], conf_dir: Optional[str], kind: str, force: bool, dry_run: bool,
-                  allow_preset: bool, no_cluster_check: bool) -> None:
+def admin_install(
+    site_name: Optional[str],
+    conf_dir: Optional[str],
+    kind: str,
+    force: bool,
+    dry_run: bool,
+    allow_preset: bool,
+    no_cluster_check: bool,
+) -> None:
     """Install the rendered filter next to slurm.conf, atomically, with a newer mtime.
 
     slurmctld 22.05 reloads job_submit.lua only when its mtime is newer than the last load
@@ -217,32 +264,57 @@ def admin_install(site_name: Optional[str], conf_dir: Optional[str], kind: str, 
         for p in plans:
             if p.changes:
                 click.echo(p.diff(), nl=False)
-            click.echo("%s: %s" % (p.path, "would be created" if p.existing is None else
-                                   "unchanged (the mtime would be made newer)" if not p.changes else
-                                   "would be replaced; it was not written by slurmgpu (needs --force)"
-                                   if p.foreign else "would be replaced"), err=True)
+            click.echo(
+                "%s: %s"
+                % (
+                    p.path,
+                    "would be created"
+                    if p.existing is None
+                    else "unchanged (the mtime would be made newer)"
+                    if not p.changes
+                    else "would be replaced; it was not written by slurmgpu (needs --force)"
+                    if p.foreign
+                    else "would be replaced",
+                ),
+                err=True,
+            )
         return
     foreign = [p for p in plans if p.foreign]
     if foreign and not force:
         for p in foreign:
             click.echo(p.diff(), nl=False)
-        raise Refused("%s %s not written by slurmgpu (no `slurmgpu admin render-filter` header): a "
-                      "site's own filter. Nothing was installed; the diff above shows what would change. "
-                      "Re-run with --force to replace it (a backup is kept beside it)."
-                      % (", ".join(p.path for p in foreign), "was" if len(foreign) == 1 else "were"))
+        raise Refused(
+            "%s %s not written by slurmgpu (no `slurmgpu admin render-filter` header): a "
+            "site's own filter. Nothing was installed; the diff above shows what would change. "
+            "Re-run with --force to replace it (a backup is kept beside it)."
+            % (", ".join(p.path for p in foreign), "was" if len(foreign) == 1 else "were")
+        )
     for p in plans:
         k = p.kind
         res = install_filter(s, conf_dir, k, force=force, plan=p)
         if res.backup:
-            click.echo("slurmgpu: kept the old %s%s as %s" % (
-                res.path, " (not written by slurmgpu)" if res.foreign else "", res.backup), err=True)
-        click.echo("installed %s (%s for site %s%s)" % (
-            res.path, k, s.name, "" if not res.replaced else ", replaced the old one" if p.changes else
-            ", unchanged, newer mtime"))
+            click.echo(
+                "slurmgpu: kept the old %s%s as %s"
+                % (res.path, " (not written by slurmgpu)" if res.foreign else "", res.backup),
+                err=True,
+            )
+        click.echo(
+            "installed %s (%s for site %s%s)"
+            % (
+                res.path,
+                k,
+                s.name,
+                "" if not res.replaced else ", replaced the old one" if p.changes else ", unchanged, newer mtime",
+            )
+        )
         if k == "spank":
-            click.echo("  plugstack.conf %s: %s" % ("already loads it" if res.conf_has_line else "needs", res.slurm_conf_line))
-            click.echo("  the plugin: make -C contrib/spank install; the .so and this file must be on every"
-                       " node that runs srun or slurmstepd (docs/admin-spank.md)")
+            click.echo(
+                "  plugstack.conf %s: %s" % ("already loads it" if res.conf_has_line else "needs", res.slurm_conf_line)
+            )
+            click.echo(
+                "  the plugin: make -C contrib/spank install; the .so and this file must be on every"
+                " node that runs srun or slurmstepd (docs/admin-spank.md)"
+            )
         elif res.conf_has_line:
             click.echo("  slurm.conf already has %s" % res.slurm_conf_line)
         else:

@@ -40,14 +40,23 @@ def site_list(as_json: bool) -> None:
     for name in preset_names():
         s = load_site(str(preset_dir() / (name + ".yaml")))
         nt = s.node_type_of()
-        rows.append({"name": name, "gpus_per_node": nt.gpus, "gpu": nt.gpu_model, "fabric": nt.fabric,
-                     "nvlink_domain": nt.nvlink_domain, "description": s.description})
+        rows.append(
+            {
+                "name": name,
+                "gpus_per_node": nt.gpus,
+                "gpu": nt.gpu_model,
+                "fabric": nt.fabric,
+                "nvlink_domain": nt.nvlink_domain,
+                "description": s.description,
+            }
+        )
     if as_json:
         _emit_json(rows)
         return
     head = ("NAME", "GPUS/NODE", "GPU", "FABRIC", "NVLINK DOMAIN")
-    table = [head] + [(r["name"], str(r["gpus_per_node"]), r["gpu"], r["fabric"], str(r["nvlink_domain"]))
-                      for r in rows]
+    table = [head] + [
+        (r["name"], str(r["gpus_per_node"]), r["gpu"], r["fabric"], str(r["nvlink_domain"])) for r in rows
+    ]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     for row in table:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
@@ -72,17 +81,36 @@ def site_show(name: Optional[str], as_json: bool) -> None:
     click.echo("  source: %s" % s.source)
     if s.slurm_version:
         click.echo("  slurm: %s" % s.slurm_version)
-    click.echo("  default partition: %s   gpu request: --%s   topology: %s" % (
-        s.default_partition, s.gpu_request if s.gpu_request == "gpus-per-node" else "gres=gpu:N", s.topology))
+    click.echo(
+        "  default partition: %s   gpu request: --%s   topology: %s"
+        % (s.default_partition, s.gpu_request if s.gpu_request == "gpus-per-node" else "gres=gpu:N", s.topology)
+    )
     for pname, p in s.partitions.items():
         nt = s.node_types[p.node_type]
-        click.echo("  partition %s: %d x %s%s%s" % (pname, p.nodes, p.node_type,
-                                                  ", -C %s" % p.constraint if p.constraint else "",
-                                                  ", whole nodes" if p.exclusive else ""))
-        click.echo("    %d x %s (%s, %g GB), %s %g GB/s per GPU, NVLink domain %d GPU%s%s" % (
-            nt.gpus, nt.gpu_model, nt.vendor, nt.gpu_memory_gb, nt.link, nt.link_gbs, nt.nvlink_domain,
-            "s" if nt.nvlink_domain != 1 else "",
-            " (%d nodes)" % nt.domain_nodes if nt.domain_nodes > 1 else ""))
+        click.echo(
+            "  partition %s: %d x %s%s%s"
+            % (
+                pname,
+                p.nodes,
+                p.node_type,
+                ", -C %s" % p.constraint if p.constraint else "",
+                ", whole nodes" if p.exclusive else "",
+            )
+        )
+        click.echo(
+            "    %d x %s (%s, %g GB), %s %g GB/s per GPU, NVLink domain %d GPU%s%s"
+            % (
+                nt.gpus,
+                nt.gpu_model,
+                nt.vendor,
+                nt.gpu_memory_gb,
+                nt.link,
+                nt.link_gbs,
+                nt.nvlink_domain,
+                "s" if nt.nvlink_domain != 1 else "",
+                " (%d nodes)" % nt.domain_nodes if nt.domain_nodes > 1 else "",
+            )
+        )
         nics = ", ".join("%s %gG" % (n.name, n.gbps) for n in nt.compute_nics) or "none"
         click.echo("    fabric %s: %s; socket interface %s" % (nt.fabric, nics, nt.socket_ifname or "-"))
     click.echo("  container: %s   policy: %s" % (s.container.runtime, s.policy.mode))
@@ -111,32 +139,73 @@ def site_validate(paths: Any) -> None:
             for issue in exc.issues:
                 click.echo(str(issue), err=True)
             continue
-        click.echo("%s: ok (site %s, %d partition%s)" % (path, s.name, len(s.partitions),
-                                                       "" if len(s.partitions) == 1 else "s"))
+        click.echo(
+            "%s: ok (site %s, %d partition%s)"
+            % (path, s.name, len(s.partitions), "" if len(s.partitions) == 1 else "s")
+        )
     if bad:
         sys.exit(1)
 
 
 @main.command("discover")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Write the draft here (default: standard output).")
-@click.option("-p", "--partition", "partitions", multiple=True, metavar="NAME",
-              help="Only this partition (repeat for several; default: every partition with GPU nodes).")
-@click.option("--probe", "with_probe", is_flag=True,
-              help="Also run `slurmgpu probe` on one node of each node type through srun, for NICs, fabric "
-                   "and GPU links.")
-@click.option("--probe-command", default=None, metavar="CMD",
-              help="How srun starts the probe on a compute node (default: slurmgpu probe --json).")
-@click.option("--probe-wait", default=60, show_default=True, type=click.IntRange(1), metavar="SECONDS",
-              help="How long srun may wait for a busy node before that node type is left unprobed.")
-@click.option("--backend", type=click.Choice(["auto", "pyslurm", "commands"]), default="auto", show_default=True,
-              help="pyslurm (if installed for this Slurm release) or the Slurm commands.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the draft here (default: standard output).",
+)
+@click.option(
+    "-p",
+    "--partition",
+    "partitions",
+    multiple=True,
+    metavar="NAME",
+    help="Only this partition (repeat for several; default: every partition with GPU nodes).",
+)
+@click.option(
+    "--probe",
+    "with_probe",
+    is_flag=True,
+    help="Also run `slurmgpu probe` on one node of each node type through srun, for NICs, fabric and GPU links.",
+)
+@click.option(
+    "--probe-command",
+    default=None,
+    metavar="CMD",
+    help="How srun starts the probe on a compute node (default: slurmgpu probe --json).",
+)
+@click.option(
+    "--probe-wait",
+    default=60,
+    show_default=True,
+    type=click.IntRange(1),
+    metavar="SECONDS",
+    help="How long srun may wait for a busy node before that node type is left unprobed.",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["auto", "pyslurm", "commands"]),
+    default="auto",
+    show_default=True,
+    help="pyslurm (if installed for this Slurm release) or the Slurm commands.",
+)
 @click.option("--name", default=None, help="Site name (default: Slurm's ClusterName).")
 @click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the draft as JSON (site, todos, notes, yaml) instead of YAML.")
-def discover_cmd(output: Optional[str], partitions: Any, with_probe: bool, probe_command: Optional[str],
-                 probe_wait: int, backend: str, name: Optional[str], force: bool, as_json: bool) -> None:
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the draft as JSON (site, todos, notes, yaml) instead of YAML."
+)
+def discover_cmd(
+    output: Optional[str],
+    partitions: Any,
+    with_probe: bool,
+    probe_command: Optional[str],
+    probe_wait: int,
+    backend: str,
+    name: Optional[str],
+    force: bool,
+    as_json: bool,
+) -> None:
     """Draft a site config from the running Slurm cluster (run on a login node).
 
     Reads partitions, nodes, CPUs, memory, features and GPU GRES, groups
@@ -157,12 +226,23 @@ def discover_cmd(output: Optional[str], partitions: Any, with_probe: bool, probe
 
     if output and output != "-" and os.path.exists(output) and not force:
         raise SlurmgpuError("%s exists; use --force to overwrite it" % output)
-    cmd = ["slurmgpu", "discover"] + (["-o", output] if output else []) + \
-        [x for p in partitions for x in ("-p", p)] + (["--probe"] if with_probe else []) + \
-        (["--name", name] if name else [])
-    draft = discover(SubprocessRunner(), only=tuple(partitions), with_probe=with_probe, backend=backend, name=name,
-                     probe_command=tuple(shlex.split(probe_command)) if probe_command else (), wait_s=probe_wait,
-                     command=" ".join(shlex.quote(c) for c in cmd))
+    cmd = (
+        ["slurmgpu", "discover"]
+        + (["-o", output] if output else [])
+        + [x for p in partitions for x in ("-p", p)]
+        + (["--probe"] if with_probe else [])
+        + (["--name", name] if name else [])
+    )
+    draft = discover(
+        SubprocessRunner(),
+        only=tuple(partitions),
+        with_probe=with_probe,
+        backend=backend,
+        name=name,
+        probe_command=tuple(shlex.split(probe_command)) if probe_command else (),
+        wait_s=probe_wait,
+        command=" ".join(shlex.quote(c) for c in cmd),
+    )
     text = render(draft)
     site_obj = check(text, output or "<draft>")
     for note in draft.notes:
@@ -177,10 +257,20 @@ def discover_cmd(output: Optional[str], partitions: Any, with_probe: bool, probe
         click.echo(text, nl=False)
     if not as_json:
         where = output if output and output != "-" else "the draft"
-        click.echo("%s: %d node type%s, %d partition%s, %d value%s marked TODO%s" % (
-            where, len(draft.node_types), "" if len(draft.node_types) == 1 else "s", len(draft.partitions),
-            "" if len(draft.partitions) == 1 else "s", len(todos), "" if len(todos) == 1 else "s",
-            ":" if todos else ""), err=True)
+        click.echo(
+            "%s: %d node type%s, %d partition%s, %d value%s marked TODO%s"
+            % (
+                where,
+                len(draft.node_types),
+                "" if len(draft.node_types) == 1 else "s",
+                len(draft.partitions),
+                "" if len(draft.partitions) == 1 else "s",
+                len(todos),
+                "" if len(todos) == 1 else "s",
+                ":" if todos else "",
+            ),
+            err=True,
+        )
         for t in todos:
             click.echo("  TODO %s" % t, err=True)
         if output and output != "-":
@@ -189,8 +279,13 @@ def discover_cmd(output: Optional[str], partitions: Any, with_probe: bool, probe
 
 @main.command("probe")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (what discover --probe reads).")
-@click.option("--sysfs", default="/sys", show_default=True, type=click.Path(file_okay=False),
-              help="Read this sysfs tree instead (a recorded one, for testing).")
+@click.option(
+    "--sysfs",
+    default="/sys",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Read this sysfs tree instead (a recorded one, for testing).",
+)
 def probe_cmd(as_json: bool, sysfs: str) -> None:
     """Report this node's GPUs, GPU links, RDMA ports, interfaces and implied NCCL settings.
 

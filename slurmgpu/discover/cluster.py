@@ -8,6 +8,7 @@ memory, NVLink, NICs, fabric) comes from the GPU table (gpus.py), from
 `slurmgpu probe` run on one node of each type (``--probe``), or is marked
 TODO in the draft with the command that finds it.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -63,17 +64,23 @@ def pyslurm_mismatch(installed: str, slurm: Version) -> Optional[str]:
     if m and (int(m.group(1)), int(m.group(2))) == (slurm[0], slurm[1]):
         return None
     want = pyslurm_wanted(slurm)
-    return ("pyslurm %s is installed but this cluster runs Slurm %s; pyslurm only works with the Slurm "
-            "release it was built for. Install the matching one: pip install 'pyslurm==%s' "
-            "(PyPI has builds only for recent Slurm releases; for older ones build pyslurm %s from source "
-            "against this Slurm's headers). Using the Slurm commands instead."
-            % (installed, "%d.%02d.%d" % slurm, want, want))
+    return (
+        "pyslurm %s is installed but this cluster runs Slurm %s; pyslurm only works with the Slurm "
+        "release it was built for. Install the matching one: pip install 'pyslurm==%s' "
+        "(PyPI has builds only for recent Slurm releases; for older ones build pyslurm %s from source "
+        "against this Slurm's headers). Using the Slurm commands instead."
+        % (installed, "%d.%02d.%d" % slurm, want, want)
+    )
 
 
 def pyslurm_status(slurm: Version) -> PyslurmStatus:
     if importlib.util.find_spec("pyslurm") is None:
-        return PyslurmStatus(False, None, "pyslurm is not installed (optional: pip install 'slurmgpu[pyslurm]' "
-                                          "'pyslurm==%s'); using the Slurm commands" % pyslurm_wanted(slurm))
+        return PyslurmStatus(
+            False,
+            None,
+            "pyslurm is not installed (optional: pip install 'slurmgpu[pyslurm]' "
+            "'pyslurm==%s'); using the Slurm commands" % pyslurm_wanted(slurm),
+        )
     try:
         from importlib.metadata import version as dist_version
 
@@ -101,13 +108,16 @@ def _read_pyslurm() -> Tuple[List[SlurmNode], List[SlurmPartition]]:
         from ..slurm import parse_hostlist
 
         nodelist = d.get("nodes") or ""
-        parts.append(SlurmPartition(
-            name=str(d.get("name") or name),
-            nodes=tuple(parse_hostlist(nodelist) if isinstance(nodelist, str) else nodelist),
-            default=bool(d.get("is_default") or "DEFAULT" in str(d.get("flags", "")).upper()),
-            max_nodes=d.get("max_nodes") if isinstance(d.get("max_nodes"), int) else None,
-            oversubscribe=str(d.get("oversubscribe") or "NO").upper(),
-            state=str(d.get("state") or "UP").upper()))
+        parts.append(
+            SlurmPartition(
+                name=str(d.get("name") or name),
+                nodes=tuple(parse_hostlist(nodelist) if isinstance(nodelist, str) else nodelist),
+                default=bool(d.get("is_default") or "DEFAULT" in str(d.get("flags", "")).upper()),
+                max_nodes=d.get("max_nodes") if isinstance(d.get("max_nodes"), int) else None,
+                oversubscribe=str(d.get("oversubscribe") or "NO").upper(),
+                state=str(d.get("state") or "UP").upper(),
+            )
+        )
     return nodes, parts
 
 
@@ -129,8 +139,14 @@ class ClusterFacts:
 
 def _must(res: CommandResult, what: str) -> str:
     if not res.ok:
-        hint = (" (run discover on a login node with the Slurm client commands, and SLURM_CONF set if "
-                "slurm.conf is not in its default place)") if res.not_found or "config" in res.stderr else ""
+        hint = (
+            (
+                " (run discover on a login node with the Slurm client commands, and SLURM_CONF set if "
+                "slurm.conf is not in its default place)"
+            )
+            if res.not_found or "config" in res.stderr
+            else ""
+        )
         raise SlurmError("cannot %s: %s%s" % (what, res.why(), hint))
     return res.stdout
 
@@ -157,8 +173,9 @@ def read_cluster(runner: Runner, backend: str = "auto") -> ClusterFacts:
                     raise SlurmError("pyslurm %s failed: %s" % (st.version, exc)) from None
                 notes.append("pyslurm %s failed (%s); using the Slurm commands" % (st.version, exc))
         elif backend == "pyslurm":
-            raise SlurmError(st.message.replace("; using the Slurm commands", "").replace(
-                " Using the Slurm commands instead.", ""))
+            raise SlurmError(
+                st.message.replace("; using the Slurm commands", "").replace(" Using the Slurm commands instead.", "")
+            )
         else:
             notes.append(st.message)
     if nodes is None:
@@ -171,12 +188,20 @@ def read_cluster(runner: Runner, backend: str = "auto") -> ClusterFacts:
             parts = parse_scontrol_partitions(res.stdout)
             used += " + scontrol show partition"
         else:
-            notes.append("%s: partitions taken from node membership; the default partition and limits are "
-                         "unknown" % res.why())
+            notes.append(
+                "%s: partitions taken from node membership; the default partition and limits are unknown" % res.why()
+            )
             parts = partitions_from_nodes(nodes)
-    return ClusterFacts(version=version, release=release, nodes=tuple(nodes), partitions=tuple(parts),
-                        backend=used, cluster_name=config.get("ClusterName"),
-                        topology_plugin=config.get("TopologyPlugin"), notes=tuple(notes))
+    return ClusterFacts(
+        version=version,
+        release=release,
+        nodes=tuple(nodes),
+        partitions=tuple(parts),
+        backend=used,
+        cluster_name=config.get("ClusterName"),
+        topology_plugin=config.get("TopologyPlugin"),
+        notes=tuple(notes),
+    )
 
 
 def _nodes_from_commands(runner: Runner, version: Version) -> Tuple[List[SlurmNode], str, List[str]]:
@@ -188,8 +213,10 @@ def _nodes_from_commands(runner: Runner, version: Version) -> Tuple[List[SlurmNo
                 sj = parse_sinfo_json(res.stdout)
                 if not sj.ambiguous:
                     return list(sj.nodes), "sinfo --json", notes
-                notes.append("sinfo --json grouped unlike nodes (%s); reading scontrol show node instead"
-                             % ", ".join(sj.ambiguous[:5]))
+                notes.append(
+                    "sinfo --json grouped unlike nodes (%s); reading scontrol show node instead"
+                    % ", ".join(sj.ambiguous[:5])
+                )
             except SlurmError as exc:
                 notes.append("%s; reading scontrol show node instead" % exc)
         else:
@@ -276,18 +303,23 @@ def _todo_cmd(partition: str, cmd: str) -> str:
     return "srun -N1 -p %s %s" % (shlex.quote(partition), cmd)
 
 
-def _gpu_values(g: NodeGroup, facts: Optional[GpuFacts], probe: Optional[ProbeResult],
-                part: str) -> Dict[str, Value]:
+def _gpu_values(g: NodeGroup, facts: Optional[GpuFacts], probe: Optional[ProbeResult], part: str) -> Dict[str, Value]:
     v: Dict[str, Value] = {}
     gres = ",".join(str(x) for x in g.first.gres if x.name == "gpu")
     pgpus = [x for x in (probe.gpus if probe else ()) if x.name]
     seen = "probe of %s" % probe.hostname if probe else ""
     if probe and len(pgpus) not in (0, g.gpus):
-        v["gpus"] = Value(g.gpus, "Slurm GRES %s, but %s saw %d GPUs: fix gres.conf or this value" % (
-            gres, seen, len(pgpus)), todo=True)
+        v["gpus"] = Value(
+            g.gpus,
+            "Slurm GRES %s, but %s saw %d GPUs: fix gres.conf or this value" % (gres, seen, len(pgpus)),
+            todo=True,
+        )
     elif probe and not pgpus:
-        v["gpus"] = Value(g.gpus, "Slurm GRES %s (%s saw no GPUs: %s)" % (
-            gres, seen, next((m for m in probe.missing if "smi" in m), "no GPU tool")))
+        v["gpus"] = Value(
+            g.gpus,
+            "Slurm GRES %s (%s saw no GPUs: %s)"
+            % (gres, seen, next((m for m in probe.missing if "smi" in m), "no GPU tool")),
+        )
     else:
         v["gpus"] = Value(g.gpus, "Slurm GRES %s" % gres)
     if pgpus and lookup(pgpus[0].name) is not None:
@@ -298,14 +330,16 @@ def _gpu_values(g: NodeGroup, facts: Optional[GpuFacts], probe: Optional[ProbeRe
     elif facts:
         v["gpu_model"] = Value(facts.model_name, "gpus.py '%s' for GRES type '%s'" % (facts.key, g.gres_type))
     else:
-        v["gpu_model"] = Value(g.gres_type or "unknown-gpu", "GPU type %s is not in slurmgpu's GPU table (find it "
-                               "with: %s)" % ("'%s'" % g.gres_type if g.gres_type else "not named in GRES", find_mem),
-                               todo=True)
+        v["gpu_model"] = Value(
+            g.gres_type or "unknown-gpu",
+            "GPU type %s is not in slurmgpu's GPU table (find it "
+            "with: %s)" % ("'%s'" % g.gres_type if g.gres_type else "not named in GRES", find_mem),
+            todo=True,
+        )
     if g.gres_type:
         v["gres_type"] = Value(g.gres_type)
     vendor = facts.vendor if facts else (pgpus[0].vendor if pgpus else None)
-    v["vendor"] = Value(vendor or "nvidia", "" if vendor else "assumed (find it with: %s)" % find_mem,
-                        todo=not vendor)
+    v["vendor"] = Value(vendor or "nvidia", "" if vendor else "assumed (find it with: %s)" % find_mem, todo=not vendor)
     mems = [x.memory_mib for x in pgpus if x.memory_mib]
     if mems:
         measured = min(mems) / 1024.0
@@ -314,16 +348,20 @@ def _gpu_values(g: NodeGroup, facts: Optional[GpuFacts], probe: Optional[ProbeRe
     elif facts and not facts.memory_ambiguous:
         v["gpu_memory_gb"] = Value(facts.memory_gb, _check(facts, "gpu_memory_gb", find_mem))
     elif facts:
-        v["gpu_memory_gb"] = Value(facts.memory_gb, "%s is sold with %s GB; the smallest is assumed (find it with: "
-                                   "%s)" % (facts.model, "/".join("%g" % m for m in facts.memory_choices), find_mem),
-                                   todo=True)
+        v["gpu_memory_gb"] = Value(
+            facts.memory_gb,
+            "%s is sold with %s GB; the smallest is assumed (find it with: "
+            "%s)" % (facts.model, "/".join("%g" % m for m in facts.memory_choices), find_mem),
+            todo=True,
+        )
     else:
         v["gpu_memory_gb"] = Value(16, "unknown GPU: a small guess (find it with: %s)" % find_mem, todo=True)
     if facts:
         v["bf16_tflops"] = Value(facts.bf16_tflops, _check(facts, "bf16_tflops", "the vendor datasheet, dense BF16"))
     else:
-        v["bf16_tflops"] = Value(100, "unknown GPU: a guess; take dense (not sparse) BF16 TFLOP/s from the vendor "
-                                      "datasheet", todo=True)
+        v["bf16_tflops"] = Value(
+            100, "unknown GPU: a guess; take dense (not sparse) BF16 TFLOP/s from the vendor datasheet", todo=True
+        )
     _link_values(v, g, facts, probe, part)
     return v
 
@@ -334,8 +372,9 @@ def _check(facts: GpuFacts, field: str, how: str) -> str:
     return "gpus.py '%s'" % facts.key
 
 
-def _link_values(v: Dict[str, Value], g: NodeGroup, facts: Optional[GpuFacts], probe: Optional[ProbeResult],
-                 part: str) -> None:
+def _link_values(
+    v: Dict[str, Value], g: NodeGroup, facts: Optional[GpuFacts], probe: Optional[ProbeResult], part: str
+) -> None:
     topo_cmd = _todo_cmd(part, "--gres=gpu:%d nvidia-smi topo -m" % g.gpus)
     if probe and probe.link and probe.gpus:
         link, src, todo = probe.link, "probe of %s (nvidia-smi topo -m)" % probe.hostname, False
@@ -348,8 +387,12 @@ def _link_values(v: Dict[str, Value], g: NodeGroup, facts: Optional[GpuFacts], p
         v["link_gbs"] = Value(facts.link_gbs, _check(facts, "link_gbs", "nvidia-smi nvlink -s, or the datasheet"))
     else:
         guess = {"nvlink": 300, "xgmi": 200, "pcie": 64}[link]
-        v["link_gbs"] = Value(guess, "a guess for %s (per GPU, GB/s, both directions; find it with: nvidia-smi nvlink -s"
-                                     " or the datasheet)" % link, todo=True)
+        v["link_gbs"] = Value(
+            guess,
+            "a guess for %s (per GPU, GB/s, both directions; find it with: nvidia-smi nvlink -s"
+            " or the datasheet)" % link,
+            todo=True,
+        )
     if probe and probe.nvlink_domain and probe.gpus:
         dom = min(probe.nvlink_domain, g.gpus)  # Slurm may hand out fewer GPUs than the node has
         while g.gpus % dom:
@@ -366,19 +409,29 @@ def _link_values(v: Dict[str, Value], g: NodeGroup, facts: Optional[GpuFacts], p
     elif link == "pcie":
         v["nvlink_domain"] = Value(1, "no fast link between GPUs" + ("" if not todo else " (assumed)"), todo)
     elif facts and facts.nvlink_domain:
-        v["nvlink_domain"] = Value(facts.nvlink_domain, "gpus.py '%s': %d GPUs over %d nodes (find the racks with: "
-                                   "scontrol show topology)" % (facts.key, facts.nvlink_domain,
-                                                                facts.nvlink_domain // g.gpus))
+        v["nvlink_domain"] = Value(
+            facts.nvlink_domain,
+            "gpus.py '%s': %d GPUs over %d nodes (find the racks with: "
+            "scontrol show topology)" % (facts.key, facts.nvlink_domain, facts.nvlink_domain // g.gpus),
+        )
     elif facts:
-        v["nvlink_domain"] = Value(g.gpus, "gpus.py '%s': all GPUs of a node linked (check with: %s)"
-                                   % (facts.key, topo_cmd))
+        v["nvlink_domain"] = Value(
+            g.gpus, "gpus.py '%s': all GPUs of a node linked (check with: %s)" % (facts.key, topo_cmd)
+        )
     else:
-        v["nvlink_domain"] = Value(g.gpus, "all GPUs of a node assumed linked (find it with: %s)" % topo_cmd,
-                                   todo=True)
+        v["nvlink_domain"] = Value(g.gpus, "all GPUs of a node assumed linked (find it with: %s)" % topo_cmd, todo=True)
 
 
-_FEATURE_FABRIC = (("infiniband", "infiniband"), ("ib", "infiniband"), ("hdr", "infiniband"), ("ndr", "infiniband"),
-                   ("roce", "roce"), ("efa", "efa"), ("slingshot", "slingshot"), ("ss11", "slingshot"))
+_FEATURE_FABRIC = (
+    ("infiniband", "infiniband"),
+    ("ib", "infiniband"),
+    ("hdr", "infiniband"),
+    ("ndr", "infiniband"),
+    ("roce", "roce"),
+    ("efa", "efa"),
+    ("slingshot", "slingshot"),
+    ("ss11", "slingshot"),
+)
 
 
 def _fabric_values(v: Dict[str, Value], g: NodeGroup, probe: Optional[ProbeResult], part: str) -> None:
@@ -387,26 +440,40 @@ def _fabric_values(v: Dict[str, Value], g: NodeGroup, probe: Optional[ProbeResul
         src = "probe of %s" % probe.hostname
         v["fabric"] = Value(probe.fabric, src)
         if probe.nics:
-            v["nics"] = Value([{"name": n.name, "port": n.port, "link_layer": n.link_layer, "gbps": n.gbps,
-                                "role": n.role} for n in probe.nics], src)
+            v["nics"] = Value(
+                [
+                    {"name": n.name, "port": n.port, "link_layer": n.link_layer, "gbps": n.gbps, "role": n.role}
+                    for n in probe.nics
+                ],
+                src,
+            )
         if probe.socket_ifname:
-            v["socket_ifname"] = Value(probe.socket_ifname, "%s; the interface that carries the node's IP "
-                                                            "(check with: ip -br addr)" % src)
+            v["socket_ifname"] = Value(
+                probe.socket_ifname, "%s; the interface that carries the node's IP (check with: ip -br addr)" % src
+            )
         elif probe.fabric in ("ethernet", "slingshot"):
-            v["socket_ifname"] = Value("eth0", "%s found no usable interface (find it with: %s)"
-                                       % (src, _todo_cmd(part, "ip -br link")), todo=True)
+            v["socket_ifname"] = Value(
+                "eth0",
+                "%s found no usable interface (find it with: %s)" % (src, _todo_cmd(part, "ip -br link")),
+                todo=True,
+            )
         derived = derived_names(probe.fabric)  # gen writes these itself (NCCL_NET only for multi-node jobs)
         env = {k: x for k, x in probe.nccl_env.items() if k not in derived}
         if env:
             v["env"] = Value(env, "%s: what this fabric needs (fabric_facts)" % src)
         if probe.fabric == "roce":
-            v["roce_traffic_class"] = Value(0, "RoCE needs the switch's lossless class (NCCL_IB_TC): ask the network "
-                                               "admins", todo=True)
+            v["roce_traffic_class"] = Value(
+                0, "RoCE needs the switch's lossless class (NCCL_IB_TC): ask the network admins", todo=True
+            )
         return
     hint = next((fab for feat in g.features for word, fab in _FEATURE_FABRIC if feat.lower() == word), None)
     say = (" node feature suggests %s;" % hint) if hint else ""
-    v["fabric"] = Value("ethernet", "Slurm cannot tell the fabric;%s plain sockets assumed until checked (find it with:"
-                                    " %s; or ibv_devinfo)" % (say, probe_cmd), todo=True)
+    v["fabric"] = Value(
+        "ethernet",
+        "Slurm cannot tell the fabric;%s plain sockets assumed until checked (find it with:"
+        " %s; or ibv_devinfo)" % (say, probe_cmd),
+        todo=True,
+    )
     v["socket_ifname"] = Value("eth0", "a guess (find it with: %s)" % _todo_cmd(part, "ip -br link"), todo=True)
 
 
@@ -415,12 +482,31 @@ def _node_type_values(g: NodeGroup, probe: Optional[ProbeResult], part: str) -> 
     v = _gpu_values(g, facts, probe, part)
     v["cpus"] = Value(g.first.cpus, "Slurm CPUTot")
     mems = sorted({n.memory_mb for n in g.nodes})
-    v["memory_gb"] = Value(round(g.memory_mb / 1024.0, 1), "Slurm RealMemory=%d MB%s" % (
-        g.memory_mb, " (smallest; nodes have %s)" % ", ".join(str(m) for m in mems) if len(mems) > 1 else ""))
+    v["memory_gb"] = Value(
+        round(g.memory_mb / 1024.0, 1),
+        "Slurm RealMemory=%d MB%s"
+        % (g.memory_mb, " (smallest; nodes have %s)" % ", ".join(str(m) for m in mems) if len(mems) > 1 else ""),
+    )
     _fabric_values(v, g, probe, part)
-    order = ("gpus", "gpu_model", "gres_type", "vendor", "gpu_memory_gb", "bf16_tflops", "link", "link_gbs",
-             "nvlink_domain", "cpus", "memory_gb", "fabric", "nics", "socket_ifname", "env",
-             "roce_gid_index", "roce_traffic_class")
+    order = (
+        "gpus",
+        "gpu_model",
+        "gres_type",
+        "vendor",
+        "gpu_memory_gb",
+        "bf16_tflops",
+        "link",
+        "link_gbs",
+        "nvlink_domain",
+        "cpus",
+        "memory_gb",
+        "fabric",
+        "nics",
+        "socket_ifname",
+        "env",
+        "roce_gid_index",
+        "roce_traffic_class",
+    )
     return {k: v[k] for k in order if k in v}
 
 
@@ -441,8 +527,10 @@ def plan(facts: ClusterFacts, only: Sequence[str] = ()) -> Plan:
         known = {p.name for p in parts}
         bad = [p for p in only if p not in known]
         if bad:
-            raise SlurmError("no partition %s on this cluster (it has: %s)" % (
-                ", ".join("'%s'" % b for b in bad), ", ".join(sorted(known)) or "none"))
+            raise SlurmError(
+                "no partition %s on this cluster (it has: %s)"
+                % (", ".join("'%s'" % b for b in bad), ", ".join(sorted(known)) or "none")
+            )
         parts = [p for p in parts if p.name in only]
     members: Dict[str, List[SlurmNode]] = {}
     for p in parts:
@@ -455,26 +543,36 @@ def plan(facts: ClusterFacts, only: Sequence[str] = ()) -> Plan:
     for p in parts:
         gpu_nodes = [n for n in members[p.name] if n.name in group_of]
         if not gpu_nodes:
-            skipped.append("partition '%s': its %d node%s have no GPUs in Slurm's GRES" % (
-                p.name, len(members[p.name]), "" if len(members[p.name]) == 1 else "s"))
+            skipped.append(
+                "partition '%s': its %d node%s have no GPUs in Slurm's GRES"
+                % (p.name, len(members[p.name]), "" if len(members[p.name]) == 1 else "s")
+            )
             continue
         counts = Counter(group_of[n.name] for n in gpu_nodes)
         best = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
         names = tuple(n.name for n in gpu_nodes if group_of[n.name] == best)
         chosen.append((p, best, names))
         if len(counts) > 1:
-            notes.append("partition '%s' mixes node types (%s); the draft describes its %d %s nodes" % (
-                p.name, ", ".join("%s: %d" % kv for kv in sorted(counts.items())), len(names), best))
+            notes.append(
+                "partition '%s' mixes node types (%s); the draft describes its %d %s nodes"
+                % (p.name, ", ".join("%s: %d" % kv for kv in sorted(counts.items())), len(names), best)
+            )
     if not chosen:
-        raise SlurmError("no GPU nodes found%s: Slurm lists no gpu GRES (Gres=gpu:...) on any node; "
-                         "is GresTypes=gpu set and gres.conf in place?" % (
-                             " in partition %s" % ", ".join(only) if only else ""))
+        raise SlurmError(
+            "no GPU nodes found%s: Slurm lists no gpu GRES (Gres=gpu:...) on any node; "
+            "is GresTypes=gpu set and gres.conf in place?" % (" in partition %s" % ", ".join(only) if only else "")
+        )
     kept = {c[1] for c in chosen}
     return Plan(tuple(g for g in groups if g.name in kept), tuple(chosen), tuple(skipped), tuple(notes))
 
 
-def _partition_values(p: SlurmPartition, nt: str, names: Tuple[str, ...], groups: Mapping[str, NodeGroup],
-                      all_members: Sequence[SlurmNode]) -> Dict[str, Value]:
+def _partition_values(
+    p: SlurmPartition,
+    nt: str,
+    names: Tuple[str, ...],
+    groups: Mapping[str, NodeGroup],
+    all_members: Sequence[SlurmNode],
+) -> Dict[str, Value]:
     v: Dict[str, Value] = {"node_type": Value(nt)}
     v["nodes"] = Value(len(names), "%s" % compress_hostlist(names))
     if p.max_nodes is not None and p.max_nodes < len(names):
@@ -485,16 +583,29 @@ def _partition_values(p: SlurmPartition, nt: str, names: Tuple[str, ...], groups
         if feats:
             v["constraint"] = Value(feats[0], "other node types share this partition; this feature picks %s" % nt)
         else:
-            v["constraint"] = Value(nt, "other node types share this partition and no node feature sets %s apart: "
-                                        "add one (Feature= in slurm.conf) and name it here" % nt, todo=True)
-    v["exclusive"] = Value(True, "Slurm OverSubscribe=EXCLUSIVE" if p.exclusive else
-                           "Slurm lets jobs share nodes here (OverSubscribe=%s); true makes generated jobs ask for "
-                           "whole nodes (--exclusive)" % p.oversubscribe)
+            v["constraint"] = Value(
+                nt,
+                "other node types share this partition and no node feature sets %s apart: "
+                "add one (Feature= in slurm.conf) and name it here" % nt,
+                todo=True,
+            )
+    v["exclusive"] = Value(
+        True,
+        "Slurm OverSubscribe=EXCLUSIVE"
+        if p.exclusive
+        else "Slurm lets jobs share nodes here (OverSubscribe=%s); true makes generated jobs ask for "
+        "whole nodes (--exclusive)" % p.oversubscribe,
+    )
     return v
 
 
-def build_draft(facts: ClusterFacts, only: Sequence[str] = (), probes: Optional[Mapping[str, ProbeResult]] = None,
-                name: Optional[str] = None, command: str = "slurmgpu discover") -> SiteDraft:
+def build_draft(
+    facts: ClusterFacts,
+    only: Sequence[str] = (),
+    probes: Optional[Mapping[str, ProbeResult]] = None,
+    name: Optional[str] = None,
+    command: str = "slurmgpu discover",
+) -> SiteDraft:
     probes = probes or {}
     pl = plan(facts, only)
     groups = {g.name: g for g in pl.groups}
@@ -508,23 +619,28 @@ def build_draft(facts: ClusterFacts, only: Sequence[str] = (), probes: Optional[
         members = [by_name[n] for n in (p.nodes or ()) if n in by_name and by_name[n].gpus > 0]
         partitions[p.name] = _partition_values(p, nt, names, groups, members)
     top: Dict[str, Value] = {}
-    top["name"] = Value(name or facts.cluster_name or "discovered",
-                        "" if name else ("Slurm ClusterName" if facts.cluster_name else "no ClusterName: rename it"))
-    top["description"] = Value("%s (Slurm %s), drafted by slurmgpu discover" % (
-        facts.cluster_name or "cluster", facts.release))
+    top["name"] = Value(
+        name or facts.cluster_name or "discovered",
+        "" if name else ("Slurm ClusterName" if facts.cluster_name else "no ClusterName: rename it"),
+    )
+    top["description"] = Value(
+        "%s (Slurm %s), drafted by slurmgpu discover" % (facts.cluster_name or "cluster", facts.release)
+    )
     top["slurm_version"] = Value(version_label(facts.version), "sinfo --version: %s" % facts.release)
     defaults = [p.name for p, _, _ in pl.partitions if p.default]
     if defaults:
         top["default_partition"] = Value(defaults[0], "Slurm's default partition")
     else:
-        top["default_partition"] = Value(pl.partitions[0][0].name, "Slurm's default partition has no GPUs or was "
-                                         "not selected: the first GPU partition")
+        top["default_partition"] = Value(
+            pl.partitions[0][0].name,
+            "Slurm's default partition has no GPUs or was not selected: the first GPU partition",
+        )
     top["gpu_request"] = Value("gpus-per-node", "or gres, if the site's policy wants --gres=gpu:N")
     top.update(_topology_value(facts, node_types))
     notes = list(facts.notes) + list(pl.notes) + list(pl.skipped)
     header = (
-        "Site config draft written by slurmgpu %s from Slurm %s (read with: %s)." % (
-            __version__, facts.release, facts.backend),
+        "Site config draft written by slurmgpu %s from Slurm %s (read with: %s)."
+        % (__version__, facts.release, facts.backend),
         "Regenerate: %s" % command,
         "Values marked TODO are guesses: check each one with the command in its comment,",
         "then: slurmgpu site validate <this file>.  Docs: docs/discover.md",
@@ -536,8 +652,9 @@ def build_draft(facts: ClusterFacts, only: Sequence[str] = (), probes: Optional[
         "paths: {scratch: /scratch, checkpoint: /scratch/checkpoints}",
         "policy: {mode: enforce}           # enforce | warn | off",
     )
-    return SiteDraft(header=header, top=top, partitions=partitions, node_types=node_types, footer=footer,
-                     notes=tuple(notes))
+    return SiteDraft(
+        header=header, top=top, partitions=partitions, node_types=node_types, footer=footer, notes=tuple(notes)
+    )
 
 
 def _topology_value(facts: ClusterFacts, node_types: Mapping[str, Mapping[str, Value]]) -> Dict[str, Value]:
@@ -546,9 +663,14 @@ def _topology_value(facts: ClusterFacts, node_types: Mapping[str, Mapping[str, V
     src = "Slurm TopologyPlugin=%s" % (facts.topology_plugin or "unknown")
     wide = [n for n, v in node_types.items() if v["nvlink_domain"].value > v["gpus"].value]
     if wide and topo != "block":
-        return {"topology": Value("block", "%s spans nodes with one NVLink domain; Slurm has %s: configure "
-                                           "topology/block (one block per NVLink domain)" % (", ".join(wide), src),
-                                  todo=True)}
+        return {
+            "topology": Value(
+                "block",
+                "%s spans nodes with one NVLink domain; Slurm has %s: configure "
+                "topology/block (one block per NVLink domain)" % (", ".join(wide), src),
+                todo=True,
+            )
+        }
     return {"topology": Value(topo, src)}
 
 
@@ -556,8 +678,14 @@ def _topology_value(facts: ClusterFacts, node_types: Mapping[str, Mapping[str, V
 # probing one node per type
 
 
-def probe_nodes(runner: Runner, facts: ClusterFacts, only: Sequence[str] = (), probe_command: Sequence[str] = (),
-                timeout: float = 300.0, wait_s: int = 60) -> Tuple[Dict[str, ProbeResult], List[str]]:
+def probe_nodes(
+    runner: Runner,
+    facts: ClusterFacts,
+    only: Sequence[str] = (),
+    probe_command: Sequence[str] = (),
+    timeout: float = 300.0,
+    wait_s: int = 60,
+) -> Tuple[Dict[str, ProbeResult], List[str]]:
     """Run `slurmgpu probe --json` through srun on one node of each node type.
 
     srun gives up after `wait_s` seconds without the node (--immediate): a busy
@@ -571,11 +699,27 @@ def probe_nodes(runner: Runner, facts: ClusterFacts, only: Sequence[str] = (), p
     for p, nt, _ in pl.partitions:
         part_of.setdefault(nt, p.name)
     for g in pl.groups:
-        node = next((n for n in g.nodes if n.state.upper().startswith("IDLE") and _idle(n)),
-                    next((n for n in g.nodes if _idle(n)), g.first))
+        node = next(
+            (n for n in g.nodes if n.state.upper().startswith("IDLE") and _idle(n)),
+            next((n for n in g.nodes if _idle(n)), g.first),
+        )
         # --immediate: a busy cluster gives a note, not a discover that waits in the queue
-        argv = ["srun", "-N1", "-n1", "-p", part_of[g.name], "-w", node.name, "--exclusive",
-                "--gres=gpu:%d" % g.gpus, "-t", "5", "--immediate=%d" % max(1, wait_s), "-J", "slurmgpu-probe"] + cmd
+        argv = [
+            "srun",
+            "-N1",
+            "-n1",
+            "-p",
+            part_of[g.name],
+            "-w",
+            node.name,
+            "--exclusive",
+            "--gres=gpu:%d" % g.gpus,
+            "-t",
+            "5",
+            "--immediate=%d" % max(1, wait_s),
+            "-J",
+            "slurmgpu-probe",
+        ] + cmd
         res = runner.run(argv, timeout=timeout)
         if not res.ok:
             notes.append("probe of %s (%s) failed: %s" % (node.name, g.name, res.why()))
@@ -583,14 +727,22 @@ def probe_nodes(runner: Runner, facts: ClusterFacts, only: Sequence[str] = (), p
         try:
             results[g.name] = ProbeResult.from_dict(json.loads(res.stdout))
         except (ValueError, TypeError, KeyError) as exc:
-            notes.append("probe of %s (%s) printed no probe JSON (%s): %s" % (
-                node.name, g.name, exc, res.stdout.strip()[:200]))
+            notes.append(
+                "probe of %s (%s) printed no probe JSON (%s): %s" % (node.name, g.name, exc, res.stdout.strip()[:200])
+            )
     return results, notes
 
 
-def discover(runner: Runner, only: Sequence[str] = (), with_probe: bool = False, backend: str = "auto",
-             name: Optional[str] = None, probe_command: Sequence[str] = (),
-             command: str = "slurmgpu discover", wait_s: int = 60) -> SiteDraft:
+def discover(
+    runner: Runner,
+    only: Sequence[str] = (),
+    with_probe: bool = False,
+    backend: str = "auto",
+    name: Optional[str] = None,
+    probe_command: Sequence[str] = (),
+    command: str = "slurmgpu discover",
+    wait_s: int = 60,
+) -> SiteDraft:
     """Read the cluster (and probe one node per type if asked) and return the draft."""
     facts = read_cluster(runner, backend)
     probes: Dict[str, ProbeResult] = {}
@@ -599,6 +751,7 @@ def discover(runner: Runner, only: Sequence[str] = (), with_probe: bool = False,
         probes, extra = probe_nodes(runner, facts, only, probe_command, wait_s=wait_s)
     draft = build_draft(facts, only, probes, name, command)
     if extra:
-        draft = SiteDraft(draft.header, draft.top, draft.partitions, draft.node_types, draft.footer,
-                          draft.notes + tuple(extra))
+        draft = SiteDraft(
+            draft.header, draft.top, draft.partitions, draft.node_types, draft.footer, draft.notes + tuple(extra)
+        )
     return draft

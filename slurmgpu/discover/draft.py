@@ -6,6 +6,7 @@ are guesses (``# TODO: ... (find it with: <command>)``).  So the text is built
 here, in a fixed key order, and checked by loading it back with the real
 site loader before anyone sees it.
 """
+
 from __future__ import annotations
 
 import json
@@ -119,8 +120,10 @@ def check(text: str, filename: str = "<draft>"):
     try:
         return site_from_data(load_yaml(text, filename), filename)
     except ConfigError as exc:
-        raise SlurmgpuError("internal error: the site draft does not validate (please report this):\n%s\n--- draft ---\n%s"
-                            % ("\n".join(str(i) for i in exc.issues), text)) from None
+        raise SlurmgpuError(
+            "internal error: the site draft does not validate (please report this):\n%s\n--- draft ---\n%s"
+            % ("\n".join(str(i) for i in exc.issues), text)
+        ) from None
 
 
 __all__ = ["Value", "SiteDraft", "render", "check", "scalar"]

@@ -5,6 +5,7 @@ the scripts' text: each request becomes labelled rows (site, layout, #SBATCH val
 collective-library environment, container, launch), and the rows are lined up by
 label. A site whose job cannot be generated keeps its column, with the error.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -54,10 +55,11 @@ class SiteDiff:
 
     def to_dict(self) -> Dict[str, Any]:
         return {
-            "sites": [c.site for c in self.columns], "spec": self.spec,
-            "changed": len(self.changed), "compared": len(self.rows),
-            "rows": [{"section": r.section, "key": r.key, "values": list(r.values), "same": r.same}
-                     for r in self.rows],
+            "sites": [c.site for c in self.columns],
+            "spec": self.spec,
+            "changed": len(self.changed),
+            "compared": len(self.rows),
+            "rows": [{"section": r.section, "key": r.key, "values": list(r.values), "same": r.same} for r in self.rows],
             "failed": [c.request is None for c in self.columns],
             "warnings": [list(c.warnings) for c in self.columns],
             "errors": [c.error for c in self.columns],
@@ -81,29 +83,54 @@ def request_rows(req: Any) -> List[Tuple[str, str, Optional[str]]]:
     rows: List[Tuple[str, str, Optional[str]]] = [
         ("site", "GPUs per node", "%d x %s (%s)" % (node.gpus, node.gpu_model, node.vendor)),
         ("site", "NVLink domain", "%d GPUs (%s)" % (node.nvlink_domain, node.link)),
-        ("site", "fabric", "%s (%s), %d NIC%s, %g Gb/s" % (
-            req.fabric.kind, req.fabric.library, len(node.compute_nics),
-            "" if len(node.compute_nics) == 1 else "s", node.fabric_gbps)),
-        ("layout", "nodes", str(lay.nodes)), ("layout", "GPUs per node", str(lay.gpus_per_node)),
-        ("layout", "GPUs", str(lay.world)), ("layout", "tp", str(lay.tp)), ("layout", "pp", str(lay.pp)),
-        ("layout", "dp", str(lay.dp)), ("layout", "cp", str(lay.cp)), ("layout", "ep", str(lay.ep)),
+        (
+            "site",
+            "fabric",
+            "%s (%s), %d NIC%s, %g Gb/s"
+            % (
+                req.fabric.kind,
+                req.fabric.library,
+                len(node.compute_nics),
+                "" if len(node.compute_nics) == 1 else "s",
+                node.fabric_gbps,
+            ),
+        ),
+        ("layout", "nodes", str(lay.nodes)),
+        ("layout", "GPUs per node", str(lay.gpus_per_node)),
+        ("layout", "GPUs", str(lay.world)),
+        ("layout", "tp", str(lay.tp)),
+        ("layout", "pp", str(lay.pp)),
+        ("layout", "dp", str(lay.dp)),
+        ("layout", "cp", str(lay.cp)),
+        ("layout", "ep", str(lay.ep)),
         ("layout", "micro-batch", str(lay.micro_batch)),
         ("sbatch", "--nodes", str(sb.nodes)),
-        ("sbatch", "GPU request", "--gres=gpu:%d" % sb.gpus_per_node if sb.gpu_request == "gres"
-         else "--gpus-per-node=%d" % sb.gpus_per_node),
+        (
+            "sbatch",
+            "GPU request",
+            "--gres=gpu:%d" % sb.gpus_per_node if sb.gpu_request == "gres" else "--gpus-per-node=%d" % sb.gpus_per_node,
+        ),
         ("sbatch", "--ntasks-per-node", str(sb.ntasks_per_node)),
-        ("sbatch", "--cpus-per-task", str(sb.cpus_per_task)), ("sbatch", "--mem", _s(sb.mem)),
-        ("sbatch", "--partition", sb.partition), ("sbatch", "--account", _s(sb.account)),
-        ("sbatch", "--qos", _s(sb.qos)), ("sbatch", "--constraint", _s(sb.constraint)),
-        ("sbatch", "--time", _s(sb.time)), ("sbatch", "--exclusive", _yes(sb.exclusive)),
-        ("sbatch", "--segment", _s(sb.segment)), ("sbatch", "--signal", _s(sb.signal)),
+        ("sbatch", "--cpus-per-task", str(sb.cpus_per_task)),
+        ("sbatch", "--mem", _s(sb.mem)),
+        ("sbatch", "--partition", sb.partition),
+        ("sbatch", "--account", _s(sb.account)),
+        ("sbatch", "--qos", _s(sb.qos)),
+        ("sbatch", "--constraint", _s(sb.constraint)),
+        ("sbatch", "--time", _s(sb.time)),
+        ("sbatch", "--exclusive", _yes(sb.exclusive)),
+        ("sbatch", "--segment", _s(sb.segment)),
+        ("sbatch", "--signal", _s(sb.signal)),
         ("sbatch", "other", " ".join(sb.extra) or None),
     ]
     env: Dict[str, str] = {e.name: e.value for e in req.fabric.env}
     env.update(dict(req.env))  # the job's own env: comes after the fabric's in the script
     rows += [("env", name, value) for name, value in env.items()]
-    rows += [("container", "runtime", c.runtime), ("container", "image", _s(c.image)),
-             ("container", "mounts", ",".join(c.mounts) or None)]
+    rows += [
+        ("container", "runtime", c.runtime),
+        ("container", "image", _s(c.image)),
+        ("container", "mounts", ",".join(c.mounts) or None),
+    ]
     if c.runtime == "pyxis":
         line = "srun --container-image=%s" % c.image
         if c.mounts or c.mount_workdir:
@@ -113,8 +140,14 @@ def request_rows(req: Any) -> List[Tuple[str, str, Optional[str]]]:
     else:
         line = "(none: the host's software)"
     rows.append(("container", "launch step", line))
-    rows.append(("launch", "launcher", "%s (%d task%s per node)" % (
-        req.launch.name, req.launch.tasks_per_node, "" if req.launch.tasks_per_node == 1 else "s")))
+    rows.append(
+        (
+            "launch",
+            "launcher",
+            "%s (%d task%s per node)"
+            % (req.launch.name, req.launch.tasks_per_node, "" if req.launch.tasks_per_node == 1 else "s"),
+        )
+    )
     seen: Dict[str, int] = {}
     for group in arg_groups(req.launch.program):  # one row per option, so a changed degree stands out
         if group[0].startswith("-") and group[0] != "--":
@@ -132,15 +165,16 @@ def compare(columns: Sequence[Column], spec: Optional[str] = None) -> SiteDiff:
     order: List[Tuple[str, str]] = []
     for col in columns:
         vals: Dict[Tuple[str, str], Optional[str]] = {}
-        for section, key, value in (request_rows(col.request) if col.request is not None else ()):
+        for section, key, value in request_rows(col.request) if col.request is not None else ():
             vals[(section, key)] = value
             if (section, key) not in order:
                 order.append((section, key))
         per_site.append(vals)
     order.sort(key=lambda sk: SECTIONS.index(sk[0]))  # stable: script order inside each section
     failed = tuple(c.request is None for c in columns)
-    rows = [Row(section=sk[0], key=sk[1], values=tuple(vals.get(sk) for vals in per_site), failed=failed)
-            for sk in order]
+    rows = [
+        Row(section=sk[0], key=sk[1], values=tuple(vals.get(sk) for vals in per_site), failed=failed) for sk in order
+    ]
     return SiteDiff(columns=tuple(columns), rows=tuple(rows), spec=spec)
 
 
@@ -168,8 +202,7 @@ def render_text(d: SiteDiff, show_all: bool = False, width: int = 40) -> str:
         return "(failed)" if failed[i] else "-" if v is None else v
 
     key_w = max([len(r.key) for r in rows] + [8]) + 2
-    col_w = [min(width, max([len(names[i])] + [len(shown(r.values[i], i)) for r in rows]))
-             for i in range(len(names))]
+    col_w = [min(width, max([len(names[i])] + [len(shown(r.values[i], i)) for r in rows])) for i in range(len(names))]
     head = "slurmgpu diff: %s%s: " % (" vs ".join(names), " (spec %s)" % d.spec if d.spec else "")
     if not alone:
         head += "%d of %d values differ" % (len(d.changed), len(d.rows))
@@ -189,8 +222,12 @@ def render_text(d: SiteDiff, show_all: bool = False, width: int = 40) -> str:
         for i in range(max(len(c) for c in cells)):
             mark = ("* " if not r.same else "  ") if i == 0 else "  "
             key = r.key if i == 0 else ""
-            line = "  " + mark + key.ljust(key_w) + "  ".join(
-                (c[i] if i < len(c) else "").ljust(w) for c, w in zip(cells, col_w))
+            line = (
+                "  "
+                + mark
+                + key.ljust(key_w)
+                + "  ".join((c[i] if i < len(c) else "").ljust(w) for c, w in zip(cells, col_w))
+            )
             out.append(line.rstrip())
     if not rows:
         out.append("  (the job is the same on every site)")

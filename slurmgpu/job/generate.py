@@ -27,9 +27,12 @@ class Generated:
     def to_dict(self) -> Dict[str, Any]:
         plan = self.sizing.plan
         return {
-            "script": self.script, "site": self.request.site, "layout": self.request.layout.to_dict(),
+            "script": self.script,
+            "site": self.request.site,
+            "layout": self.request.layout.to_dict(),
             "spec": self.spec.to_dict() if self.spec is not None else None,
-            "stamp": self.request.stamp, "plan": plan.to_dict() if plan is not None else None,
+            "stamp": self.request.stamp,
+            "plan": plan.to_dict() if plan is not None else None,
             "warnings": list(self.warnings),
             "policy": self.verdict.to_dict() if self.verdict is not None else None,
             "request": self.request.to_dict(),
@@ -72,8 +75,9 @@ def check_policy(site: Site, spec: Any, script: str, sizing: Sizing) -> Any:
     from ..policy import check_script
 
     partition = spec.partition or site.default_partition
-    verdict = check_script(site, script, partition=partition, account=spec.account or site.account,
-                           qos=spec.qos or site.qos)
+    verdict = check_script(
+        site, script, partition=partition, account=spec.account or site.account, qos=spec.qos or site.qos
+    )
     if verdict.decision == "reject":
         msg = "\n".join(verdict.messages) or "the site's submit policy rejects this job"
         raise PolicyRejection(msg + "\n" + suggestion(site, spec, sizing))

@@ -12,6 +12,7 @@ digest; or a local file and its format); `spell` writes it for one runtime or
 raises `ImageError` naming both the image and what that runtime or GPU needs.
 Nothing here reads the file system: a path is judged by its name.
 """
+
 from __future__ import annotations
 
 import os
@@ -59,8 +60,9 @@ class ImageRef:
     def gpu_stack(self) -> Optional[str]:
         """'cuda' or 'rocm' when the name says which GPU stack the image was built for, else None."""
         text = self.name().lower()
-        cuda = bool(_CUDA.search(text)) or (self.kind == "registry" and (self.registry or "").lower() == "nvcr.io"
-                                            and self.path.startswith("nvidia/"))
+        cuda = bool(_CUDA.search(text)) or (
+            self.kind == "registry" and (self.registry or "").lower() == "nvcr.io" and self.path.startswith("nvidia/")
+        )
         rocm = "rocm" in text
         if cuda == rocm:  # neither, or both (a name that mentions both decides nothing)
             return None
@@ -83,11 +85,11 @@ def parse_image(text: str) -> ImageRef:
         low = s.lower()
         fmt = "sif" if low.endswith(SIF_SUFFIXES) else "squashfs" if low.endswith(SQUASHFS_SUFFIXES) else None
         return ImageRef(source=s, kind="file", file_format=fmt)
-    body = s[len("docker://"):] if explicit else s
+    body = s[len("docker://") :] if explicit else s
     digest = None
     m = _DIGEST.search(body)
     if m:
-        digest, body = m.group(0)[1:], body[:m.start()]
+        digest, body = m.group(0)[1:], body[: m.start()]
     registry = user = None
     if "#" in body:  # enroot: [USER@][REGISTRY#]IMAGE[:TAG]
         head, body = body.split("#", 1)
@@ -103,8 +105,10 @@ def parse_image(text: str) -> ImageRef:
     if ":" in last:
         body, tag = body.rsplit(":", 1)
     if not body or body.startswith("/") or (tag is not None and not tag):
-        raise ImageError("cannot read the image reference %r: expected [REGISTRY/]NAME[:TAG], e.g. "
-                         "nvcr.io/nvidia/pytorch:24.04-py3" % text)
+        raise ImageError(
+            "cannot read the image reference %r: expected [REGISTRY/]NAME[:TAG], e.g. "
+            "nvcr.io/nvidia/pytorch:24.04-py3" % text
+        )
     return ImageRef(source=s, kind="registry", registry=registry, path=body, tag=tag, digest=digest, user=user)
 
 
@@ -114,8 +118,12 @@ def _suffix(ref: ImageRef) -> str:
 
 def pyxis_spelling(ref: ImageRef) -> str:
     """pyxis --container-image: [USER@][REGISTRY#]IMAGE[:TAG], or a squashfs file."""
-    return ((ref.user + "@") if ref.user else "") + ("" if ref.docker_hub else ref.registry + "#") + ref.path + \
-        _suffix(ref)
+    return (
+        ((ref.user + "@") if ref.user else "")
+        + ("" if ref.docker_hub else ref.registry + "#")
+        + ref.path
+        + _suffix(ref)
+    )
 
 
 def apptainer_spelling(ref: ImageRef) -> str:
@@ -132,23 +140,31 @@ def spell(image: str, runtime: str, site: str, vendor: Optional[str] = None, gpu
         if stack is not None and stack != need:
             raise ImageError(
                 "image %s is a %s build, but site %s has %s GPUs, which need a %s build; give this site its own "
-                "image (sites: {%s: {image: ...}} in slurmgpu.yaml, or --image)" % (
-                    image, "CUDA (NVIDIA)" if stack == "cuda" else "ROCm (AMD)", site,
+                "image (sites: {%s: {image: ...}} in slurmgpu.yaml, or --image)"
+                % (
+                    image,
+                    "CUDA (NVIDIA)" if stack == "cuda" else "ROCm (AMD)",
+                    site,
                     " ".join(w for w in ("NVIDIA" if vendor == "nvidia" else "AMD", gpu) if w),
-                    "CUDA" if need == "cuda" else "ROCm", site))
+                    "CUDA" if need == "cuda" else "ROCm",
+                    site,
+                )
+            )
     if runtime == "pyxis":
         if ref.kind == "file":
             if ref.file_format == "sif":
                 raise ImageError(
                     "image %s is a SIF file (Apptainer's format), but site %s runs pyxis/enroot, which takes a "
                     "squashfs file (.sqsh, from `enroot import docker://...`) or a registry image such as "
-                    "nvcr.io#nvidia/pytorch:24.04-py3" % (image, site))
+                    "nvcr.io#nvidia/pytorch:24.04-py3" % (image, site)
+                )
             return ref.source
         if ref.kind == "uri":
             raise ImageError(
                 "image %s uses an Apptainer-only source (%s), but site %s runs pyxis/enroot, which takes a registry "
-                "image such as nvcr.io#nvidia/pytorch:24.04-py3 or a squashfs file (.sqsh)" % (
-                    image, ref.source.split("://", 1)[0] + "://", site))
+                "image such as nvcr.io#nvidia/pytorch:24.04-py3 or a squashfs file (.sqsh)"
+                % (image, ref.source.split("://", 1)[0] + "://", site)
+            )
         return pyxis_spelling(ref)
     if runtime == "apptainer":
         if ref.kind == "file":
@@ -156,7 +172,8 @@ def spell(image: str, runtime: str, site: str, vendor: Optional[str] = None, gpu
                 raise ImageError(
                     "image %s is a squashfs file (enroot's format), but site %s runs Apptainer, which takes a .sif "
                     "file (`apptainer build image.sif docker://...`) or a registry image such as "
-                    "docker://nvcr.io/nvidia/pytorch:24.04-py3" % (image, site))
+                    "docker://nvcr.io/nvidia/pytorch:24.04-py3" % (image, site)
+                )
             return ref.source
         if ref.kind == "uri":
             return ref.source
@@ -164,7 +181,9 @@ def spell(image: str, runtime: str, site: str, vendor: Optional[str] = None, gpu
             raise ImageError(
                 "image %s names a registry user (%s@, enroot's syntax), but site %s runs Apptainer, which reads "
                 "registry credentials from `apptainer registry login` or APPTAINER_DOCKER_USERNAME/PASSWORD; "
-                "drop the user from the image" % (image, ref.user, site))
+                "drop the user from the image" % (image, ref.user, site)
+            )
         return apptainer_spelling(ref)
-    raise ImageError("site %s: unknown container runtime %r for image %s (expected pyxis or apptainer)" % (
-        site, runtime, image))
+    raise ImageError(
+        "site %s: unknown container runtime %r for image %s (expected pyxis or apptainer)" % (site, runtime, image)
+    )

@@ -4,6 +4,7 @@ Pure data and small functions: tasks per node, default entry points, the
 arguments that carry the parallel layout, and which user arguments would
 contradict it. The templates turn this into shell; nothing here quotes.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,7 +22,6 @@ from ..vocab import LAUNCHERS as LAUNCHER_NAMES
 #   direct      one srun task per GPU runs the program itself (RANK etc. from Slurm)
 #   server      one task per node runs a serving engine that spans the nodes
 RUNNERS = ("torchrun", "deepspeed", "accelerate", "direct", "server")
-
 
 
 @dataclass(frozen=True)
@@ -49,25 +49,48 @@ class Launcher:
 _VLLM_RUNTIME = ("--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless")
 _SGLANG_RUNTIME = ("--nnodes", "--node-rank", "--dist-init-addr")
 # Other spellings of flags slurmgpu writes.
-_ALIASES = {"--tensor-parallel-size": ("-tp",), "--pipeline-parallel-size": ("-pp",), "--tp": ("--tp-size",),
-            "--recompute-granularity": ("--recompute-activations",)}
+_ALIASES = {
+    "--tensor-parallel-size": ("-tp",),
+    "--pipeline-parallel-size": ("-pp",),
+    "--tp": ("--tp-size",),
+    "--recompute-granularity": ("--recompute-activations",),
+}
 
 LAUNCHERS: Dict[str, Launcher] = {
     "torchrun": Launcher("torchrun", "torchrun", "torchrun, one task per node, c10d rendezvous on the first node"),
     "srun": Launcher("srun", "direct", "srun, one task per GPU; RANK/LOCAL_RANK/WORLD_SIZE from Slurm"),
-    "megatron": Launcher("megatron", "torchrun", "Megatron-LM via torchrun, one task per node",
-                         default_entry=("pretrain_gpt.py",)),
+    "megatron": Launcher(
+        "megatron", "torchrun", "Megatron-LM via torchrun, one task per node", default_entry=("pretrain_gpt.py",)
+    ),
     "deepspeed": Launcher("deepspeed", "deepspeed", "DeepSpeed runner (--no_ssh), one task per node"),
-    "nemo": Launcher("nemo", "direct", "NeMo (Hydra overrides), one task per GPU",
-                     default_entry=("python", "/opt/NeMo/examples/nlp/language_modeling/megatron_gpt_pretraining.py")),
-    "torchtitan": Launcher("torchtitan", "torchrun", "torchtitan via torchrun, one task per node",
-                           default_entry=("-m", "torchtitan.train")),
+    "nemo": Launcher(
+        "nemo",
+        "direct",
+        "NeMo (Hydra overrides), one task per GPU",
+        default_entry=("python", "/opt/NeMo/examples/nlp/language_modeling/megatron_gpt_pretraining.py"),
+    ),
+    "torchtitan": Launcher(
+        "torchtitan", "torchrun", "torchtitan via torchrun, one task per node", default_entry=("-m", "torchtitan.train")
+    ),
     "accelerate": Launcher("accelerate", "accelerate", "Hugging Face accelerate launch, one task per node"),
-    "vllm": Launcher("vllm", "server", "vLLM server across nodes (--nnodes/--node-rank, workers --headless)",
-                     default_entry=("vllm", "serve"), needs_weights=True, serving=True, runtime_keys=_VLLM_RUNTIME),
-    "sglang": Launcher("sglang", "server", "SGLang server across nodes (--nnodes/--node-rank/--dist-init-addr)",
-                       default_entry=("python", "-m", "sglang.launch_server"), needs_weights=True, serving=True,
-                       runtime_keys=_SGLANG_RUNTIME),
+    "vllm": Launcher(
+        "vllm",
+        "server",
+        "vLLM server across nodes (--nnodes/--node-rank, workers --headless)",
+        default_entry=("vllm", "serve"),
+        needs_weights=True,
+        serving=True,
+        runtime_keys=_VLLM_RUNTIME,
+    ),
+    "sglang": Launcher(
+        "sglang",
+        "server",
+        "SGLang server across nodes (--nnodes/--node-rank/--dist-init-addr)",
+        default_entry=("python", "-m", "sglang.launch_server"),
+        needs_weights=True,
+        serving=True,
+        runtime_keys=_SGLANG_RUNTIME,
+    ),
 }
 NAMES = LAUNCHER_NAMES  # slurmgpu.vocab; tests/test_vocab.py checks LAUNCHERS describes each, in order
 PYTHONS = ("python", "python3")
@@ -80,8 +103,18 @@ def get_launcher(name: str) -> Launcher:
         import difflib
 
         hint = difflib.get_close_matches(name, NAMES, n=1)
-        raise ConfigError([Issue("--launcher", None, None, "launcher", "unknown launcher %r%s; expected one of: %s" % (
-            name, " (did you mean '%s'?)" % hint[0] if hint else "", ", ".join(NAMES)))]) from None
+        raise ConfigError(
+            [
+                Issue(
+                    "--launcher",
+                    None,
+                    None,
+                    "launcher",
+                    "unknown launcher %r%s; expected one of: %s"
+                    % (name, " (did you mean '%s'?)" % hint[0] if hint else "", ", ".join(NAMES)),
+                )
+            ]
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -125,8 +158,10 @@ def program(launcher: Launcher, command: Sequence[str], args: Sequence[str], whe
 
 def _missing_program(launcher: Launcher, only_options: bool) -> str:
     what = "options but no program" if only_options else "no program"
-    return ("launcher %s got %s: put the program after `--` (slurmgpu gen --launcher %s -- train.py --lr 3e-4) "
-            "or set `command:` in slurmgpu.yaml" % (launcher.name, what, launcher.name))
+    return (
+        "launcher %s got %s: put the program after `--` (slurmgpu gen --launcher %s -- train.py --lr 3e-4) "
+        "or set `command:` in slurmgpu.yaml" % (launcher.name, what, launcher.name)
+    )
 
 
 def layout_args(launcher: Launcher, layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[str, ...]:
@@ -134,9 +169,18 @@ def layout_args(launcher: Launcher, layout: Layout, opts: Options, user_argv: Se
     name = launcher.name
     given = {a.split("=", 1)[0] for a in user_argv}
     if name == "megatron":
-        out = ["--tensor-model-parallel-size", str(layout.tp), "--pipeline-model-parallel-size", str(layout.pp),
-               "--context-parallel-size", str(layout.cp), "--expert-model-parallel-size", str(layout.ep),
-               "--micro-batch-size", str(layout.micro_batch)]
+        out = [
+            "--tensor-model-parallel-size",
+            str(layout.tp),
+            "--pipeline-model-parallel-size",
+            str(layout.pp),
+            "--context-parallel-size",
+            str(layout.cp),
+            "--expert-model-parallel-size",
+            str(layout.ep),
+            "--micro-batch-size",
+            str(layout.micro_batch),
+        ]
         if opts.global_batch:
             out += ["--global-batch-size", str(opts.global_batch)]
         if opts.seq:
@@ -159,22 +203,34 @@ def layout_args(launcher: Launcher, layout: Layout, opts: Options, user_argv: Se
             out.append("--exit-signal-handler")
         return tuple(out)
     if name == "nemo":
-        out = ["trainer.num_nodes=%d" % layout.nodes, "trainer.devices=%d" % layout.gpus_per_node,
-               "model.tensor_model_parallel_size=%d" % layout.tp, "model.pipeline_model_parallel_size=%d" % layout.pp,
-               "model.context_parallel_size=%d" % layout.cp, "model.expert_model_parallel_size=%d" % layout.ep,
-               "model.micro_batch_size=%d" % layout.micro_batch,
-               "model.sequence_parallel=%s" % ("true" if layout.tp > 1 else "false")]
+        out = [
+            "trainer.num_nodes=%d" % layout.nodes,
+            "trainer.devices=%d" % layout.gpus_per_node,
+            "model.tensor_model_parallel_size=%d" % layout.tp,
+            "model.pipeline_model_parallel_size=%d" % layout.pp,
+            "model.context_parallel_size=%d" % layout.cp,
+            "model.expert_model_parallel_size=%d" % layout.ep,
+            "model.micro_batch_size=%d" % layout.micro_batch,
+            "model.sequence_parallel=%s" % ("true" if layout.tp > 1 else "false"),
+        ]
         if opts.global_batch:
             out.append("model.global_batch_size=%d" % opts.global_batch)
         if opts.seq:
             out.append("model.encoder_seq_length=%d" % opts.seq)
         return tuple(out)
     if name == "torchtitan":
-        out = ["--parallelism.tensor_parallel_degree", str(layout.tp),
-               "--parallelism.pipeline_parallel_degree", str(layout.pp),
-               "--parallelism.context_parallel_degree", str(layout.cp),
-               "--parallelism.data_parallel_shard_degree", str(layout.dp),
-               "--parallelism.data_parallel_replicate_degree", "1"]
+        out = [
+            "--parallelism.tensor_parallel_degree",
+            str(layout.tp),
+            "--parallelism.pipeline_parallel_degree",
+            str(layout.pp),
+            "--parallelism.context_parallel_degree",
+            str(layout.cp),
+            "--parallelism.data_parallel_shard_degree",
+            str(layout.dp),
+            "--parallelism.data_parallel_replicate_degree",
+            "1",
+        ]
         if layout.ep > 1:
             out += ["--parallelism.expert_parallel_degree", str(layout.ep)]
         return tuple(out)
@@ -191,10 +247,19 @@ def weights_args(launcher: Launcher, weights: Optional[str]) -> Tuple[str, ...]:
     if not launcher.needs_weights:
         return ()
     if not weights:
-        raise ConfigError([Issue("", None, None, "weights",
-                                 "launcher %s serves a checkpoint: give it with --weights (a Hugging Face id or a "
-                                 "path, e.g. --weights meta-llama/Llama-3.1-70B-Instruct) or `weights:` in "
-                                 "slurmgpu.yaml" % launcher.name)])
+        raise ConfigError(
+            [
+                Issue(
+                    "",
+                    None,
+                    None,
+                    "weights",
+                    "launcher %s serves a checkpoint: give it with --weights (a Hugging Face id or a "
+                    "path, e.g. --weights meta-llama/Llama-3.1-70B-Instruct) or `weights:` in "
+                    "slurmgpu.yaml" % launcher.name,
+                )
+            ]
+        )
     return (weights,) if launcher.name == "vllm" else ("--model-path", weights)
 
 
@@ -207,8 +272,9 @@ def option_key(arg: str) -> Optional[str]:
     return None
 
 
-def check_conflicts(launcher: Launcher, user_argv: Sequence[str], generated: Sequence[str],
-                    where: str = "command") -> None:
+def check_conflicts(
+    launcher: Launcher, user_argv: Sequence[str], generated: Sequence[str], where: str = "command"
+) -> None:
     """Refuse user arguments that would silently override what slurmgpu planned (and stamped)."""
     keys = set(launcher.runtime_keys)
     for g in generated:
@@ -218,16 +284,29 @@ def check_conflicts(launcher: Launcher, user_argv: Sequence[str], generated: Seq
             keys.update(_ALIASES.get(k, ()))
     bad = [a for a in user_argv if option_key(a) in keys]
     if bad:
-        raise ConfigError([Issue(where, None, None, "command", (
-            "%s: slurmgpu sets %s itself; remove it from the program arguments and use the spec's `parallel:` "
-            "block, seq/global_batch, or the --tp/--pp/--cp/--ep/--micro-batch/--seq/--global-batch flags, so "
-            "the script's stamp matches what runs" % (launcher.name, ", ".join(bad))))])
+        raise ConfigError(
+            [
+                Issue(
+                    where,
+                    None,
+                    None,
+                    "command",
+                    (
+                        "%s: slurmgpu sets %s itself; remove it from the program arguments and use the spec's `parallel:` "
+                        "block, seq/global_batch, or the --tp/--pp/--cp/--ep/--micro-batch/--seq/--global-batch flags, so "
+                        "the script's stamp matches what runs" % (launcher.name, ", ".join(bad))
+                    ),
+                )
+            ]
+        )
 
 
 def serving_layout_ok(launcher: Launcher, layout: Layout) -> Optional[str]:
     """A serving job is one engine over all its GPUs: no data-parallel replicas."""
     if launcher.serving and layout.dp * layout.cp != 1:
-        return ("%s runs one server over all %d GPUs, so the layout must be tp x pp = %d (got tp=%d pp=%d dp=%d "
-                "cp=%d); pin --dp 1 or use fewer nodes" % (launcher.name, layout.world, layout.world, layout.tp,
-                                                          layout.pp, layout.dp, layout.cp))
+        return (
+            "%s runs one server over all %d GPUs, so the layout must be tp x pp = %d (got tp=%d pp=%d dp=%d "
+            "cp=%d); pin --dp 1 or use fewer nodes"
+            % (launcher.name, layout.world, layout.world, layout.tp, layout.pp, layout.dp, layout.cp)
+        )
     return None

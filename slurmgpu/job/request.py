@@ -142,14 +142,30 @@ def build_request(site: Site, spec: Any, sizing: Sizing, regen: str = "") -> Tup
     warnings.extend(_lint_user_env(fab, node, spec.env))
     warnings.extend(_lint_paths(spec.checkpoint_dir, container.mounts))
     tpn = launcher.tasks_per_node(layout.gpus_per_node)
-    launch = Launch(name=launcher.name, runner=launcher.runner, summary=launcher.summary, tasks_per_node=tpn,
-                    program=argv, serving=launcher.serving)
+    launch = Launch(
+        name=launcher.name,
+        runner=launcher.runner,
+        summary=launcher.summary,
+        tasks_per_node=tpn,
+        program=argv,
+        serving=launcher.serving,
+    )
     ver = _version_tuple(site.slurm_version)
     req = RenderRequest(
-        version=__version__, template=spec.template, regen=regen, site=site.name, site_ref=site_ref(site),
-        stamp=layout.stamp(site.name), layout=layout, node=node,
-        sbatch=_sbatch(site, part, node, spec, sizing, launcher), fabric=fab, launch=launch,
-        container=container, env=tuple(spec.env.items()), checkpoint_dir=spec.checkpoint_dir,
+        version=__version__,
+        template=spec.template,
+        regen=regen,
+        site=site.name,
+        site_ref=site_ref(site),
+        stamp=layout.stamp(site.name),
+        layout=layout,
+        node=node,
+        sbatch=_sbatch(site, part, node, spec, sizing, launcher),
+        fabric=fab,
+        launch=launch,
+        container=container,
+        env=tuple(spec.env.items()),
+        checkpoint_dir=spec.checkpoint_dir,
         preflight=spec.preflight,
         requeue=Requeue(grace=spec.grace, signal=spec.checkpoint_signal) if spec.requeue else None,
         export_srun_cpus=ver is None or ver < (23, 11),
@@ -171,11 +187,17 @@ def launch_argv(launcher: Launcher, spec: Any, sizing: Sizing, fsdp: bool) -> Tu
         n_entry = len(launcher.default_entry)
         argv[n_entry:n_entry] = L.weights_args(launcher, spec.weights)
     seq = spec.seq or getattr(plan, "seq", None) or None
-    opts = Options(weights=spec.weights, seq=seq,
-                   global_batch=spec.global_batch or getattr(plan, "global_batch", None) or None,
-                   checkpoint_dir=spec.checkpoint_dir, fsdp=fsdp, zero=getattr(plan, "zero", None),
-                   recompute=getattr(plan, "recompute", None), requeue=spec.requeue,
-                   checkpoint_signal=spec.checkpoint_signal)
+    opts = Options(
+        weights=spec.weights,
+        seq=seq,
+        global_batch=spec.global_batch or getattr(plan, "global_batch", None) or None,
+        checkpoint_dir=spec.checkpoint_dir,
+        fsdp=fsdp,
+        zero=getattr(plan, "zero", None),
+        recompute=getattr(plan, "recompute", None),
+        requeue=spec.requeue,
+        checkpoint_signal=spec.checkpoint_signal,
+    )
     argv += list(megatron_model_args(launcher, sizing.model, user_argv, seq))
     planned = L.layout_args(launcher, sizing.layout, opts, user_argv)
     L.check_conflicts(launcher, user_argv, planned, where)
@@ -189,16 +211,26 @@ def _sbatch(site: Site, part: Any, node: NodeType, spec: Any, sizing: Sizing, la
     full_node = layout.gpus_per_node == node.gpus
     return Sbatch(
         job_name=spec.name or "%s-%s" % (_slug(spec.model) if spec.model else "job", launcher.name),
-        nodes=layout.nodes, gpus_per_node=layout.gpus_per_node, gpu_request=site.gpu_request,
+        nodes=layout.nodes,
+        gpus_per_node=layout.gpus_per_node,
+        gpu_request=site.gpu_request,
         ntasks_per_node=tpn,
         cpus_per_task=spec.cpus_per_task or max(1, node.cpus * layout.gpus_per_node // node.gpus // tpn),
         mem=spec.mem if spec.mem is not None else ("0" if part.exclusive or full_node else None),
-        partition=part.name, account=spec.account or site.account, qos=spec.qos or site.qos,
-        constraint=spec.constraint or part.constraint, time=spec.time, output=spec.output or "%x-%j.out",
-        error=spec.error, exclusive=part.exclusive,
+        partition=part.name,
+        account=spec.account or site.account,
+        qos=spec.qos or site.qos,
+        constraint=spec.constraint or part.constraint,
+        time=spec.time,
+        output=spec.output or "%x-%j.out",
+        error=spec.error,
+        exclusive=part.exclusive,
         segment=segment_for(site, node, layout, spec.segment, getattr(sizing.plan, "segment", None)),
-        signal="B:USR2@%d" % spec.grace if spec.requeue else None, requeue=spec.requeue,
-        dependency=spec.dependency, extra=tuple(spec.sbatch))
+        signal="B:USR2@%d" % spec.grace if spec.requeue else None,
+        requeue=spec.requeue,
+        dependency=spec.dependency,
+        extra=tuple(spec.sbatch),
+    )
 
 
 def _lint_user_env(fab: FabricEnv, node: NodeType, env: Mapping[str, str]) -> List[str]:
@@ -209,8 +241,7 @@ def _lint_user_env(fab: FabricEnv, node: NodeType, env: Mapping[str, str]) -> Li
 
     merged = {e.name: e.value for e in fab.env}
     merged.update(env)
-    return ["environment: %s" % f for f in lint_env(merged, node)
-            if f.level in ("error", "warning") and f.var in env]
+    return ["environment: %s" % f for f in lint_env(merged, node) if f.level in ("error", "warning") and f.var in env]
 
 
 def _lint_paths(checkpoint_dir: Optional[str], mounts: Sequence[str]) -> List[str]:
@@ -220,8 +251,10 @@ def _lint_paths(checkpoint_dir: Optional[str], mounts: Sequence[str]) -> List[st
     named += [("container mount", m) for m in mounts]
     for what, value in named:
         if value.startswith("~"):
-            out.append("%s %s: a leading ~ is not expanded in the job; write $HOME instead (paths expand only %s)"
-                       % (what, value, ", ".join("$" + v for v in PATH_VARS)))
+            out.append(
+                "%s %s: a leading ~ is not expanded in the job; write $HOME instead (paths expand only %s)"
+                % (what, value, ", ".join("$" + v for v in PATH_VARS))
+            )
     return out
 
 
@@ -246,18 +279,37 @@ def _container(site: Site, node: NodeType, spec: Any, warnings: List[str]) -> Co
         at = (site.source, None, None, "container.image")
     mounts = tuple(site.container.mounts) + tuple(spec.container.mounts)
     if runtime == "none" and image and not spec.container.runtime:
-        raise ConfigError([Issue(*at, (
-            "site %s runs no container runtime (its config says container.runtime: none), so nothing would run "
-            "image %s; to run on the host there, say so for that site (sites: {%s: {container: {runtime: none}}} "
-            "in slurmgpu.yaml, or --container none), or choose a runtime it has (--container apptainer|pyxis)" % (
-                site.name, image, site.name)))])
+        raise ConfigError(
+            [
+                Issue(
+                    *at,
+                    (
+                        "site %s runs no container runtime (its config says container.runtime: none), so nothing would run "
+                        "image %s; to run on the host there, say so for that site (sites: {%s: {container: {runtime: none}}} "
+                        "in slurmgpu.yaml, or --container none), or choose a runtime it has (--container apptainer|pyxis)"
+                        % (site.name, image, site.name)
+                    ),
+                )
+            ]
+        )
     if runtime != "none" and not image:
         if spec.container.runtime:
-            raise ConfigError([Issue("", None, None, "container.image",
-                                     "container runtime %s needs an image: --image IMAGE or container.image in "
-                                     "slurmgpu.yaml" % runtime)])
-        warnings.append("site %s runs jobs in %s containers but no image was given: the job runs on the host "
-                        "(--image IMAGE to use one)" % (site.name, runtime))
+            raise ConfigError(
+                [
+                    Issue(
+                        "",
+                        None,
+                        None,
+                        "container.image",
+                        "container runtime %s needs an image: --image IMAGE or container.image in "
+                        "slurmgpu.yaml" % runtime,
+                    )
+                ]
+            )
+        warnings.append(
+            "site %s runs jobs in %s containers but no image was given: the job runs on the host "
+            "(--image IMAGE to use one)" % (site.name, runtime)
+        )
         runtime = "none"
     if runtime == "none":
         return ContainerPlan(runtime="none")
@@ -265,13 +317,18 @@ def _container(site: Site, node: NodeType, spec: Any, warnings: List[str]) -> Co
         spelled = spell(image, runtime, site.name, node.vendor, node.gpu_model)
     except ImageError as exc:
         raise ConfigError([Issue(*at, str(exc))]) from None
-    return ContainerPlan(runtime=runtime, image=spelled, mounts=mounts,
-                         mount_workdir=spec.container.mount_workdir and runtime == "pyxis",
-                         gpu_flag="--rocm" if node.vendor == "amd" else "--nv")
+    return ContainerPlan(
+        runtime=runtime,
+        image=spelled,
+        mounts=mounts,
+        mount_workdir=spec.container.mount_workdir and runtime == "pyxis",
+        gpu_flag="--rocm" if node.vendor == "amd" else "--nv",
+    )
 
 
-def megatron_model_args(launcher: Launcher, model: Any, user_argv: Sequence[str],
-                        seq: Optional[int]) -> Tuple[str, ...]:
+def megatron_model_args(
+    launcher: Launcher, model: Any, user_argv: Sequence[str], seq: Optional[int]
+) -> Tuple[str, ...]:
     """The model's shape as Megatron arguments, so the planned job is the job that runs."""
     if launcher.name != "megatron" or model is None:
         return ()
@@ -302,24 +359,34 @@ def megatron_model_args(launcher: Launcher, model: Any, user_argv: Sequence[str]
     return tuple(out)
 
 
-def about_lines(site: Site, node: NodeType, layout: Layout, launcher: Launcher, fab: FabricEnv,
-                sizing: Sizing) -> Tuple[str, ...]:
+def about_lines(
+    site: Site, node: NodeType, layout: Layout, launcher: Launcher, fab: FabricEnv, sizing: Sizing
+) -> Tuple[str, ...]:
     """The human comment block: what the layout is and why."""
     lines = [
-        "Layout: %d GPUs = %d node%s x %d %s; NVLink domain %d GPUs (%s)" % (
-            layout.world, layout.nodes, "s" if layout.nodes != 1 else "", layout.gpus_per_node, node.gpu_model,
-            node.nvlink_domain, node.link),
-        "  TP=%-3d tensor parallel: %d consecutive ranks, %s" % (
-            layout.tp, layout.tp, "inside one NVLink domain" if layout.tp <= node.nvlink_domain
-            else "SPANS NVLink domains"),
+        "Layout: %d GPUs = %d node%s x %d %s; NVLink domain %d GPUs (%s)"
+        % (
+            layout.world,
+            layout.nodes,
+            "s" if layout.nodes != 1 else "",
+            layout.gpus_per_node,
+            node.gpu_model,
+            node.nvlink_domain,
+            node.link,
+        ),
+        "  TP=%-3d tensor parallel: %d consecutive ranks, %s"
+        % (
+            layout.tp,
+            layout.tp,
+            "inside one NVLink domain" if layout.tp <= node.nvlink_domain else "SPANS NVLink domains",
+        ),
         "  PP=%-3d pipeline stages" % layout.pp,
         "  DP=%-3d data-parallel replicas" % layout.dp,
-        "  CP=%-3d context parallel   EP=%d expert parallel   micro-batch %d" % (
-            layout.cp, layout.ep, layout.micro_batch),
+        "  CP=%-3d context parallel   EP=%d expert parallel   micro-batch %d"
+        % (layout.cp, layout.ep, layout.micro_batch),
         "Launcher: %s" % launcher.summary,
-        "Fabric: %s (%s), %d compute NIC%s, %g Gb/s per node" % (
-            fab.kind, fab.library, len(node.compute_nics), "" if len(node.compute_nics) == 1 else "s",
-            node.fabric_gbps),
+        "Fabric: %s (%s), %d compute NIC%s, %g Gb/s per node"
+        % (fab.kind, fab.library, len(node.compute_nics), "" if len(node.compute_nics) == 1 else "s", node.fabric_gbps),
     ]
     if sizing.model is not None:
         lines.append("Model: %s" % getattr(sizing.model, "label", sizing.model))

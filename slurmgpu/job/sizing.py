@@ -24,8 +24,7 @@ def _model(ref: str) -> Any:
         raise
 
 
-def layout_from_pins(node: NodeType, nodes: Optional[int], gpus: Optional[int],
-                     pins: Mapping[str, int]) -> Layout:
+def layout_from_pins(node: NodeType, nodes: Optional[int], gpus: Optional[int], pins: Mapping[str, int]) -> Layout:
     """The layout when nothing is planned: the whole allocation is DP unless pinned."""
     gpn = node.gpus
     if gpus is not None:
@@ -43,16 +42,20 @@ def layout_from_pins(node: NodeType, nodes: Optional[int], gpus: Optional[int],
     tp, pp, cp, ep = (pins.get(k, 1) for k in ("tp", "pp", "cp", "ep"))
     inner = tp * pp * cp
     if world % inner:
-        raise PlanError("tp x pp x cp = %d x %d x %d = %d does not divide the %d GPUs (%d nodes x %d)" % (
-            tp, pp, cp, inner, world, nodes, gpn))
+        raise PlanError(
+            "tp x pp x cp = %d x %d x %d = %d does not divide the %d GPUs (%d nodes x %d)"
+            % (tp, pp, cp, inner, world, nodes, gpn)
+        )
     dp = pins.get("dp", world // inner)
     if tp * pp * cp * dp != world:
-        raise PlanError("tp x pp x cp x dp = %d, but the job has %d GPUs (%d nodes x %d)" % (
-            inner * dp, world, nodes, gpn))
+        raise PlanError(
+            "tp x pp x cp x dp = %d, but the job has %d GPUs (%d nodes x %d)" % (inner * dp, world, nodes, gpn)
+        )
     if (dp * cp) % ep:
         raise PlanError("ep=%d must divide dp x cp = %d (experts are spread over data-parallel ranks)" % (ep, dp * cp))
-    return Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=pins.get("micro_batch", 1), nodes=nodes,
-                  gpus_per_node=gpn)
+    return Layout(
+        tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=pins.get("micro_batch", 1), nodes=nodes, gpus_per_node=gpn
+    )
 
 
 @dataclass(frozen=True)
@@ -77,11 +80,16 @@ def plan_layout(site: Site, spec: Any) -> Sizing:
             if "tp" not in pins:
                 pins["tp"] = min(node.gpus, node.nvlink_domain, spec.gpus or node.gpus)
             pins.setdefault("dp", 1)
-            world = (spec.gpus if spec.gpus is not None else (spec.nodes or 1) * node.gpus)
+            world = spec.gpus if spec.gpus is not None else (spec.nodes or 1) * node.gpus
             pins.setdefault("pp", max(1, world // (pins["tp"] * pins.get("cp", 1))))
         layout = layout_from_pins(node, spec.nodes, spec.gpus, pins)
-        return Sizing(layout=layout, notes=("no model given: the layout is what was pinned, the rest "
-                                            "data parallel (give --model to have it planned)",))
+        return Sizing(
+            layout=layout,
+            notes=(
+                "no model given: the layout is what was pinned, the rest "
+                "data parallel (give --model to have it planned)",
+            ),
+        )
     from ..plan import make_plan
 
     model = _model(spec.model)
@@ -97,13 +105,24 @@ def plan_request(site: Site, spec: Any, model: Any, **extra: Any) -> Any:
     task = spec.task
     if get_launcher(spec.launcher).serving and task == "pretrain":
         task = "inference"
-    return PlanRequest(model=model, task=task, partition=spec.partition or site.default_partition, gpus=spec.gpus,
-                       nodes=spec.nodes, seq=spec.seq, global_batch=spec.global_batch, precision=spec.precision,
-                       tokens=spec.tokens, pins=dict(spec.parallel), **extra)
+    return PlanRequest(
+        model=model,
+        task=task,
+        partition=spec.partition or site.default_partition,
+        gpus=spec.gpus,
+        nodes=spec.nodes,
+        seq=spec.seq,
+        global_batch=spec.global_batch,
+        precision=spec.precision,
+        tokens=spec.tokens,
+        pins=dict(spec.parallel),
+        **extra,
+    )
 
 
-def segment_for(site: Site, node: NodeType, layout: Layout, wanted: Optional[int],
-                planned: Optional[int] = None) -> Optional[int]:
+def segment_for(
+    site: Site, node: NodeType, layout: Layout, wanted: Optional[int], planned: Optional[int] = None
+) -> Optional[int]:
     """--segment on sites whose NVLink domain spans nodes (topology/block, NVL72).
 
     Both the choice and the check of a user's --segment are the planner's rule
@@ -115,9 +134,18 @@ def segment_for(site: Site, node: NodeType, layout: Layout, wanted: Optional[int
 
     if wanted is not None:
         if site.topology != "block":
-            raise ConfigError([Issue("", None, None, "segment",
-                                     "--segment needs a topology/block site (NVLink domains across nodes); "
-                                     "site %s has topology %s" % (site.name, site.topology))])
+            raise ConfigError(
+                [
+                    Issue(
+                        "",
+                        None,
+                        None,
+                        "segment",
+                        "--segment needs a topology/block site (NVLink domains across nodes); "
+                        "site %s has topology %s" % (site.name, site.topology),
+                    )
+                ]
+            )
         err = segment_error(node, layout.tp, layout.nodes, layout.gpus_per_node, wanted)
         if err:
             raise ConfigError([Issue("", None, None, "segment", err)])
@@ -138,12 +166,24 @@ def _check_size(spec: Any, part: Any, layout: Layout, launcher: Launcher) -> Non
     if bad:
         raise PlanError(bad)
     if layout.nodes > part.max_nodes_per_job:
-        raise PlanError("partition %s allows at most %d node%s per job, the job needs %d" % (
-            part.name, part.max_nodes_per_job, "s" if part.max_nodes_per_job != 1 else "", layout.nodes))
+        raise PlanError(
+            "partition %s allows at most %d node%s per job, the job needs %d"
+            % (part.name, part.max_nodes_per_job, "s" if part.max_nodes_per_job != 1 else "", layout.nodes)
+        )
     limit = time_seconds(spec.time) if spec.time else None
     if spec.requeue and limit is not None and spec.grace >= limit:
-        raise ConfigError([Issue("", None, None, "grace", "the checkpoint signal comes %d s before the limit, "
-                                 "but the time limit %s is only %d s" % (spec.grace, spec.time, limit))])
+        raise ConfigError(
+            [
+                Issue(
+                    "",
+                    None,
+                    None,
+                    "grace",
+                    "the checkpoint signal comes %d s before the limit, "
+                    "but the time limit %s is only %d s" % (spec.grace, spec.time, limit),
+                )
+            ]
+        )
 
 
 def suggestion(site: Site, spec: Any, sizing: Sizing) -> str:
@@ -158,12 +198,16 @@ def suggestion(site: Site, spec: Any, sizing: Sizing) -> str:
         except (PlanError, ConfigError):
             alt = None
         if alt is not None and alt.tp <= domain:
-            return ("suggestion: the planner picks tp=%d pp=%d dp=%d cp=%d on %d node%s: drop the --tp/--pp/--dp "
-                    "pins, or pin --tp %d --pp %d" % (alt.tp, alt.pp, alt.dp, alt.cp, alt.nodes,
-                                                        "s" if alt.nodes != 1 else "", alt.tp, alt.pp))
+            return (
+                "suggestion: the planner picks tp=%d pp=%d dp=%d cp=%d on %d node%s: drop the --tp/--pp/--dp "
+                "pins, or pin --tp %d --pp %d"
+                % (alt.tp, alt.pp, alt.dp, alt.cp, alt.nodes, "s" if alt.nodes != 1 else "", alt.tp, alt.pp)
+            )
     # never the TP just refused: the largest TP that stays inside one node and one domain, below it
     tp, gpn = sizing.layout.tp, sizing.layout.gpus_per_node
     smaller = [t for t in range(min(tp - 1, gpn, domain), 0, -1) if gpn % t == 0 and domain % t == 0]
     example = ", e.g. --tp %d," % smaller[0] if smaller else ""
-    return ("suggestion: keep tp <= %d (the NVLink domain of %s on partition %s)%s and add pipeline "
-            "or data parallelism across nodes" % (domain, node.name, partition, example))
+    return (
+        "suggestion: keep tp <= %d (the NVLink domain of %s on partition %s)%s and add pipeline "
+        "or data parallelism across nodes" % (domain, node.name, partition, example)
+    )

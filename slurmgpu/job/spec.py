@@ -5,6 +5,7 @@ time, size (or "plan it"), and the few Slurm settings a user may choose. Every
 field can be overridden from the command line; the same checks run on both, and
 errors name the file, line and field (or the flag).
 """
+
 from __future__ import annotations
 
 import os
@@ -30,15 +31,41 @@ PLACEHOLDER_PROGRAM = "train.py"
 
 # #SBATCH options slurmgpu writes itself, and the spec field (or flag) that controls each.
 MANAGED_SBATCH = {
-    "--nodes": "nodes", "-N": "nodes", "--gpus-per-node": "the site (gpus per node)",
-    "--gres": "the site (gpus per node)", "--gpus": "gpus", "-G": "gpus", "--gpus-per-task": "the launcher",
-    "--ntasks-per-node": "the launcher", "--ntasks": "the launcher", "-n": "the launcher",
-    "--cpus-per-task": "cpus_per_task", "-c": "cpus_per_task", "--job-name": "name", "-J": "name",
-    "--partition": "partition", "-p": "partition", "--account": "account", "-A": "account", "--qos": "qos",
-    "-q": "qos", "--time": "time", "-t": "time", "--output": "output", "-o": "output", "--error": "error",
-    "-e": "error", "--exclusive": "the site's partition (exclusive)", "--segment": "segment",
-    "--signal": "requeue/grace", "--requeue": "requeue", "--dependency": "dependency", "-d": "dependency",
-    "--constraint": "constraint", "-C": "constraint", "--mem": "mem",
+    "--nodes": "nodes",
+    "-N": "nodes",
+    "--gpus-per-node": "the site (gpus per node)",
+    "--gres": "the site (gpus per node)",
+    "--gpus": "gpus",
+    "-G": "gpus",
+    "--gpus-per-task": "the launcher",
+    "--ntasks-per-node": "the launcher",
+    "--ntasks": "the launcher",
+    "-n": "the launcher",
+    "--cpus-per-task": "cpus_per_task",
+    "-c": "cpus_per_task",
+    "--job-name": "name",
+    "-J": "name",
+    "--partition": "partition",
+    "-p": "partition",
+    "--account": "account",
+    "-A": "account",
+    "--qos": "qos",
+    "-q": "qos",
+    "--time": "time",
+    "-t": "time",
+    "--output": "output",
+    "-o": "output",
+    "--error": "error",
+    "-e": "error",
+    "--exclusive": "the site's partition (exclusive)",
+    "--segment": "segment",
+    "--signal": "requeue/grace",
+    "--requeue": "requeue",
+    "--dependency": "dependency",
+    "-d": "dependency",
+    "--constraint": "constraint",
+    "-C": "constraint",
+    "--mem": "mem",
 }
 
 
@@ -61,8 +88,25 @@ class ContainerSpec:
 # (queue names and accounts, the size in that site's GPUs, the image its runtime and GPUs need,
 # paths and environment). The job itself (model, launcher, program, arguments) is the same
 # everywhere. `image` is short for `container: {image: ...}`.
-SITE_FIELDS = ("partition", "account", "qos", "constraint", "time", "nodes", "gpus", "parallel", "mem",
-               "cpus_per_task", "segment", "container", "image", "env", "sbatch", "checkpoint_dir", "weights")
+SITE_FIELDS = (
+    "partition",
+    "account",
+    "qos",
+    "constraint",
+    "time",
+    "nodes",
+    "gpus",
+    "parallel",
+    "mem",
+    "cpus_per_task",
+    "segment",
+    "container",
+    "image",
+    "env",
+    "sbatch",
+    "checkpoint_dir",
+    "weights",
+)
 
 
 @dataclass(frozen=True)
@@ -131,8 +175,12 @@ class JobSpec:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("container", "source", "sites")}
         d["command"], d["args"], d["sbatch"] = list(self.command), list(self.args), list(self.sbatch)
         d["parallel"], d["env"] = dict(self.parallel), dict(self.env)
-        d["container"] = {"runtime": self.container.runtime, "image": self.container.image,
-                          "mounts": list(self.container.mounts), "mount_workdir": self.container.mount_workdir}
+        d["container"] = {
+            "runtime": self.container.runtime,
+            "image": self.container.image,
+            "mounts": list(self.container.mounts),
+            "mount_workdir": self.container.mount_workdir,
+        }
         d["sites"] = {o.site: o.to_dict() for o in self.sites}
         return d
 
@@ -173,8 +221,10 @@ def time_seconds(v: str) -> Optional[int]:
 
 def check_time(v: Any) -> Optional[str]:
     if not isinstance(v, str) or time_seconds(v) is None:
-        return ("expected a Slurm time limit such as \"04:00:00\", \"2-00:00:00\" or \"90\" (minutes), got %r; "
-                "quote it in YAML" % (v,))
+        return (
+            'expected a Slurm time limit such as "04:00:00", "2-00:00:00" or "90" (minutes), got %r; '
+            "quote it in YAML" % (v,)
+        )
     return None
 
 
@@ -219,7 +269,7 @@ def check_mount(v: Any) -> Optional[str]:
 
 def check_dependency(v: Any) -> Optional[str]:
     if not isinstance(v, str) or not _DEPENDENCY.match(v):
-        return "expected a Slurm dependency such as \"afterok:1234\" or \"afterany:12:13\", got %r" % (v,)
+        return 'expected a Slurm dependency such as "afterok:1234" or "afterany:12:13", got %r' % (v,)
     return None
 
 
@@ -227,8 +277,10 @@ def check_signal(v: Any) -> Optional[str]:
     s = str(v).upper()
     s = s[3:] if s.startswith("SIG") else s
     if s == "USR1":
-        return ("SIGUSR1 may be caught by NCCL/PyTorch (or Lightning's SLURM plugin) instead of your checkpoint "
-                "handler; use one of %s" % ", ".join(CHECKPOINT_SIGNALS))
+        return (
+            "SIGUSR1 may be caught by NCCL/PyTorch (or Lightning's SLURM plugin) instead of your checkpoint "
+            "handler; use one of %s" % ", ".join(CHECKPOINT_SIGNALS)
+        )
     if s not in CHECKPOINT_SIGNALS:
         return "expected one of %s, got %r" % (", ".join(CHECKPOINT_SIGNALS), v)
     return None
@@ -269,7 +321,7 @@ def parse_nodes(v: Any) -> Tuple[Optional[int], Optional[str]]:
     if isinstance(v, str) and v.strip().isdigit():
         v = int(v)
     bad = check_positive(v)
-    return (None, bad + " or \"plan\"") if bad else (v, None)
+    return (None, bad + ' or "plan"') if bad else (v, None)
 
 
 def normal_signal(v: str) -> str:
@@ -281,28 +333,63 @@ def normal_signal(v: str) -> str:
 # YAML
 
 _FIELDS = {
-    "name": Field("str"), "model": Field("str"), "task": Field("str", default="pretrain"),
+    "name": Field("str"),
+    "model": Field("str"),
+    "task": Field("str", default="pretrain"),
     "launcher": Field("str", default="torchrun", choices=LAUNCHER_NAMES),
-    "command": Field("any"), "args": Field("strlist", default=tuple), "weights": Field("str"),
-    "container": Field("map"), "time": Field("any"), "nodes": Field("any"),
-    "gpus": Field("int", positive=True), "partition": Field("str"), "account": Field("str"),
-    "qos": Field("str"), "constraint": Field("str"), "parallel": Field("map"),
-    "seq": Field("int", positive=True), "global_batch": Field("int", positive=True),
-    "tokens": Field("any"), "precision": Field("str", default="bf16"), "fsdp": Field("bool", default=False),
-    "sbatch": Field("strlist", default=tuple), "env": Field("strmap", default=dict),
-    "checkpoint_dir": Field("str"), "preflight": Field("bool", default=True),
-    "requeue": Field("bool", default=False), "grace": Field("int", default=300, positive=True),
-    "checkpoint_signal": Field("str", default="TERM"), "dependency": Field("str"),
-    "output": Field("str"), "error": Field("str"), "mem": Field("any"),
-    "cpus_per_task": Field("int", positive=True), "segment": Field("int", positive=True),
-    "template": Field("str", default=DEFAULT_TEMPLATE), "sites": Field("map"),
+    "command": Field("any"),
+    "args": Field("strlist", default=tuple),
+    "weights": Field("str"),
+    "container": Field("map"),
+    "time": Field("any"),
+    "nodes": Field("any"),
+    "gpus": Field("int", positive=True),
+    "partition": Field("str"),
+    "account": Field("str"),
+    "qos": Field("str"),
+    "constraint": Field("str"),
+    "parallel": Field("map"),
+    "seq": Field("int", positive=True),
+    "global_batch": Field("int", positive=True),
+    "tokens": Field("any"),
+    "precision": Field("str", default="bf16"),
+    "fsdp": Field("bool", default=False),
+    "sbatch": Field("strlist", default=tuple),
+    "env": Field("strmap", default=dict),
+    "checkpoint_dir": Field("str"),
+    "preflight": Field("bool", default=True),
+    "requeue": Field("bool", default=False),
+    "grace": Field("int", default=300, positive=True),
+    "checkpoint_signal": Field("str", default="TERM"),
+    "dependency": Field("str"),
+    "output": Field("str"),
+    "error": Field("str"),
+    "mem": Field("any"),
+    "cpus_per_task": Field("int", positive=True),
+    "segment": Field("int", positive=True),
+    "template": Field("str", default=DEFAULT_TEMPLATE),
+    "sites": Field("map"),
 }
 _CONTAINER_FIELDS = {
-    "runtime": Field("str", choices=RUNTIMES), "image": Field("str"), "mounts": Field("strlist", default=tuple),
+    "runtime": Field("str", choices=RUNTIMES),
+    "image": Field("str"),
+    "mounts": Field("strlist", default=tuple),
     "mount_workdir": Field("bool", default=True),
 }
-_ONE_LINE = ("name", "model", "weights", "partition", "account", "qos", "constraint", "checkpoint_dir",
-             "output", "error", "task", "precision")
+_ONE_LINE = (
+    "name",
+    "model",
+    "weights",
+    "partition",
+    "account",
+    "qos",
+    "constraint",
+    "checkpoint_dir",
+    "output",
+    "error",
+    "task",
+    "precision",
+)
 
 
 def load_spec(path: str) -> JobSpec:
@@ -326,9 +413,32 @@ def spec_from_data(data: Any, path: str, text: str = "") -> JobSpec:
     ck = Checker(path)
     v = ck.take(data, _FIELDS, "")
     kw: Dict[str, Any] = {}
-    for key in ("name", "model", "task", "launcher", "weights", "partition", "account", "qos", "constraint",
-                "seq", "global_batch", "precision", "fsdp", "checkpoint_dir", "preflight", "requeue", "grace",
-                "dependency", "output", "error", "cpus_per_task", "segment", "template", "gpus"):
+    for key in (
+        "name",
+        "model",
+        "task",
+        "launcher",
+        "weights",
+        "partition",
+        "account",
+        "qos",
+        "constraint",
+        "seq",
+        "global_batch",
+        "precision",
+        "fsdp",
+        "checkpoint_dir",
+        "preflight",
+        "requeue",
+        "grace",
+        "dependency",
+        "output",
+        "error",
+        "cpus_per_task",
+        "segment",
+        "template",
+        "gpus",
+    ):
         if v[key] is not None:
             kw[key] = v[key]
     for key in _ONE_LINE:
@@ -375,8 +485,7 @@ def spec_from_data(data: Any, path: str, text: str = "") -> JobSpec:
             ck.error(data, "mem", "mem", "expected a Slurm memory size such as 0 (all), 512G or 64000M, got %r" % mem)
         kw["mem"] = mem
 
-    par = ck.take(v["parallel"], {k: Field("int", positive=True) for k in PARALLEL_KEYS}, "parallel",
-                  data, "parallel")
+    par = ck.take(v["parallel"], {k: Field("int", positive=True) for k in PARALLEL_KEYS}, "parallel", data, "parallel")
     kw["parallel"] = {k: par[k] for k in PARALLEL_KEYS if par[k] is not None}
 
     sb = tuple(v["sbatch"] or ())
@@ -406,8 +515,9 @@ def spec_from_data(data: Any, path: str, text: str = "") -> JobSpec:
     if c["image"] is not None:
         _report(ck, raw_c, "image", one_line(c["image"]), "container.image")
         image_at = ck.where(raw_c, "image") + ("container.image",)
-    kw["container"] = ContainerSpec(runtime=c["runtime"], image=c["image"], mounts=mounts,
-                                    mount_workdir=c["mount_workdir"], image_at=image_at)
+    kw["container"] = ContainerSpec(
+        runtime=c["runtime"], image=c["image"], mounts=mounts, mount_workdir=c["mount_workdir"], image_at=image_at
+    )
     if v["sites"] is not None:
         kw["sites"] = _site_overrides(ck, v["sites"], path, text)
     ck.raise_if_any()
@@ -429,8 +539,13 @@ def _site_overrides(ck: Checker, raw: Any, path: str, text: str) -> Tuple[SiteOv
         if block is None:
             block = LocDict()
         if not isinstance(block, dict):
-            ck.error(raw, name, label, "expected a mapping of spec fields for site %s (%s), got %s" % (
-                name, ", ".join(SITE_FIELDS), _describe(block)))
+            ck.error(
+                raw,
+                name,
+                label,
+                "expected a mapping of spec fields for site %s (%s), got %s"
+                % (name, ", ".join(SITE_FIELDS), _describe(block)),
+            )
             continue
         sub = LocDict()
         sub.loc = getattr(block, "loc", None)
@@ -440,20 +555,37 @@ def _site_overrides(ck: Checker, raw: Any, path: str, text: str) -> Tuple[SiteOv
                 if key in getattr(block, "locs", {}):
                     sub.locs[key] = block.locs[key]
             elif key in _FIELDS:
-                ck.error(block, key, "%s.%s" % (label, key), "cannot differ per site: the job is the same on every "
-                         "site, so set it at the top level (a site block may set %s)" % ", ".join(SITE_FIELDS))
+                ck.error(
+                    block,
+                    key,
+                    "%s.%s" % (label, key),
+                    "cannot differ per site: the job is the same on every "
+                    "site, so set it at the top level (a site block may set %s)" % ", ".join(SITE_FIELDS),
+                )
             else:
                 hint = difflib.get_close_matches(str(key), SITE_FIELDS, n=1)
-                ck.error(block, key, "%s.%s" % (label, key), "unknown key%s" % (
-                    " (did you mean '%s'?)" % hint[0] if hint else "; a site block may set %s" % ", ".join(
-                        SITE_FIELDS)))
+                ck.error(
+                    block,
+                    key,
+                    "%s.%s" % (label, key),
+                    "unknown key%s"
+                    % (
+                        " (did you mean '%s'?)" % hint[0]
+                        if hint
+                        else "; a site block may set %s" % ", ".join(SITE_FIELDS)
+                    ),
+                )
         image_at = None
         if "image" in sub:
             c = sub.get("container")
             if isinstance(c, dict) and "image" in c:
                 first = ck.where(c, "image")
-                ck.error(block, "image", label + ".image", "the image is given twice: here and as container.image "
-                         "(line %s); keep one" % first[1])
+                ck.error(
+                    block,
+                    "image",
+                    label + ".image",
+                    "the image is given twice: here and as container.image (line %s); keep one" % first[1],
+                )
                 continue
             merged = LocDict(c if isinstance(c, dict) else {})
             merged.locs.update(getattr(c, "locs", {}))
@@ -511,12 +643,22 @@ def for_site(spec: JobSpec, site: str, known: Sequence[str] = ()) -> Tuple[JobSp
 
         hint = difflib.get_close_matches(o.site, names, n=1, cutoff=0.75)
         if hint:
-            issues.append(Issue(*o.where, "no site is called '%s' (did you mean '%s'?); the site in effect is %s" % (
-                o.site, hint[0], site)))
+            issues.append(
+                Issue(
+                    *o.where,
+                    "no site is called '%s' (did you mean '%s'?); the site in effect is %s" % (o.site, hint[0], site),
+                )
+            )
         else:
-            warnings.append(str(Issue(*o.where, "no built-in preset is called %s and the site in effect is %s; this "
-                                      "block applies only where a site named %s is in effect" % (
-                                          o.site, site, o.site))))
+            warnings.append(
+                str(
+                    Issue(
+                        *o.where,
+                        "no built-in preset is called %s and the site in effect is %s; this "
+                        "block applies only where a site named %s is in effect" % (o.site, site, o.site),
+                    )
+                )
+            )
     if issues:
         raise ConfigError(issues)
     if chosen is None:
@@ -559,13 +701,14 @@ def _raw_scalar(text: str, data: Any, key: str) -> Optional[str]:
     lines = text.splitlines()
     if loc[1] > len(lines):
         return None
-    rest = lines[loc[1] - 1][loc[2] - 1:]
+    rest = lines[loc[1] - 1][loc[2] - 1 :]
     m = re.match(r"\s*%s\s*:\s*([^#\s,}\]]+)" % re.escape(key), rest)
     return m.group(1) if m and ":" in m.group(1) else None
 
 
 # ---------------------------------------------------------------------------
 # Overrides from the command line
+
 
 def apply_overrides(spec: JobSpec, flags: Mapping[str, Any]) -> JobSpec:
     """Return `spec` with the given flag values (None = not given); errors name the flag."""
@@ -579,15 +722,27 @@ def apply_overrides(spec: JobSpec, flags: Mapping[str, Any]) -> JobSpec:
 
     kw: Dict[str, Any] = {}
     simple: Dict[str, Tuple[str, Optional[Callable[[Any], Optional[str]]]]] = {
-        "name": ("--job-name", one_line), "model": ("--model", one_line), "task": ("--task", one_line),
-        "launcher": ("--launcher", None), "weights": ("--weights", one_line),
-        "partition": ("--partition", one_line), "account": ("--account", one_line), "qos": ("--qos", one_line),
-        "constraint": ("--constraint", one_line), "seq": ("--seq", check_positive),
-        "global_batch": ("--global-batch", check_positive), "precision": ("--precision", one_line),
-        "checkpoint_dir": ("--checkpoint-dir", one_line), "dependency": ("--dependency", check_dependency),
-        "output": ("--output", one_line), "error": ("--error", one_line), "gpus": ("--gpus", check_positive),
-        "cpus_per_task": ("--cpus-per-task", check_positive), "segment": ("--segment", check_positive),
-        "template": ("--template", check_template), "grace": ("--grace", check_positive),
+        "name": ("--job-name", one_line),
+        "model": ("--model", one_line),
+        "task": ("--task", one_line),
+        "launcher": ("--launcher", None),
+        "weights": ("--weights", one_line),
+        "partition": ("--partition", one_line),
+        "account": ("--account", one_line),
+        "qos": ("--qos", one_line),
+        "constraint": ("--constraint", one_line),
+        "seq": ("--seq", check_positive),
+        "global_batch": ("--global-batch", check_positive),
+        "precision": ("--precision", one_line),
+        "checkpoint_dir": ("--checkpoint-dir", one_line),
+        "dependency": ("--dependency", check_dependency),
+        "output": ("--output", one_line),
+        "error": ("--error", one_line),
+        "gpus": ("--gpus", check_positive),
+        "cpus_per_task": ("--cpus-per-task", check_positive),
+        "segment": ("--segment", check_positive),
+        "template": ("--template", check_template),
+        "grace": ("--grace", check_positive),
         "time": ("--time", check_time),
     }
     for key, (flag, check) in simple.items():
@@ -599,15 +754,17 @@ def apply_overrides(spec: JobSpec, flags: Mapping[str, Any]) -> JobSpec:
     for key in ("fsdp", "preflight", "requeue"):
         if flags.get(key) is not None:
             kw[key] = bool(flags[key])
-    if flags.get("checkpoint_signal") is not None and not bad("--checkpoint-signal",
-                                                              check_signal(flags["checkpoint_signal"])):
+    if flags.get("checkpoint_signal") is not None and not bad(
+        "--checkpoint-signal", check_signal(flags["checkpoint_signal"])
+    ):
         kw["checkpoint_signal"] = normal_signal(flags["checkpoint_signal"])
     if flags.get("nodes") is not None:
         n, msg = parse_nodes(flags["nodes"])
         if not bad("--nodes", msg):
             kw["nodes"] = n
-    if flags.get("mem") is not None and not bad("--mem", None if _MEM.match(str(flags["mem"])) else
-                                                 "expected a Slurm memory size such as 0, 512G or 64000M"):
+    if flags.get("mem") is not None and not bad(
+        "--mem", None if _MEM.match(str(flags["mem"])) else "expected a Slurm memory size such as 0, 512G or 64000M"
+    ):
         kw["mem"] = str(flags["mem"])
     if flags.get("tokens") is not None:
         from ..schema import parse_size
@@ -659,6 +816,7 @@ def apply_overrides(spec: JobSpec, flags: Mapping[str, Any]) -> JobSpec:
 # ---------------------------------------------------------------------------
 # Where the repo is
 
+
 def find_repo(start: Optional[str] = None) -> Tuple[Path, Optional[Path]]:
     """The research repo around `start` and its slurmgpu.yaml, if any.
 
@@ -681,8 +839,18 @@ def find_repo(start: Optional[str] = None) -> Tuple[Path, Optional[Path]]:
 # ---------------------------------------------------------------------------
 # `slurmgpu init`
 
-def scaffold(name: str, site: str, launcher: str, model: Optional[str], nodes: Optional[int],
-             command: Tuple[str, ...], time: str, image: Optional[str] = None, placeholder: bool = False) -> str:
+
+def scaffold(
+    name: str,
+    site: str,
+    launcher: str,
+    model: Optional[str],
+    nodes: Optional[int],
+    command: Tuple[str, ...],
+    time: str,
+    image: Optional[str] = None,
+    placeholder: bool = False,
+) -> str:
     """The text of a fresh slurmgpu.yaml, commented so users see the other fields.
 
     `placeholder`: `command` is init's stand-in (PLACEHOLDER_PROGRAM), and the line says so.
@@ -700,8 +868,10 @@ def scaffold(name: str, site: str, launcher: str, model: Optional[str], nodes: O
         "launcher: %s" % launcher,
     ]
     if command and placeholder:
-        lines.append("command: [%s]   # placeholder: your program and its arguments (a list, or a string)"
-                     % ", ".join(q(a) for a in command))
+        lines.append(
+            "command: [%s]   # placeholder: your program and its arguments (a list, or a string)"
+            % ", ".join(q(a) for a in command)
+        )
     elif command:
         lines.append("command: [%s]" % ", ".join(q(a) for a in command))
     else:
@@ -711,11 +881,11 @@ def scaffold(name: str, site: str, launcher: str, model: Optional[str], nodes: O
         ("nodes: %d" % nodes) if nodes else "nodes: plan              # or a number",
         "# parallel: {tp: 8, pp: 2}   # pin parts of the layout; the rest is planned",
         "container:",
-        ("  image: %s" % q(image)) if image else "  # image: \"nvcr.io#nvidia/pytorch:24.04-py3\"",
+        ("  image: %s" % q(image)) if image else '  # image: "nvcr.io#nvidia/pytorch:24.04-py3"',
         "  # runtime: pyxis            # pyxis | apptainer | none (default: the site's)",
-        "  # mounts: [\"/data:/data\"]",
+        '  # mounts: ["/data:/data"]',
         "# account: my-project",
-        "# sbatch: [\"--mail-type=END\"]",
+        '# sbatch: ["--mail-type=END"]',
         "# env: {WANDB_PROJECT: my-run}",
         "# checkpoint_dir: /scratch/$USER/ckpt   # $USER $HOME $SCRATCH $SLURM_JOB_ID expand on the node",
         "# requeue: true               # checkpoint and requeue before the time limit",

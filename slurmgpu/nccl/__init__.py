@@ -15,4 +15,20 @@ from .fabric import (
 )
 from .lint import PATH_LEVELS, VARS, errors, lint_env, parse_devlist, prefix_traps
 
-__all__ = ["FABRIC_TABLE", "FabricEnv", "OFI_NET", "PATH_LEVELS", "VARS", "cuda_device_max_connections", "derived_names", "errors", "fabric_env", "fabric_facts", "lint_env", "nccl_required", "parse_devlist", "prefix_traps", "socket_ifname"]
+__all__ = [
+    "FABRIC_TABLE",
+    "FabricEnv",
+    "OFI_NET",
+    "PATH_LEVELS",
+    "VARS",
+    "cuda_device_max_connections",
+    "derived_names",
+    "errors",
+    "fabric_env",
+    "fabric_facts",
+    "lint_env",
+    "nccl_required",
+    "parse_devlist",
+    "prefix_traps",
+    "socket_ifname",
+]

@@ -6,6 +6,7 @@ this module adds is the per-fabric glue (which variable carries them, exact-matc
 syntax, the plugin a fabric needs) and the one value that depends on the job,
 CUDA_DEVICE_MAX_CONNECTIONS.
 """
+
 from __future__ import annotations
 
 import re
@@ -45,8 +46,12 @@ class FabricEnv:
         return None
 
     def to_dict(self) -> Dict[str, object]:
-        return {"kind": self.kind, "vendor": self.vendor, "library": self.library,
-                "env": [{"name": e.name, "value": e.value, "why": e.why} for e in self.env]}
+        return {
+            "kind": self.kind,
+            "vendor": self.vendor,
+            "library": self.library,
+            "env": [{"name": e.name, "value": e.value, "why": e.why} for e in self.env],
+        }
 
 
 # ---------------------------------------------------------------------------
@@ -78,19 +83,30 @@ class FabricFacts:
     ask_socket_ifname: bool = True  # the policy asks multi-node jobs for the site's NCCL_SOCKET_IFNAME
 
 
-FABRIC_TABLE: Dict[str, FabricFacts] = {f.kind: f for f in (
-    FabricFacts("infiniband", ib_hca=True),
-    FabricFacts("roce", ib_hca=True),
-    FabricFacts("efa", provider="efa", net=OFI_NET, plugin={"nvidia": "aws-ofi-nccl"}, ask_socket_ifname=False),
-    FabricFacts("slingshot", provider="cxi", net=OFI_NET,
-                plugin={"nvidia": "aws-ofi-nccl OFI", "amd": "aws-ofi-rccl OFI"},
-                amd_env=(("HSA_FORCE_FINE_GRAIN_PCIE", "1", "RCCL over Slingshot needs fine-grained PCIe memory"),),
-                # HPE / CSCS / ALCF Slingshot settings (fabric_facts 2.5)
-                tuning=(("NCCL_CROSS_NIC", "1"), ("NCCL_NET_GDR_LEVEL", "PHB"),
-                        ("FI_CXI_DISABLE_HOST_REGISTER", "1"), ("FI_MR_CACHE_MONITOR", "userfaultfd"),
-                        ("FI_CXI_DEFAULT_CQ_SIZE", "131072"))),
-    FabricFacts("ethernet", ib_disable=True),
-)}
+FABRIC_TABLE: Dict[str, FabricFacts] = {
+    f.kind: f
+    for f in (
+        FabricFacts("infiniband", ib_hca=True),
+        FabricFacts("roce", ib_hca=True),
+        FabricFacts("efa", provider="efa", net=OFI_NET, plugin={"nvidia": "aws-ofi-nccl"}, ask_socket_ifname=False),
+        FabricFacts(
+            "slingshot",
+            provider="cxi",
+            net=OFI_NET,
+            plugin={"nvidia": "aws-ofi-nccl OFI", "amd": "aws-ofi-rccl OFI"},
+            amd_env=(("HSA_FORCE_FINE_GRAIN_PCIE", "1", "RCCL over Slingshot needs fine-grained PCIe memory"),),
+            # HPE / CSCS / ALCF Slingshot settings (fabric_facts 2.5)
+            tuning=(
+                ("NCCL_CROSS_NIC", "1"),
+                ("NCCL_NET_GDR_LEVEL", "PHB"),
+                ("FI_CXI_DISABLE_HOST_REGISTER", "1"),
+                ("FI_MR_CACHE_MONITOR", "userfaultfd"),
+                ("FI_CXI_DEFAULT_CQ_SIZE", "131072"),
+            ),
+        ),
+        FabricFacts("ethernet", ib_disable=True),
+    )
+}
 
 
 def fabric_facts(kind: str) -> FabricFacts:
@@ -151,8 +167,9 @@ def is_blackwell(node: NodeType) -> bool:
     return node.vendor == "nvidia" and bool(_BLACKWELL.search(node.gpu_model))
 
 
-def cuda_device_max_connections(node: NodeType, launcher: str, layout: Layout,
-                                fsdp: bool = False) -> Tuple[Optional[str], str]:
+def cuda_device_max_connections(
+    node: NodeType, launcher: str, layout: Layout, fsdp: bool = False
+) -> Tuple[Optional[str], str]:
     """Megatron's rule: 1 when TP or CP > 1 on pre-Blackwell GPUs without FSDP; never 1 with FSDP.
 
     With a single hardware queue, the TP/SP collective issued just before a GEMM really
@@ -179,20 +196,27 @@ def fabric_env(node: NodeType, launcher: str, layout: Layout, fsdp: bool = False
     kind = node.fabric
     facts = fabric_facts(kind)
     if facts.ib_hca and compute:
-        out.append(EnvVar("NCCL_IB_HCA", exact_list(["%s:%d" % (n.name, n.port) for n in compute]),
-                          "the site's compute HCAs only, exact names (no storage ports, no prefix matches)"))
+        out.append(
+            EnvVar(
+                "NCCL_IB_HCA",
+                exact_list(["%s:%d" % (n.name, n.port) for n in compute]),
+                "the site's compute HCAs only, exact names (no storage ports, no prefix matches)",
+            )
+        )
     if kind == "roce":
         if node.roce_gid_index is not None:
             out.append(EnvVar("NCCL_IB_GID_INDEX", str(node.roce_gid_index), "RoCE v2 GID index from the site"))
         if node.roce_traffic_class is not None:
-            out.append(EnvVar("NCCL_IB_TC", str(node.roce_traffic_class),
-                              "lossless traffic class the site's switches expect"))
+            out.append(
+                EnvVar("NCCL_IB_TC", str(node.roce_traffic_class), "lossless traffic class the site's switches expect")
+            )
     if facts.provider:
         out.append(EnvVar("FI_PROVIDER", facts.provider, _PROVIDER_WHY.get(facts.provider, "libfabric provider")))
     if facts.net and multi_node:
         plugin = facts.plugin.get(node.vendor) or facts.plugin.get("nvidia") or "OFI"
-        out.append(EnvVar("NCCL_NET", facts.net,
-                          "use the %s plugin or fail, instead of falling back to TCP sockets" % plugin))
+        out.append(
+            EnvVar("NCCL_NET", facts.net, "use the %s plugin or fail, instead of falling back to TCP sockets" % plugin)
+        )
     if amd:
         for name, value, why in facts.amd_env:
             out.append(EnvVar(name, value, why))

@@ -8,6 +8,7 @@ check and the script generator lint with the same table. Parsing rules follow
 NCCL 2.30 (`src/misc/utils.cc` parseStringList/matchIf, `src/graph/paths.cc`
 ncclGetLevel, `src/misc/param.cc`); see docs/preflight.md.
 """
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,27 @@ PATH_LEVELS = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "S
 """Path-type names NCCL accepts for *_LEVEL variables (case-sensitive strcmp)."""
 
 DEBUG_LEVELS = ("VERSION", "WARN", "INFO", "ABORT", "TRACE")
-DEBUG_SUBSYS = ("INIT", "COLL", "P2P", "SHM", "NET", "GRAPH", "TUNING", "ENV", "ALLOC", "ALLOC_HOST",
-                "CALL", "PROXY", "NVLS", "BOOTSTRAP", "REG", "PROFILE", "RAS", "DESTROY", "ALL")
+DEBUG_SUBSYS = (
+    "INIT",
+    "COLL",
+    "P2P",
+    "SHM",
+    "NET",
+    "GRAPH",
+    "TUNING",
+    "ENV",
+    "ALLOC",
+    "ALLOC_HOST",
+    "CALL",
+    "PROXY",
+    "NVLS",
+    "BOOTSTRAP",
+    "REG",
+    "PROFILE",
+    "RAS",
+    "DESTROY",
+    "ALL",
+)
 PROTOS = ("LL", "LL128", "Simple")
 ALGOS = ("Ring", "Tree", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT")
 NET_NAMES = ("IB", "Socket", "Libfabric", "AWS Libfabric", "OFI", "FasTrak")
@@ -151,8 +171,9 @@ VARS: Dict[str, VarSpec] = {
     "NCCL_SINGLE_RING_THRESHOLD": VarSpec("int", note="removed from NCCL; has no effect"),
     # PyTorch's ProcessGroupNCCL (old NCCL_* aliases still read)
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": VarSpec("int", minimum=0, maximum=3),
-    "NCCL_ASYNC_ERROR_HANDLING": VarSpec("int", minimum=0, maximum=3,
-                                         note="old alias of TORCH_NCCL_ASYNC_ERROR_HANDLING"),
+    "NCCL_ASYNC_ERROR_HANDLING": VarSpec(
+        "int", minimum=0, maximum=3, note="old alias of TORCH_NCCL_ASYNC_ERROR_HANDLING"
+    ),
     "TORCH_NCCL_BLOCKING_WAIT": VarSpec("bool"),
     "NCCL_BLOCKING_WAIT": VarSpec("bool", note="old alias of TORCH_NCCL_BLOCKING_WAIT"),
     "TORCH_NCCL_TRACE_BUFFER_SIZE": VarSpec("int", minimum=0),
@@ -189,6 +210,7 @@ class Finding:
 
 # -- device lists -------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class DevList:
     """A parsed NCCL device/interface list (NCCL_IB_HCA, NCCL_SOCKET_IFNAME)."""
@@ -208,7 +230,7 @@ class DevList:
         return [n for n in names if self.matches(n)]
 
 
-def _selects_site_ifname(dl: "DevList", site_value: str) -> bool:
+def _selects_site_ifname(dl: DevList, site_value: str) -> bool:
     """Does the user's list select at least one interface the site names?
 
     The site writes socket_ifname as NCCL would take it: one name, a comma list
@@ -242,8 +264,9 @@ def parse_devlist(value: str) -> DevList:
     s = value
     exclude = exact = False
     if s.startswith("=^"):
-        problems.append("'=^' does not exclude: NCCL strips '^' first, then '='; write '^=' for "
-                        "'exclude these exact names'")
+        problems.append(
+            "'=^' does not exclude: NCCL strips '^' first, then '='; write '^=' for 'exclude these exact names'"
+        )
     if s.startswith("^"):
         exclude, s = True, s[1:]
     if s.startswith("="):
@@ -257,14 +280,18 @@ def parse_devlist(value: str) -> DevList:
         if name != name.strip():
             problems.append("'%s' has spaces; NCCL keeps them, so it matches no device" % raw)
         if name[:1] in ("^", "="):
-            problems.append("'%s': '^'/'=' only work at the very start of the whole list; here the "
-                            "character becomes part of the name, which matches nothing" % raw)
+            problems.append(
+                "'%s': '^'/'=' only work at the very start of the whole list; here the "
+                "character becomes part of the name, which matches nothing" % raw
+            )
         port: Optional[int] = None
         if sep:
             pstr = rest.split(":")[0]
             if not pstr.isdigit() or int(pstr) < 1:
-                problems.append("'%s': port must be a number >= 1 (NCCL reads '%s' as port %d, "
-                                "which matches nothing)" % (raw, pstr, int(pstr) if pstr.isdigit() else 0))
+                problems.append(
+                    "'%s': port must be a number >= 1 (NCCL reads '%s' as port %d, "
+                    "which matches nothing)" % (raw, pstr, int(pstr) if pstr.isdigit() else 0)
+                )
             else:
                 port = int(pstr)
         entries.append((name, port))
@@ -285,8 +312,10 @@ def prefix_traps(dl: DevList, devices: Sequence[str]) -> List[Tuple[str, List[st
 
 # -- the linter -------------------------------------------------------------
 
-def lint_env(env: Mapping[str, str], node_type: Any = None, *, hcas: Sequence[str] = (),
-             ifaces: Sequence[str] = ()) -> List[Finding]:
+
+def lint_env(
+    env: Mapping[str, str], node_type: Any = None, *, hcas: Sequence[str] = (), ifaces: Sequence[str] = ()
+) -> List[Finding]:
     """Check the NCCL_* / TORCH_NCCL_* variables of `env`.
 
     `node_type` (a site NodeType, optional) adds the fabric contradictions;
@@ -315,10 +344,23 @@ def _unknown_name(var: str, value: str) -> List[Finding]:
 
     hint = difflib.get_close_matches(var, list(VARS), n=1, cutoff=_TYPO_RATIO)
     if hint:
-        return [Finding("warning", var, value, "not a variable NCCL/PyTorch reads; it is ignored "
-                        "silently (did you mean %s?)" % hint[0], "rename it to %s" % hint[0])]
-    return [Finding("info", var, value, "not in slurmgpu's table of NCCL variables; check the "
-                    "spelling (NCCL ignores names it does not know)")]
+        return [
+            Finding(
+                "warning",
+                var,
+                value,
+                "not a variable NCCL/PyTorch reads; it is ignored silently (did you mean %s?)" % hint[0],
+                "rename it to %s" % hint[0],
+            )
+        ]
+    return [
+        Finding(
+            "info",
+            var,
+            value,
+            "not in slurmgpu's table of NCCL variables; check the spelling (NCCL ignores names it does not know)",
+        )
+    ]
 
 
 def _int_value(value: str) -> Optional[int]:
@@ -336,8 +378,7 @@ def _int_value(value: str) -> Optional[int]:
     return -n if m.group(1) == "-" else n
 
 
-def _check_value(var: str, value: str, spec: VarSpec, hcas: Sequence[str],
-                 ifaces: Sequence[str]) -> List[Finding]:
+def _check_value(var: str, value: str, spec: VarSpec, hcas: Sequence[str], ifaces: Sequence[str]) -> List[Finding]:
     out: List[Finding] = []
     kind = spec.kind
     if spec.note and ("old" in spec.note or "removed" in spec.note or "deprecated" in spec.note):
@@ -346,8 +387,15 @@ def _check_value(var: str, value: str, spec: VarSpec, hcas: Sequence[str],
         n = _int_value(value)
         lo, hi = {"bool": (0, 1), "tri": (0, 2)}.get(kind, (spec.minimum, spec.maximum))
         if n is None:
-            out.append(Finding("error", var, value, "not an integer; NCCL ignores it and keeps its default",
-                               "use %s" % _range_words(lo, hi)))
+            out.append(
+                Finding(
+                    "error",
+                    var,
+                    value,
+                    "not an integer; NCCL ignores it and keeps its default",
+                    "use %s" % _range_words(lo, hi),
+                )
+            )
         elif (lo is not None and n < lo) or (hi is not None and n > hi):
             out.append(Finding("error", var, value, "out of range", "use %s" % _range_words(lo, hi)))
     elif kind == "level":
@@ -358,18 +406,27 @@ def _check_value(var: str, value: str, spec: VarSpec, hcas: Sequence[str],
         else:
             ok = value in spec.choices
         if not ok:
-            out.append(Finding("error", var, value, "unknown value; NCCL ignores it",
-                               "use one of %s" % ", ".join(spec.choices)))
+            out.append(
+                Finding(
+                    "error", var, value, "unknown value; NCCL ignores it", "use one of %s" % ", ".join(spec.choices)
+                )
+            )
     elif kind == "list":
         out.extend(_check_list(var, value, spec.choices))
     elif kind == "devlist":
         out.extend(_check_devlist(var, value, hcas if var == "NCCL_IB_HCA" else ifaces))
     elif kind == "net":
         if value.lower() not in {n.lower() for n in NET_NAMES}:
-            out.append(Finding("warning", var, value, "not a built-in transport or a known plugin name; NCCL "
-                               "stops with 'network %s not found' unless a plugin registers that name" % value,
-                               "one of %s, or the name the plugin prints with NCCL_DEBUG=INFO"
-                               % ", ".join(NET_NAMES)))
+            out.append(
+                Finding(
+                    "warning",
+                    var,
+                    value,
+                    "not a built-in transport or a known plugin name; NCCL "
+                    "stops with 'network %s not found' unless a plugin registers that name" % value,
+                    "one of %s, or the name the plugin prints with NCCL_DEBUG=INFO" % ", ".join(NET_NAMES),
+                )
+            )
     elif spec.note and var == "NCCL_GRAPH_FILE":
         out.append(Finding("warning", var, value, spec.note, "unset NCCL_GRAPH_FILE"))
     return out
@@ -389,15 +446,29 @@ def _check_level(var: str, value: str) -> List[Finding]:
     if value[:1].isdigit():
         return []  # old numeric form: strtol of the leading digits, clamped to SYS
     if value.upper() in PATH_LEVELS:
-        return [Finding("error", var, value, "NCCL compares path names case-sensitively; '%s' is "
-                        "ignored and the default applies" % value, "write %s=%s" % (var, value.upper()))]
+        return [
+            Finding(
+                "error",
+                var,
+                value,
+                "NCCL compares path names case-sensitively; '%s' is ignored and the default applies" % value,
+                "write %s=%s" % (var, value.upper()),
+            )
+        ]
     swapped = [lv for lv in PATH_LEVELS if sorted(lv) == sorted(value.upper())]
     import difflib
 
     hint = swapped or difflib.get_close_matches(value.upper(), PATH_LEVELS, n=1, cutoff=0.5)
-    return [Finding("error", var, value, "not a path type; NCCL ignores it silently and the default "
-                    "applies%s" % (" (did you mean %s?)" % hint[0] if hint else ""),
-                    "use one of %s" % ", ".join(PATH_LEVELS))]
+    return [
+        Finding(
+            "error",
+            var,
+            value,
+            "not a path type; NCCL ignores it silently and the default "
+            "applies%s" % (" (did you mean %s?)" % hint[0] if hint else ""),
+            "use one of %s" % ", ".join(PATH_LEVELS),
+        )
+    ]
 
 
 def _check_list(var: str, value: str, choices: Sequence[str]) -> List[Finding]:
@@ -411,17 +482,30 @@ def _check_list(var: str, value: str, choices: Sequence[str]) -> List[Finding]:
         if not ok:
             bad.append(item)
     if bad:
-        return [Finding("warning" if var == "NCCL_DEBUG_SUBSYS" else "error", var, value,
-                        "unknown item%s %s" % ("s" if len(bad) > 1 else "", ", ".join(repr(b) for b in bad)),
-                        "items are %s (a leading '^' excludes)" % ", ".join(choices))]
+        return [
+            Finding(
+                "warning" if var == "NCCL_DEBUG_SUBSYS" else "error",
+                var,
+                value,
+                "unknown item%s %s" % ("s" if len(bad) > 1 else "", ", ".join(repr(b) for b in bad)),
+                "items are %s (a leading '^' excludes)" % ", ".join(choices),
+            )
+        ]
     return []
 
 
 def _check_devlist(var: str, value: str, devices: Sequence[str]) -> List[Finding]:
     out: List[Finding] = []
     if len(value) <= 1 and var == "NCCL_SOCKET_IFNAME":
-        return [Finding("warning", var, value, "a value of one character is treated as unset",
-                        "name the interface, e.g. %s=ib0" % var)]
+        return [
+            Finding(
+                "warning",
+                var,
+                value,
+                "a value of one character is treated as unset",
+                "name the interface, e.g. %s=ib0" % var,
+            )
+        ]
     dl = parse_devlist(value)
     if var == "NCCL_IB_HCA":
         example = "write e.g. %s=^=mlx5_bond_0 or %s==mlx5_0,mlx5_3" % (var, var)
@@ -431,15 +515,21 @@ def _check_devlist(var: str, value: str, devices: Sequence[str]) -> List[Finding
         out.append(Finding("error", var, value, p, example))
     for entry, extra in prefix_traps(dl, devices):
         verb = "excludes" if dl.exclude else "selects"
-        out.append(Finding("error" if var == "NCCL_IB_HCA" else "warning", var, value,
-                           "'%s' is a prefix: it also %s %s" % (entry, verb, ", ".join(extra)),
-                           "prefix the list with '=' for exact names: %s=%s=%s" % (
-                               var, "^" if dl.exclude else "",
-                               ",".join(e + (":%d" % p if p else "") for e, p in dl.entries))))
+        out.append(
+            Finding(
+                "error" if var == "NCCL_IB_HCA" else "warning",
+                var,
+                value,
+                "'%s' is a prefix: it also %s %s" % (entry, verb, ", ".join(extra)),
+                "prefix the list with '=' for exact names: %s=%s=%s"
+                % (var, "^" if dl.exclude else "", ",".join(e + (":%d" % p if p else "") for e, p in dl.entries)),
+            )
+        )
     return out
 
 
 # -- fabric contradictions --------------------------------------------------
+
 
 def _fabric_contradictions(env: Mapping[str, str], nt: Any, known_hcas: Sequence[str]) -> List[Finding]:
     out: List[Finding] = []
@@ -447,62 +537,126 @@ def _fabric_contradictions(env: Mapping[str, str], nt: Any, known_hcas: Sequence
     rdma = fabric in ("infiniband", "roce")
     net = env.get("NCCL_NET")
     if rdma and _int_value(env.get("NCCL_IB_DISABLE", "0") or "0") == 1:
-        out.append(Finding("error", "NCCL_IB_DISABLE", env["NCCL_IB_DISABLE"],
-                           "turns off the %s RDMA transport of node type %s: NCCL falls back to TCP sockets"
-                           % (fabric, nt.name), "unset NCCL_IB_DISABLE"))
+        out.append(
+            Finding(
+                "error",
+                "NCCL_IB_DISABLE",
+                env["NCCL_IB_DISABLE"],
+                "turns off the %s RDMA transport of node type %s: NCCL falls back to TCP sockets" % (fabric, nt.name),
+                "unset NCCL_IB_DISABLE",
+            )
+        )
     if net is not None:
         low = net.lower()
         if rdma and low == "socket":
-            out.append(Finding("error", "NCCL_NET", net, "forces TCP sockets on a %s fabric" % fabric,
-                               "unset NCCL_NET (or NCCL_NET=IB)"))
+            out.append(
+                Finding(
+                    "error",
+                    "NCCL_NET",
+                    net,
+                    "forces TCP sockets on a %s fabric" % fabric,
+                    "unset NCCL_NET (or NCCL_NET=IB)",
+                )
+            )
         if fabric in ("efa", "slingshot") and low == "ib":
-            out.append(Finding("error", "NCCL_NET", net, "the IB verbs transport cannot drive %s; "
-                               "it needs the aws-ofi-nccl plugin" % fabric,
-                               "NCCL_NET=\"AWS Libfabric\" (or unset it)"))
+            out.append(
+                Finding(
+                    "error",
+                    "NCCL_NET",
+                    net,
+                    "the IB verbs transport cannot drive %s; it needs the aws-ofi-nccl plugin" % fabric,
+                    'NCCL_NET="AWS Libfabric" (or unset it)',
+                )
+            )
     hca = env.get("NCCL_IB_HCA")
     if hca:
         out.extend(_hca_vs_site(hca, nt, known_hcas))
     if fabric == "infiniband":
         for var in ("NCCL_IB_GID_INDEX", "NCCL_IB_TC"):
             if var in env:
-                out.append(Finding("info", var, env[var], "only matters on RoCE; node type %s is native "
-                                   "InfiniBand" % nt.name))
+                out.append(
+                    Finding("info", var, env[var], "only matters on RoCE; node type %s is native InfiniBand" % nt.name)
+                )
     if fabric == "roce":
         tc = _int_value(env.get("NCCL_IB_TC", "") or "x")
         if nt.roce_traffic_class is not None and "NCCL_IB_TC" in env and tc != nt.roce_traffic_class:
-            out.append(Finding("error", "NCCL_IB_TC", env["NCCL_IB_TC"],
-                               "the site's lossless RoCE traffic class is %d; other classes can be dropped "
-                               "under congestion" % nt.roce_traffic_class,
-                               "NCCL_IB_TC=%d" % nt.roce_traffic_class))
+            out.append(
+                Finding(
+                    "error",
+                    "NCCL_IB_TC",
+                    env["NCCL_IB_TC"],
+                    "the site's lossless RoCE traffic class is %d; other classes can be dropped "
+                    "under congestion" % nt.roce_traffic_class,
+                    "NCCL_IB_TC=%d" % nt.roce_traffic_class,
+                )
+            )
         gid = _int_value(env.get("NCCL_IB_GID_INDEX", "") or "x")
         if nt.roce_gid_index is not None and "NCCL_IB_GID_INDEX" in env and gid not in (nt.roce_gid_index, -1):
-            out.append(Finding("warning", "NCCL_IB_GID_INDEX", env["NCCL_IB_GID_INDEX"],
-                               "the site config says GID index %d (RoCE v2)" % nt.roce_gid_index,
-                               "NCCL_IB_GID_INDEX=%d, or unset it on NCCL >= 2.21 (auto)" % nt.roce_gid_index))
+            out.append(
+                Finding(
+                    "warning",
+                    "NCCL_IB_GID_INDEX",
+                    env["NCCL_IB_GID_INDEX"],
+                    "the site config says GID index %d (RoCE v2)" % nt.roce_gid_index,
+                    "NCCL_IB_GID_INDEX=%d, or unset it on NCCL >= 2.21 (auto)" % nt.roce_gid_index,
+                )
+            )
     ifname = env.get("NCCL_SOCKET_IFNAME")
     if ifname and nt.socket_ifname and len(ifname) > 1:
         dl = parse_devlist(ifname)
         if not dl.problems and not _selects_site_ifname(dl, nt.socket_ifname):
-            out.append(Finding("warning", "NCCL_SOCKET_IFNAME", ifname,
-                               "does not select the site's socket interface %s" % nt.socket_ifname,
-                               "NCCL_SOCKET_IFNAME=%s" % nt.socket_ifname))
+            out.append(
+                Finding(
+                    "warning",
+                    "NCCL_SOCKET_IFNAME",
+                    ifname,
+                    "does not select the site's socket interface %s" % nt.socket_ifname,
+                    "NCCL_SOCKET_IFNAME=%s" % nt.socket_ifname,
+                )
+            )
     if nt.link == "nvlink":
         if _int_value(env.get("NCCL_P2P_DISABLE", "0") or "0") == 1 or env.get("NCCL_P2P_LEVEL") in ("LOC", "0"):
             var = "NCCL_P2P_DISABLE" if "NCCL_P2P_DISABLE" in env else "NCCL_P2P_LEVEL"
-            out.append(Finding("warning", var, env[var], "disables NVLink peer-to-peer on %s: intra-node traffic "
-                               "goes through host memory" % nt.name, "unset %s" % var))
+            out.append(
+                Finding(
+                    "warning",
+                    var,
+                    env[var],
+                    "disables NVLink peer-to-peer on %s: intra-node traffic goes through host memory" % nt.name,
+                    "unset %s" % var,
+                )
+            )
     elif _int_value(env.get("NCCL_NVLS_ENABLE", "") or "x") == 1:
-        out.append(Finding("warning", "NCCL_NVLS_ENABLE", env["NCCL_NVLS_ENABLE"],
-                           "forces NVLink SHARP on %s, which has no NVSwitch: NCCL init fails" % nt.name,
-                           "unset NCCL_NVLS_ENABLE"))
+        out.append(
+            Finding(
+                "warning",
+                "NCCL_NVLS_ENABLE",
+                env["NCCL_NVLS_ENABLE"],
+                "forces NVLink SHARP on %s, which has no NVSwitch: NCCL init fails" % nt.name,
+                "unset NCCL_NVLS_ENABLE",
+            )
+        )
     if _int_value(env.get("NCCL_MNNVL_ENABLE", "") or "x") == 1 and nt.nvlink_domain <= nt.gpus:
-        out.append(Finding("warning", "NCCL_MNNVL_ENABLE", env["NCCL_MNNVL_ENABLE"],
-                           "forces multi-node NVLink, but %s's NVLink domain is one node" % nt.name,
-                           "unset NCCL_MNNVL_ENABLE"))
+        out.append(
+            Finding(
+                "warning",
+                "NCCL_MNNVL_ENABLE",
+                env["NCCL_MNNVL_ENABLE"],
+                "forces multi-node NVLink, but %s's NVLink domain is one node" % nt.name,
+                "unset NCCL_MNNVL_ENABLE",
+            )
+        )
     gdr = env.get("NCCL_NET_GDR_LEVEL")
     if rdma and gdr in ("LOC", "0"):
-        out.append(Finding("warning", "NCCL_NET_GDR_LEVEL", gdr, "disables GPUDirect RDMA: every message is "
-                           "staged through host memory", "unset it unless you are debugging peer memory"))
+        out.append(
+            Finding(
+                "warning",
+                "NCCL_NET_GDR_LEVEL",
+                gdr,
+                "disables GPUDirect RDMA: every message is staged through host memory",
+                "unset it unless you are debugging peer memory",
+            )
+        )
     return out
 
 
@@ -510,8 +664,15 @@ def _hca_vs_site(value: str, nt: Any, known_hcas: Sequence[str]) -> List[Finding
     out: List[Finding] = []
     nics = {n.name: n for n in nt.nics}
     if nt.fabric not in ("infiniband", "roce"):
-        return [Finding("warning", "NCCL_IB_HCA", value, "node type %s uses %s, not IB verbs; the list has "
-                        "no effect" % (nt.name, nt.fabric), "unset NCCL_IB_HCA")]
+        return [
+            Finding(
+                "warning",
+                "NCCL_IB_HCA",
+                value,
+                "node type %s uses %s, not IB verbs; the list has no effect" % (nt.name, nt.fabric),
+                "unset NCCL_IB_HCA",
+            )
+        ]
     dl = parse_devlist(value)
     if dl.problems:
         return out
@@ -520,23 +681,50 @@ def _hca_vs_site(value: str, nt: Any, known_hcas: Sequence[str]) -> List[Finding
     selected = dl.select(sorted(known_hcas))
     storage = [d for d in selected if d in nics and nics[d].role != "compute"]
     if storage:
-        out.append(Finding("warning", "NCCL_IB_HCA", value, "selects storage/in-band NIC%s %s: NCCL would "
-                           "stripe training traffic over %s" % ("s" if len(storage) > 1 else "",
-                                                                ", ".join(storage), "them" if len(storage) > 1 else "it"),
-                           "list only the compute NICs: NCCL_IB_HCA==%s" % ",".join(n.name for n in nt.compute_nics)))
+        out.append(
+            Finding(
+                "warning",
+                "NCCL_IB_HCA",
+                value,
+                "selects storage/in-band NIC%s %s: NCCL would "
+                "stripe training traffic over %s"
+                % ("s" if len(storage) > 1 else "", ", ".join(storage), "them" if len(storage) > 1 else "it"),
+                "list only the compute NICs: NCCL_IB_HCA==%s" % ",".join(n.name for n in nt.compute_nics),
+            )
+        )
     if not dl.exclude:
         unknown = [e for e, _ in dl.entries if not any(_entry_matches(e, None, d, None, dl.exact) for d in known_hcas)]
         if unknown:
-            out.append(Finding("warning", "NCCL_IB_HCA", value, "%s match%s no NIC of node type %s (%s)" % (
-                ", ".join(unknown), "es" if len(unknown) == 1 else "", nt.name, ", ".join(sorted(nics))),
-                "NCCL_IB_HCA==%s" % ",".join(n.name for n in nt.compute_nics)))
+            out.append(
+                Finding(
+                    "warning",
+                    "NCCL_IB_HCA",
+                    value,
+                    "%s match%s no NIC of node type %s (%s)"
+                    % (", ".join(unknown), "es" if len(unknown) == 1 else "", nt.name, ", ".join(sorted(nics))),
+                    "NCCL_IB_HCA==%s" % ",".join(n.name for n in nt.compute_nics),
+                )
+            )
     missing = [n.name for n in nt.compute_nics if n.name not in selected]
     if selected and missing and not storage:
-        out.append(Finding("info", "NCCL_IB_HCA", value, "leaves out compute NIC%s %s" % (
-            "s" if len(missing) > 1 else "", ", ".join(missing))))
+        out.append(
+            Finding(
+                "info",
+                "NCCL_IB_HCA",
+                value,
+                "leaves out compute NIC%s %s" % ("s" if len(missing) > 1 else "", ", ".join(missing)),
+            )
+        )
     if not selected:
-        out.append(Finding("error", "NCCL_IB_HCA", value, "selects none of the node's RDMA NICs: NCCL falls "
-                           "back to TCP sockets", "NCCL_IB_HCA==%s" % ",".join(n.name for n in nt.compute_nics)))
+        out.append(
+            Finding(
+                "error",
+                "NCCL_IB_HCA",
+                value,
+                "selects none of the node's RDMA NICs: NCCL falls back to TCP sockets",
+                "NCCL_IB_HCA==%s" % ",".join(n.name for n in nt.compute_nics),
+            )
+        )
     return out
 
 
@@ -544,5 +732,15 @@ def errors(findings: Sequence[Finding]) -> List[Finding]:
     return [f for f in findings if f.level == "error"]
 
 
-__all__ = ["VARS", "VarSpec", "Finding", "DevList", "parse_devlist", "prefix_traps", "lint_env", "errors",
-           "PATH_LEVELS", "NET_NAMES"]
+__all__ = [
+    "VARS",
+    "VarSpec",
+    "Finding",
+    "DevList",
+    "parse_devlist",
+    "prefix_traps",
+    "lint_env",
+    "errors",
+    "PATH_LEVELS",
+    "NET_NAMES",
+]

@@ -22,4 +22,30 @@ from .probe import (
 )
 from .signatures import CATALOGUE, by_id
 
-__all__ = ["CATALOGUE", "FixtureRunner", "Gpu", "Nic", "ProbeResult", "by_id", "classify", "describe", "diagnose", "expand_output_pattern", "fill", "find_job_log", "implied_nccl_env", "match_lines", "nvlink_summary", "parse_nvidia_smi_q", "parse_rocm_smi_json", "parse_topo_matrix", "probe", "read_log", "read_net_psutil", "read_net_sysfs", "read_rdma", "read_stamp", "render_text"]
+__all__ = [
+    "CATALOGUE",
+    "FixtureRunner",
+    "Gpu",
+    "Nic",
+    "ProbeResult",
+    "by_id",
+    "classify",
+    "describe",
+    "diagnose",
+    "expand_output_pattern",
+    "fill",
+    "find_job_log",
+    "implied_nccl_env",
+    "match_lines",
+    "nvlink_summary",
+    "parse_nvidia_smi_q",
+    "parse_rocm_smi_json",
+    "parse_topo_matrix",
+    "probe",
+    "read_log",
+    "read_net_psutil",
+    "read_net_sysfs",
+    "read_rdma",
+    "read_stamp",
+    "render_text",
+]

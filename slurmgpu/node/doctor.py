@@ -7,6 +7,7 @@ the cause and fixes filled in from the site config and the job's stamp line
 (`# slurmgpu: site=... tp=... ` echoed by generated scripts). For a CUDA OOM
 the planner's memory estimate for the stamped layout is shown.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,6 +24,7 @@ MAX_EVIDENCE = 3
 
 # ---------------------------------------------------------------------------
 # Finding the log
+
 
 @dataclass(frozen=True)
 class LogSource:
@@ -44,12 +46,20 @@ def expand_output_pattern(pattern: str, info: Mapping[str, str]) -> str:
     """Expand sbatch filename patterns (%j %A %a %x %u %N %n %t %%) as Slurm does."""
     job = info.get("JobId", "")
     array_job = info.get("ArrayJobId") or job
-    subs = {"j": job, "A": array_job, "a": info.get("ArrayTaskId", ""), "x": info.get("JobName", ""),
-            "u": (info.get("UserId", "") or "").split("(")[0], "N": _first_node(info.get("BatchHost")
-                                                                                or info.get("NodeList", "")),
-            "n": "0", "t": "0", "s": "batch", "%": "%"}
+    subs = {
+        "j": job,
+        "A": array_job,
+        "a": info.get("ArrayTaskId", ""),
+        "x": info.get("JobName", ""),
+        "u": (info.get("UserId", "") or "").split("(")[0],
+        "N": _first_node(info.get("BatchHost") or info.get("NodeList", "")),
+        "n": "0",
+        "t": "0",
+        "s": "batch",
+        "%": "%",
+    }
 
-    def repl(m: "re.Match[str]") -> str:
+    def repl(m: re.Match[str]) -> str:
         width, key = m.group(1), m.group(2)
         val = subs.get(key, m.group(0))
         if width and val.isdigit():
@@ -74,8 +84,10 @@ def find_job_log(job_id: str, runner: Optional[Runner] = None) -> LogSource:
     recs = parse_scontrol_records(res.stdout, "JobId") if res.ok else []
     info: Dict[str, str] = recs[0] if recs else _from_sacct(job_id, runner)
     if not info:
-        raise SlurmError("job %s: scontrol does not know it (%s) and sacct has no record of its output; pass the "
-                         "log file instead: slurmgpu doctor PATH" % (job_id, res.why() if not res.ok else "no record"))
+        raise SlurmError(
+            "job %s: scontrol does not know it (%s) and sacct has no record of its output; pass the "
+            "log file instead: slurmgpu doctor PATH" % (job_id, res.why() if not res.ok else "no record")
+        )
     paths: List[str] = []
     for key in ("StdOut", "StdErr"):
         p = info.get(key)
@@ -97,12 +109,18 @@ def find_job_log(job_id: str, runner: Optional[Runner] = None) -> LogSource:
         except OSError:
             continue
     if not readable:
-        raise SlurmError("job %s: cannot read its output (%s); it may be on another host or deleted" % (
-            job_id, ", ".join(paths) or "no path recorded"))
+        raise SlurmError(
+            "job %s: cannot read its output (%s); it may be on another host or deleted"
+            % (job_id, ", ".join(paths) or "no path recorded")
+        )
     script = runner.run(["scontrol", "write", "batch_script", job_id, "-"], timeout=30)
-    return LogSource(label="job %s (%s)" % (job_id, ", ".join(readable)), paths=tuple(readable),
-                     text="\n".join(texts), job_id=job_id,
-                     script=script.stdout if script.ok and script.stdout.strip() else None)
+    return LogSource(
+        label="job %s (%s)" % (job_id, ", ".join(readable)),
+        paths=tuple(readable),
+        text="\n".join(texts),
+        job_id=job_id,
+        script=script.stdout if script.ok and script.stdout.strip() else None,
+    )
 
 
 def _from_sacct(job_id: str, runner: Runner) -> Dict[str, str]:
@@ -128,12 +146,14 @@ def read_log(target: str, runner: Optional[Runner] = None) -> LogSource:
         with open(target, errors="replace") as f:
             return LogSource(label=target, paths=(target,), text=f.read())
     except OSError as exc:
-        raise SlurmgpuError("cannot read %s: %s (give a log file or a numeric job id)" % (
-            target, exc.strerror or exc)) from None
+        raise SlurmgpuError(
+            "cannot read %s: %s (give a log file or a numeric job id)" % (target, exc.strerror or exc)
+        ) from None
 
 
 # ---------------------------------------------------------------------------
 # Stamp line
+
 
 def read_stamp(*texts: Optional[str]) -> Dict[str, str]:
     """Fields of the first stamp line (`# slurmgpu: k=v ...`, read as the submit filter reads it:
@@ -155,6 +175,7 @@ def read_stamp(*texts: Optional[str]) -> Dict[str, str]:
 # ---------------------------------------------------------------------------
 # Matching
 
+
 @dataclass
 class Match:
     signature: Signature
@@ -169,11 +190,20 @@ class Match:
 
     def to_dict(self) -> Dict[str, Any]:
         s = self.signature
-        return {"id": s.id, "title": s.title, "category": s.category, "priority": s.priority,
-                "first_line": self.first_line, "count": self.count,
-                "evidence": [{"line": n, "text": t} for n, t in self.evidence],
-                "values": dict(self.groups), "hosts": list(self.hosts), "cause": self.cause,
-                "fixes": list(self.fixes), "advice": list(self.advice)}
+        return {
+            "id": s.id,
+            "title": s.title,
+            "category": s.category,
+            "priority": s.priority,
+            "first_line": self.first_line,
+            "count": self.count,
+            "evidence": [{"line": n, "text": t} for n, t in self.evidence],
+            "values": dict(self.groups),
+            "hosts": list(self.hosts),
+            "cause": self.cause,
+            "fixes": list(self.fixes),
+            "advice": list(self.advice),
+        }
 
 
 @dataclass
@@ -186,9 +216,15 @@ class Diagnosis:
     tail: List[Tuple[int, str]]
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"source": self.source, "lines": self.lines, "site": self.site, "stamp": dict(self.stamp),
-                "diagnosed": bool(self.matches), "problems": [m.to_dict() for m in self.matches],
-                "tail": [{"line": n, "text": t} for n, t in self.tail]}
+        return {
+            "source": self.source,
+            "lines": self.lines,
+            "site": self.site,
+            "stamp": dict(self.stamp),
+            "diagnosed": bool(self.matches),
+            "problems": [m.to_dict() for m in self.matches],
+            "tail": [{"line": n, "text": t} for n, t in self.tail],
+        }
 
 
 class _Compiled:
@@ -257,6 +293,7 @@ def match_lines(lines: Iterable[str], catalogue: Sequence[Signature] = CATALOGUE
 # ---------------------------------------------------------------------------
 # Filling in the text
 
+
 class _Ctx(dict):
     def __missing__(self, key: str) -> str:
         raise KeyError(key)
@@ -264,7 +301,8 @@ class _Ctx(dict):
 
 def fill(template: str, values: Mapping[str, Any]) -> str:
     """Format `{name}` fields; drop `[[...]]` segments that name an unknown field."""
-    def seg(m: "re.Match[str]") -> str:
+
+    def seg(m: re.Match[str]) -> str:
         try:
             return m.group(1).format_map(_Ctx(values))
         except (KeyError, IndexError, ValueError):
@@ -309,8 +347,13 @@ def _values(m: Match, ctx: Mapping[str, Any]) -> Dict[str, Any]:
     return vals
 
 
-def diagnose(text: str, site: Any = None, stamp: Optional[Mapping[str, str]] = None, source: str = "log",
-             catalogue: Sequence[Signature] = CATALOGUE) -> Diagnosis:
+def diagnose(
+    text: str,
+    site: Any = None,
+    stamp: Optional[Mapping[str, str]] = None,
+    source: str = "log",
+    catalogue: Sequence[Signature] = CATALOGUE,
+) -> Diagnosis:
     lines = text.splitlines()
     stamp = dict(stamp or read_stamp(text))
     matches = match_lines(lines, catalogue)
@@ -323,12 +366,14 @@ def diagnose(text: str, site: Any = None, stamp: Optional[Mapping[str, str]] = N
         if adv is not None:
             m.advice = adv(m, site, stamp)
     tail = [(i + 1, lines[i]) for i in range(max(0, len(lines) - 15), len(lines))] if not matches else []
-    return Diagnosis(source=source, lines=len(lines), matches=matches, stamp=stamp,
-                     site=getattr(site, "name", None), tail=tail)
+    return Diagnosis(
+        source=source, lines=len(lines), matches=matches, stamp=stamp, site=getattr(site, "name", None), tail=tail
+    )
 
 
 # ---------------------------------------------------------------------------
 # Advisors: plan-aware advice
+
 
 def oom_advice(m: Match, site: Any, stamp: Mapping[str, str]) -> List[str]:
     """What the stamped layout needs per GPU, and a layout that fits."""
@@ -338,8 +383,10 @@ def oom_advice(m: Match, site: Any, stamp: Mapping[str, str]) -> List[str]:
         out.append("This job's layout (stamp): %s." % " ".join("%s=%s" % kv for kv in layout.items()))
     model = stamp.get("model")
     if not model:
-        out.append("The job names no model (no model= in the stamp, no `# slurmgpu-model: NAME` line), so "
-                   "slurmgpu cannot estimate its memory; generate the script with a model to get one.")
+        out.append(
+            "The job names no model (no model= in the stamp, no `# slurmgpu-model: NAME` line), so "
+            "slurmgpu cannot estimate its memory; generate the script with a model to get one."
+        )
         return out
     try:
         out.extend(memory_advice(model, stamp, site))
@@ -368,14 +415,30 @@ def memory_advice(model_name: str, stamp: Mapping[str, str], site: Any) -> List[
     recompute = stamp.get("recompute", "selective")
     gbs = _int(stamp, "global_batch", "gbs", default=0)
     m_count = max(pp, gbs // (mbs * dp) if gbs else pp)
-    nt = site.node_type_of(stamp.get("partition")) if site is not None and stamp.get("partition") in getattr(
-        site, "partitions", {}) else (site.node_type_of() if site is not None else None)
+    nt = (
+        site.node_type_of(stamp.get("partition"))
+        if site is not None and stamp.get("partition") in getattr(site, "partitions", {})
+        else (site.node_type_of() if site is not None else None)
+    )
     cap = nt.gpu_memory_gb if nt is not None else None
     est = training_memory(model, TrainShape(tp, pp, dp, cp, ep, mbs, m_count, seq), recompute=recompute)
     parts = ", ".join("%s %.1f" % (n, gb) for n, gb in est.parts())
-    out = ["Memory estimate for %s at tp=%d pp=%d cp=%d micro_batch=%d seq=%d (%s recompute): %.1f GB per GPU "
-           "(%s)%s." % (model.name, tp, pp, cp, mbs, seq, recompute, est.total, parts,
-                        "; the GPU has %g GB, %.0f usable" % (cap, usable_gb(cap)) if cap else "")]
+    out = [
+        "Memory estimate for %s at tp=%d pp=%d cp=%d micro_batch=%d seq=%d (%s recompute): %.1f GB per GPU "
+        "(%s)%s."
+        % (
+            model.name,
+            tp,
+            pp,
+            cp,
+            mbs,
+            seq,
+            recompute,
+            est.total,
+            parts,
+            "; the GPU has %g GB, %.0f usable" % (cap, usable_gb(cap)) if cap else "",
+        )
+    ]
     if site is None:
         return out
     out.append(_planner_layout(site, model, stamp, tp * pp * dp * cp, seq, gbs))
@@ -399,15 +462,33 @@ def _planner_layout(site: Any, model: Any, stamp: Mapping[str, str], world: int,
     except PlanError:
         return "The planner finds no layout of %d GPUs that fits: %s" % (world, first)
     return "No layout of %d GPUs fits (%s); the planner needs %d node%s: %s." % (
-        world, first.rstrip("."), p.layout.nodes, "" if p.layout.nodes == 1 else "s", _plan_words(p))
+        world,
+        first.rstrip("."),
+        p.layout.nodes,
+        "" if p.layout.nodes == 1 else "s",
+        _plan_words(p),
+    )
 
 
 def _plan_words(p: Any) -> str:
     lay = p.layout
     zero = {0: "no optimizer sharding", 1: "distributed optimizer (ZeRO-1)"}.get(p.zero, "ZeRO-%d" % p.zero)
-    return "tp=%d pp=%d dp=%d cp=%d micro_batch=%d, %s, %s recompute, ~%.1f GB per GPU of %g (`slurmgpu plan " \
-           "--model %s` explains it)" % (lay.tp, lay.pp, lay.dp, lay.cp, lay.micro_batch, zero, p.recompute,
-                                         p.memory_per_gpu_gb, p.capacity_gb, p.model.name)
+    return (
+        "tp=%d pp=%d dp=%d cp=%d micro_batch=%d, %s, %s recompute, ~%.1f GB per GPU of %g (`slurmgpu plan "
+        "--model %s` explains it)"
+        % (
+            lay.tp,
+            lay.pp,
+            lay.dp,
+            lay.cp,
+            lay.micro_batch,
+            zero,
+            p.recompute,
+            p.memory_per_gpu_gb,
+            p.capacity_gb,
+            p.model.name,
+        )
+    )
 
 
 ADVISORS: Dict[str, Callable[[Match, Any, Mapping[str, str]], List[str]]] = {"oom": oom_advice}
@@ -416,20 +497,28 @@ ADVISORS: Dict[str, Callable[[Match, Any, Mapping[str, str]], List[str]]] = {"oo
 # ---------------------------------------------------------------------------
 # Text report
 
+
 def render_text(d: Diagnosis) -> str:
     out: List[str] = []
     n = len(d.matches)
-    out.append("slurmgpu doctor: %s, %d lines, %s" % (
-        d.source, d.lines, "%d known problem%s" % (n, "" if n == 1 else "s") if n else "no known failure signature"))
+    out.append(
+        "slurmgpu doctor: %s, %d lines, %s"
+        % (d.source, d.lines, "%d known problem%s" % (n, "" if n == 1 else "s") if n else "no known failure signature")
+    )
     if d.stamp:
         out.append("  plan (stamp): %s" % " ".join("%s=%s" % kv for kv in d.stamp.items()))
     for i, m in enumerate(d.matches, 1):
         s = m.signature
-        where = " on %s" % ", ".join(m.hosts[:4]) + (" (+%d)" % (len(m.hosts) - 4) if len(m.hosts) > 4 else "") \
-            if m.hosts else ""
+        where = (
+            " on %s" % ", ".join(m.hosts[:4]) + (" (+%d)" % (len(m.hosts) - 4) if len(m.hosts) > 4 else "")
+            if m.hosts
+            else ""
+        )
         out.append("")
-        out.append("%d. %s [%s]%s, first at line %d%s" % (
-            i, s.title, s.id, where, m.first_line, " (%d lines)" % m.count if m.count > 1 else ""))
+        out.append(
+            "%d. %s [%s]%s, first at line %d%s"
+            % (i, s.title, s.id, where, m.first_line, " (%d lines)" % m.count if m.count > 1 else "")
+        )
         for ln, text in m.evidence:
             out.append("   %6d | %s" % (ln, text if len(text) <= 200 else text[:197] + "..."))
         out.append("   cause: %s" % m.cause)

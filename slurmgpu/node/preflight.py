@@ -13,6 +13,7 @@ node (DIR/sys = sysfs root, DIR/nvidia-smi-q.txt etc. or DIR/commands.json =
 recorded command output, optional DIR/nodes.json = per-node fixture dirs)
 instead of this machine.
 """
+
 from __future__ import annotations
 
 import base64
@@ -66,13 +67,15 @@ class NodeReport:
         return not any(r.status == "fail" for r in self.results)
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"node": self.node, "site": self.site, "ok": self.ok,
-                "results": [r.to_dict() for r in self.results]}
+        return {"node": self.node, "site": self.site, "ok": self.ok, "results": [r.to_dict() for r in self.results]}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "NodeReport":
-        return cls(node=str(d["node"]), site=str(d.get("site", "")),
-                   results=tuple(CheckResult(**{k: str(v) for k, v in r.items()}) for r in d.get("results", ())))
+    def from_dict(cls, d: Mapping[str, Any]) -> NodeReport:
+        return cls(
+            node=str(d["node"]),
+            site=str(d.get("site", "")),
+            results=tuple(CheckResult(**{k: str(v) for k, v in r.items()}) for r in d.get("results", ())),
+        )
 
     def record(self) -> str:
         """What a node prints for the aggregation step: lines `SLURMGPU-PREFLIGHT NODE i/n DATA`.
@@ -83,9 +86,10 @@ class NodeReport:
         """
         raw = json.dumps(self.to_dict(), separators=(",", ":")).encode()
         data = base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode()
-        parts = [data[i:i + RECORD_CHUNK] for i in range(0, len(data), RECORD_CHUNK)] or [""]
-        return "\n".join("%s%s %d/%d %s" % (RECORD_PREFIX, self.node, i + 1, len(parts), part)
-                         for i, part in enumerate(parts))
+        parts = [data[i : i + RECORD_CHUNK] for i in range(0, len(data), RECORD_CHUNK)] or [""]
+        return "\n".join(
+            "%s%s %d/%d %s" % (RECORD_PREFIX, self.node, i + 1, len(parts), part) for i, part in enumerate(parts)
+        )
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,7 @@ class Options:
 
 # ---------------------------------------------------------------------------
 # Facts: probe.py on this node, or a recorded node (testing hook)
+
 
 class FixtureRunner:
     """Replays command output recorded in a fixture directory.
@@ -147,7 +152,7 @@ def fixture_dir(root: str, node: str) -> str:
             table = json.load(f)
         rel = table.get(node, table.get("*"))
         if rel is None:
-            raise ConfigError([Issue(path, None, None, node, "no fixture for node %s and no \"*\" entry" % node)])
+            raise ConfigError([Issue(path, None, None, node, 'no fixture for node %s and no "*" entry' % node)])
         return os.path.normpath(os.path.join(root, rel))
     return root
 
@@ -159,8 +164,9 @@ def gather_facts(node: str, environ: Mapping[str, str]) -> Tuple[ProbeResult, bo
         d = fixture_dir(root, node)
         if not os.path.isdir(d):
             raise SlurmgpuError("%s=%s: no such directory" % (FIXTURE_ENV, d))
-        return probe(sysfs=os.path.join(d, "sys"), runner=FixtureRunner(d), hostname=node,
-                     net_reader=read_net_sysfs), True
+        return probe(
+            sysfs=os.path.join(d, "sys"), runner=FixtureRunner(d), hostname=node, net_reader=read_net_sysfs
+        ), True
     return probe(hostname=node), False
 
 
@@ -172,8 +178,15 @@ def node_name(environ: Mapping[str, str]) -> str:
 # ---------------------------------------------------------------------------
 # The checks
 
-def run_checks(site: Any, facts: ProbeResult, environ: Mapping[str, str], opts: Options = Options(),
-               node: Optional[str] = None, addresses: Optional[Mapping[str, Sequence[str]]] = None) -> NodeReport:
+
+def run_checks(
+    site: Any,
+    facts: ProbeResult,
+    environ: Mapping[str, str],
+    opts: Options = Options(),
+    node: Optional[str] = None,
+    addresses: Optional[Mapping[str, Sequence[str]]] = None,
+) -> NodeReport:
     """All checks for one node. `addresses` (interface -> IPs) enables the address check."""
     node = node or facts.hostname
     nt = _node_type(site, opts, environ)
@@ -229,29 +242,60 @@ def check_gpus(node: str, nt: Any, facts: ProbeResult, environ: Mapping[str, str
     want = "%d x %s" % (expected_n, nt.gpu_model)
     if facts.gpu_tool is None:
         why = next((m for m in facts.missing if tool in m), "%s not found" % tool)
-        return [CheckResult(node, "gpus", "fail", why, want,
-                            "run on a GPU node of this site (check --partition/--constraint) and that the "
-                            "driver works (%s); the job must ask for GPUs (--gpus-per-node)" % tool)]
+        return [
+            CheckResult(
+                node,
+                "gpus",
+                "fail",
+                why,
+                want,
+                "run on a GPU node of this site (check --partition/--constraint) and that the "
+                "driver works (%s); the job must ask for GPUs (--gpus-per-node)" % tool,
+            )
+        ]
     gpus = facts.gpus
     names = sorted({g.name for g in gpus})
     found = "%d x %s" % (len(gpus), " / ".join(names) or "?")
     out: List[CheckResult] = []
     if len(gpus) < expected_n:
-        out.append(CheckResult(node, "gpus", "fail", found + " (%s)" % facts.gpu_tool, want,
-                               "a GPU is missing (fallen off the bus or driver error): resubmit with "
-                               "--exclude=%s and report the node to the admins" % node))
+        out.append(
+            CheckResult(
+                node,
+                "gpus",
+                "fail",
+                found + " (%s)" % facts.gpu_tool,
+                want,
+                "a GPU is missing (fallen off the bus or driver error): resubmit with "
+                "--exclude=%s and report the node to the admins" % node,
+            )
+        )
     wrong = [n for n in names if not gpu_model_matches(nt.gpu_model, n)]
     if wrong:
-        out.append(CheckResult(node, "gpus", "fail", found, want,
-                               "this is not a %s node: check --partition/--constraint, or fix the site "
-                               "config's gpu_model" % nt.gpu_model))
+        out.append(
+            CheckResult(
+                node,
+                "gpus",
+                "fail",
+                found,
+                want,
+                "this is not a %s node: check --partition/--constraint, or fix the site "
+                "config's gpu_model" % nt.gpu_model,
+            )
+        )
     mems = sorted({g.memory_mib for g in gpus if g.memory_mib})
     if mems and not wrong:
-        gb = mems[0] * 2 ** 20 / 1e9
+        gb = mems[0] * 2**20 / 1e9
         if abs(gb - nt.gpu_memory_gb) > 0.15 * nt.gpu_memory_gb:
-            out.append(CheckResult(node, "gpus", "warn", "%d MiB per GPU (%.0f GB)" % (mems[0], gb),
-                                   "%g GB per GPU" % nt.gpu_memory_gb,
-                                   "the planner assumes %g GB: fix gpu_memory_gb in the site config" % nt.gpu_memory_gb))
+            out.append(
+                CheckResult(
+                    node,
+                    "gpus",
+                    "warn",
+                    "%d MiB per GPU (%.0f GB)" % (mems[0], gb),
+                    "%g GB per GPU" % nt.gpu_memory_gb,
+                    "the planner assumes %g GB: fix gpu_memory_gb in the site config" % nt.gpu_memory_gb,
+                )
+            )
     return out or [_ok(node, "gpus", found, want)]
 
 
@@ -260,8 +304,16 @@ def check_nvlink(node: str, nt: Any, facts: ProbeResult) -> List[CheckResult]:
         return []
     topo = facts.topology
     if topo is None:
-        return [CheckResult(node, "nvlink", "warn", "no GPU topology (nvidia-smi topo -m failed)",
-                            "NVLink between the GPUs", "run `nvidia-smi topo -m` on %s" % node)]
+        return [
+            CheckResult(
+                node,
+                "nvlink",
+                "warn",
+                "no GPU topology (nvidia-smi topo -m failed)",
+                "NVLink between the GPUs",
+                "run `nvidia-smi topo -m` on %s" % node,
+            )
+        ]
     gpus = list(topo.gpus)
     peers = max(0, min(nt.nvlink_domain, nt.gpus, len(gpus)) - 1)
     counts: Dict[Tuple[str, str], int] = {}
@@ -276,18 +328,35 @@ def check_nvlink(node: str, nt: Any, facts: ProbeResult) -> List[CheckResult]:
                 counts[(g, o)] = int(n)
     out = []
     if lonely:
-        out.append(CheckResult(node, "nvlink", "fail", "; ".join(lonely), "%d NVLink peers per GPU" % peers,
-                               "NVLink/NVSwitch fault on %s (`nvidia-smi nvlink --status` shows inactive links): "
-                               "resubmit with --exclude=%s and report it" % (node, node)))
+        out.append(
+            CheckResult(
+                node,
+                "nvlink",
+                "fail",
+                "; ".join(lonely),
+                "%d NVLink peers per GPU" % peers,
+                "NVLink/NVSwitch fault on %s (`nvidia-smi nvlink --status` shows inactive links): "
+                "resubmit with --exclude=%s and report it" % (node, node),
+            )
+        )
     if counts:
         best = max(counts.values())
         weak = sorted({tuple(sorted(k)) for k, v in counts.items() if v < best})
         if weak:
             pairs = ", ".join("%s-%s NV%d" % (a, b, counts[(a, b)]) for a, b in weak[:4])
-            out.append(CheckResult(node, "nvlink", "fail", pairs + (" (+%d)" % (len(weak) - 4) if len(weak) > 4 else ""),
-                                   "NV%d between every pair" % best,
-                                   "an NVLink is down on %s: resubmit with --exclude=%s and report it" % (node, node)))
-    return out or [_ok(node, "nvlink", "%d GPUs, NV%d between every pair" % (len(gpus), max(counts.values()) if counts else 0))]
+            out.append(
+                CheckResult(
+                    node,
+                    "nvlink",
+                    "fail",
+                    pairs + (" (+%d)" % (len(weak) - 4) if len(weak) > 4 else ""),
+                    "NV%d between every pair" % best,
+                    "an NVLink is down on %s: resubmit with --exclude=%s and report it" % (node, node),
+                )
+            )
+    return out or [
+        _ok(node, "nvlink", "%d GPUs, NV%d between every pair" % (len(gpus), max(counts.values()) if counts else 0))
+    ]
 
 
 Wanted = List[Tuple[str, Optional[int], Any]]  # (device, port or None, the site's Nic or None)
@@ -318,9 +387,16 @@ def check_hcas(node: str, nt: Any, facts: ProbeResult, environ: Mapping[str, str
         want = [n.name for n in nt.compute_nics]
         missing = [n for n in want if n not in facts.cxi_devices]
         if missing:
-            return [CheckResult(node, "hca", "fail", "missing %s (present: %s)" % (
-                ", ".join(missing), ", ".join(facts.cxi_devices) or "none"), "Slingshot NICs %s" % ", ".join(want),
-                "the node lost a Slingshot NIC: resubmit with --exclude=%s and report it" % node)]
+            return [
+                CheckResult(
+                    node,
+                    "hca",
+                    "fail",
+                    "missing %s (present: %s)" % (", ".join(missing), ", ".join(facts.cxi_devices) or "none"),
+                    "Slingshot NICs %s" % ", ".join(want),
+                    "the node lost a Slingshot NIC: resubmit with --exclude=%s and report it" % node,
+                )
+            ]
         return [_ok(node, "hca", "%d Slingshot NICs" % len(want))] if want else []
     if nt.fabric not in ("infiniband", "roce", "efa"):
         return []
@@ -335,32 +411,67 @@ def check_hcas(node: str, nt: Any, facts: ProbeResult, environ: Mapping[str, str
     for dev, port, nic in wanted:
         have = [p for p in ports.get(dev, []) if port is None or p.port == port]
         layer = {"infiniband": "InfiniBand", "ethernet": "Ethernet"}.get(getattr(nic, "link_layer", ""), "")
-        expect = "ACTIVE" + (", %s" % layer if layer and nt.fabric != "efa" else "") + (
-            ", %g Gb/s" % nic.gbps if nic is not None and nic.gbps else "")
+        expect = (
+            "ACTIVE"
+            + (", %s" % layer if layer and nt.fabric != "efa" else "")
+            + (", %g Gb/s" % nic.gbps if nic is not None and nic.gbps else "")
+        )
         if not have:
             missing.append(dev + (":%d" % port if port else ""))
             continue
         for p in have:
             name = "%s port %d" % (p.device, p.port)
             if not p.active:
-                out.append(CheckResult(node, "hca", "fail", "%s: %s" % (name, p.state), expect,
-                                       "%s is down on %s: resubmit with --exclude=%s and report it (admins: "
-                                       "`ibstat %s`, cable/switch port; drain the node)" % (p.device, node, node, p.device)))
+                out.append(
+                    CheckResult(
+                        node,
+                        "hca",
+                        "fail",
+                        "%s: %s" % (name, p.state),
+                        expect,
+                        "%s is down on %s: resubmit with --exclude=%s and report it (admins: "
+                        "`ibstat %s`, cable/switch port; drain the node)" % (p.device, node, node, p.device),
+                    )
+                )
             elif layer and nt.fabric != "efa" and p.link_layer.lower() != layer.lower():
-                out.append(CheckResult(node, "hca", "fail", "%s: link layer %s" % (name, p.link_layer), expect,
-                                       "the port runs as %s but the site's %s fabric needs %s: fix the port "
-                                       "mode (mlxconfig LINK_TYPE) or the site config" % (p.link_layer, nt.fabric, layer)))
+                out.append(
+                    CheckResult(
+                        node,
+                        "hca",
+                        "fail",
+                        "%s: link layer %s" % (name, p.link_layer),
+                        expect,
+                        "the port runs as %s but the site's %s fabric needs %s: fix the port "
+                        "mode (mlxconfig LINK_TYPE) or the site config" % (p.link_layer, nt.fabric, layer),
+                    )
+                )
             elif nic is not None and nic.gbps and p.gbps and p.gbps < nic.gbps:
-                out.append(CheckResult(node, "hca", "warn", "%s: %g Gb/s" % (name, p.gbps), expect,
-                                       "link trained below its speed: check the cable/transceiver of %s" % p.device))
+                out.append(
+                    CheckResult(
+                        node,
+                        "hca",
+                        "warn",
+                        "%s: %g Gb/s" % (name, p.gbps),
+                        expect,
+                        "link trained below its speed: check the cable/transceiver of %s" % p.device,
+                    )
+                )
             else:
                 good += 1
     if missing:
-        out.insert(0, CheckResult(node, "hca", "fail", "%s: no such device in /sys/class/infiniband (present: %s)"
-                                  % (", ".join(missing), present), "ACTIVE (from %s)" % source,
-                                  "the HCA%s missing on %s (driver or hardware): resubmit with --exclude=%s and report "
-                                  "it; if a name is wrong, fix NCCL_IB_HCA or the site's nics"
-                                  % (" is" if len(missing) == 1 else "s are", node, node)))
+        out.insert(
+            0,
+            CheckResult(
+                node,
+                "hca",
+                "fail",
+                "%s: no such device in /sys/class/infiniband (present: %s)" % (", ".join(missing), present),
+                "ACTIVE (from %s)" % source,
+                "the HCA%s missing on %s (driver or hardware): resubmit with --exclude=%s and report "
+                "it; if a name is wrong, fix NCCL_IB_HCA or the site's nics"
+                % (" is" if len(missing) == 1 else "s are", node, node),
+            ),
+        )
     if not wanted:
         return out
     if not any(r.status == "fail" for r in out):
@@ -368,8 +479,9 @@ def check_hcas(node: str, nt: Any, facts: ProbeResult, environ: Mapping[str, str
     return out
 
 
-def check_socket(node: str, nt: Any, facts: ProbeResult, environ: Mapping[str, str],
-                 addresses: Optional[Mapping[str, Sequence[str]]]) -> List[CheckResult]:
+def check_socket(
+    node: str, nt: Any, facts: ProbeResult, environ: Mapping[str, str], addresses: Optional[Mapping[str, Sequence[str]]]
+) -> List[CheckResult]:
     value = environ.get("NCCL_SOCKET_IFNAME") or nt.socket_ifname
     if not value or len(value) <= 1:
         return [CheckResult(node, "socket", "skip", "NCCL_SOCKET_IFNAME not set: NCCL picks an interface")]
@@ -381,19 +493,36 @@ def check_socket(node: str, nt: Any, facts: ProbeResult, environ: Mapping[str, s
     names = ", ".join(i.name for i in facts.interfaces) or "none"
     chosen = [i for i in ifaces if dl.matches(i.name)]
     expect = "%s=%s: an interface that is up%s" % (src, value, " with an IP address" if addresses is not None else "")
-    fix = ("set NCCL_SOCKET_IFNAME to an interface every node has (the site says %s; '=' makes names exact)"
-           % (nt.socket_ifname or "nothing"))
+    fix = "set NCCL_SOCKET_IFNAME to an interface every node has (the site says %s; '=' makes names exact)" % (
+        nt.socket_ifname or "nothing"
+    )
     if not chosen:
         return [CheckResult(node, "socket", "fail", "no interface matches (present: %s)" % names, expect, fix)]
     up = [i for i in chosen if i.up]
     if not up:
-        return [CheckResult(node, "socket", "fail", "%s down" % ", ".join(i.name for i in chosen), expect,
-                            "bring the interface up or exclude %s (--exclude=%s)" % (node, node))]
+        return [
+            CheckResult(
+                node,
+                "socket",
+                "fail",
+                "%s down" % ", ".join(i.name for i in chosen),
+                expect,
+                "bring the interface up or exclude %s (--exclude=%s)" % (node, node),
+            )
+        ]
     if addresses is not None:
         with_ip = [i for i in up if addresses.get(i.name)]
         if not with_ip:
-            return [CheckResult(node, "socket", "fail", "%s up but without an IP address" % ", ".join(i.name for i in up),
-                                expect, "NCCL only uses interfaces with an address; " + fix)]
+            return [
+                CheckResult(
+                    node,
+                    "socket",
+                    "fail",
+                    "%s up but without an IP address" % ", ".join(i.name for i in up),
+                    expect,
+                    "NCCL only uses interfaces with an address; " + fix,
+                )
+            ]
         up = with_ip
     return [_ok(node, "socket", "%s up" % ", ".join(i.name for i in up), expect)]
 
@@ -404,8 +533,16 @@ def check_nccl_env(node: str, nt: Any, facts: ProbeResult, environ: Mapping[str,
     for f in findings:
         if f.level == "info":
             continue
-        out.append(CheckResult(node, "nccl-env", "fail" if f.level == "error" else "warn",
-                               "%s=%s: %s" % (f.var, f.value, f.message), "", f.fix))
+        out.append(
+            CheckResult(
+                node,
+                "nccl-env",
+                "fail" if f.level == "error" else "warn",
+                "%s=%s: %s" % (f.var, f.value, f.message),
+                "",
+                f.fix,
+            )
+        )
     n = len([k for k in environ if k.startswith(("NCCL_", "TORCH_NCCL_"))])
     return out or [_ok(node, "nccl-env", "%d NCCL variable%s valid" % (n, "" if n == 1 else "s"))]
 
@@ -434,26 +571,50 @@ def port_free(port: int, host: str = "") -> Optional[str]:
 def check_rendezvous(node: str, environ: Mapping[str, str], opts: Options) -> List[CheckResult]:
     out = []
     addr = environ.get("MASTER_ADDR")
-    fix_addr = ("hosts=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); MASTER_ADDR=${hosts%%$'\\n'*} in the "
-                "batch script (not `| head -n1`: under pipefail it dies of SIGPIPE on long host lists)")
+    fix_addr = (
+        "hosts=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); MASTER_ADDR=${hosts%%$'\\n'*} in the "
+        "batch script (not `| head -n1`: under pipefail it dies of SIGPIPE on long host lists)"
+    )
     if addr:
         try:
             socket.getaddrinfo(addr, None)
             out.append(_ok(node, "rendezvous", "MASTER_ADDR=%s resolves" % addr))
         except socket.gaierror as exc:
-            out.append(CheckResult(node, "rendezvous", "fail", "MASTER_ADDR=%s does not resolve (%s)" % (addr, exc.strerror),
-                                   "a name or address every node resolves", fix_addr))
+            out.append(
+                CheckResult(
+                    node,
+                    "rendezvous",
+                    "fail",
+                    "MASTER_ADDR=%s does not resolve (%s)" % (addr, exc.strerror),
+                    "a name or address every node resolves",
+                    fix_addr,
+                )
+            )
     port_s = str(opts.rdzv_port) if opts.rdzv_port else environ.get("MASTER_PORT", str(DEFAULT_PORT))
     if not port_s.isdigit() or not 0 < int(port_s) < 65536:
-        return out + [CheckResult(node, "rendezvous", "fail", "MASTER_PORT=%s" % port_s, "a TCP port 1-65535",
-                                  "MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))")]
+        return out + [
+            CheckResult(
+                node,
+                "rendezvous",
+                "fail",
+                "MASTER_PORT=%s" % port_s,
+                "a TCP port 1-65535",
+                "MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))",
+            )
+        ]
     if is_first_node(environ, opts):
         err = port_free(int(port_s))
         if err:
-            out.append(CheckResult(node, "rendezvous", "fail", "port %s busy (%s)" % (port_s, err),
-                                   "port %s free on the first node" % port_s,
-                                   "another job or process on %s uses it: MASTER_PORT=$((20000 + SLURM_JOB_ID %% 10000))"
-                                   % node))
+            out.append(
+                CheckResult(
+                    node,
+                    "rendezvous",
+                    "fail",
+                    "port %s busy (%s)" % (port_s, err),
+                    "port %s free on the first node" % port_s,
+                    "another job or process on %s uses it: MASTER_PORT=$((20000 + SLURM_JOB_ID %% 10000))" % node,
+                )
+            )
         else:
             out.append(_ok(node, "rendezvous", "port %s free" % port_s))
     return out
@@ -468,9 +629,17 @@ def check_container(node: str, site: Any, opts: Options) -> List[CheckResult]:
         path = shutil.which(t)
         if path:
             return [_ok(node, "container", "%s at %s" % (t, path), "%s runtime" % runtime)]
-    return [CheckResult(node, "container", "fail", "%s not found on PATH" % " / ".join(tools), "%s runtime" % runtime,
-                        "this node cannot start the job's container: use nodes with %s, or turn containers off in the "
-                        "job spec" % runtime)]
+    return [
+        CheckResult(
+            node,
+            "container",
+            "fail",
+            "%s not found on PATH" % " / ".join(tools),
+            "%s runtime" % runtime,
+            "this node cannot start the job's container: use nodes with %s, or turn containers off in the "
+            "job spec" % runtime,
+        )
+    ]
 
 
 def check_checkpoint(node: str, site: Any, environ: Mapping[str, str], opts: Options) -> List[CheckResult]:
@@ -488,13 +657,29 @@ def check_checkpoint(node: str, site: Any, environ: Mapping[str, str], opts: Opt
         probe_at = parent
     want = "%g GB free, writable" % opts.min_free_gb
     if not os.access(probe_at, os.W_OK):
-        return [CheckResult(node, "checkpoint", "fail", "%s not writable (nearest existing: %s)" % (path, probe_at),
-                            want, "point the checkpoint directory somewhere you can write")]
+        return [
+            CheckResult(
+                node,
+                "checkpoint",
+                "fail",
+                "%s not writable (nearest existing: %s)" % (path, probe_at),
+                want,
+                "point the checkpoint directory somewhere you can write",
+            )
+        ]
     free = shutil.disk_usage(probe_at).free / 1e9
     found = "%.1f GB free at %s" % (free, path if probe_at == path else "%s (for %s)" % (probe_at, path))
     if free < opts.min_free_gb:
-        return [CheckResult(node, "checkpoint", "fail", found, want,
-                            "free space on that file system or choose another checkpoint directory")]
+        return [
+            CheckResult(
+                node,
+                "checkpoint",
+                "fail",
+                found,
+                want,
+                "free space on that file system or choose another checkpoint directory",
+            )
+        ]
     return [_ok(node, "checkpoint", found, want)]
 
 
@@ -516,6 +701,7 @@ def preflight_node(site: Any, environ: Mapping[str, str], opts: Options = Option
 # ---------------------------------------------------------------------------
 # Aggregation: records from every node -> one table
 
+
 @dataclass
 class Aggregate:
     reports: List[NodeReport] = field(default_factory=list)
@@ -527,9 +713,13 @@ class Aggregate:
         return not self.missing and all(r.ok for r in self.reports) and bool(self.reports)
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"ok": self.ok, "nodes": len(self.reports) + len(self.missing),
-                "failed": sorted({r.node for r in self.reports if not r.ok} | set(self.missing)),
-                "missing": list(self.missing), "reports": [r.to_dict() for r in self.reports]}
+        return {
+            "ok": self.ok,
+            "nodes": len(self.reports) + len(self.missing),
+            "failed": sorted({r.node for r in self.reports if not r.ok} | set(self.missing)),
+            "missing": list(self.missing),
+            "reports": [r.to_dict() for r in self.reports],
+        }
 
 
 _RECORD_LINE = re.compile(r"(\S+) (\d+)/(\d+) ([A-Za-z0-9_=-]*)$")
@@ -548,7 +738,7 @@ def parse_records(lines: Iterable[str], expect_nodes: Sequence[str] = ()) -> Agg
     for raw in lines:
         line = raw.rstrip("\n")
         i = line.find(RECORD_PREFIX)
-        m = _RECORD_LINE.match(line[i + len(RECORD_PREFIX):]) if i >= 0 else None
+        m = _RECORD_LINE.match(line[i + len(RECORD_PREFIX) :]) if i >= 0 else None
         if m is None:
             if line.strip():
                 agg.other_lines.append(line)
@@ -577,17 +767,24 @@ def render_table(agg: Aggregate, site: str = "") -> str:
     failed = sorted({r.node for r in agg.reports if not r.ok} | set(agg.missing))
     warns = sum(1 for r in agg.reports for x in r.results if x.status == "warn")
     head = "slurmgpu preflight: %d node%s, %s%s%s" % (
-        nodes, "" if nodes == 1 else "s",
+        nodes,
+        "" if nodes == 1 else "s",
         "%d FAILED (%s)" % (len(failed), compress_hostlist(failed)) if failed else "all checks passed",
         ", %d warning%s" % (warns, "" if warns == 1 else "s") if warns else "",
-        " (site %s)" % site if site else "")
+        " (site %s)" % site if site else "",
+    )
     rows: List[Tuple[str, str, str, str, str, str]] = []
     merged: Dict[Tuple[str, str, str, str, str], List[str]] = {}
     order: List[Tuple[str, str, str, str, str]] = []
     for n in agg.missing:
-        key = ("report", "FAIL", "no report from this node", "a record from every node",
-               "its preflight step did not run or crashed: see the srun errors above; try "
-               "`srun -w NODE slurmgpu preflight` by hand")
+        key = (
+            "report",
+            "FAIL",
+            "no report from this node",
+            "a record from every node",
+            "its preflight step did not run or crashed: see the srun errors above; try "
+            "`srun -w NODE slurmgpu preflight` by hand",
+        )
         merged.setdefault(key, []).append(n)
         if key not in order:
             order.append(key)
@@ -606,8 +803,9 @@ def render_table(agg: Aggregate, site: str = "") -> str:
     passing = [r.node for r in agg.reports if r.ok]
     if passing:
         n_ok = max(len([x for x in r.results if x.status == "ok"]) for r in agg.reports if r.ok)
-        rows.append((compress_hostlist(passing), "all", "ok", "%d check%s passed" % (n_ok, "" if n_ok == 1 else "s"),
-                     "", ""))
+        rows.append(
+            (compress_hostlist(passing), "all", "ok", "%d check%s passed" % (n_ok, "" if n_ok == 1 else "s"), "", "")
+        )
     out = [head]
     if rows:
         cols = ("NODE", "CHECK", "STATUS", "FOUND", "EXPECTED")
@@ -623,13 +821,16 @@ def render_table(agg: Aggregate, site: str = "") -> str:
         if len(agg.other_lines) > 20:
             out.append("  ... (%d more lines)" % (len(agg.other_lines) - 20))
     if not agg.ok:
-        out.append("preflight FAILED: fix the FAIL rows; a generated script stops here, before the launcher "
-                   "(the job spec can turn preflight off).")
+        out.append(
+            "preflight FAILED: fix the FAIL rows; a generated script stops here, before the launcher "
+            "(the job spec can turn preflight off)."
+        )
     return "\n".join(out) + "\n"
 
 
 # ---------------------------------------------------------------------------
 # Bandwidth: a short all-reduce over the allocation (one task per GPU)
+
 
 def expected_busbw_gbs(nt: Any, nodes: int) -> float:
     """What the links should give an all-reduce, GB/s of bus bandwidth per rank."""
@@ -638,9 +839,15 @@ def expected_busbw_gbs(nt: Any, nodes: int) -> float:
     return nt.link_gbs / 2.0  # per-GPU NVLink figure counts both directions
 
 
-def bandwidth_report(site: Any, environ: Mapping[str, str], opts: Options = Options(), size_mb: int = 256,
-                     fraction: float = DEFAULT_BANDWIDTH_FRACTION, iters: int = 20,
-                     backend: str = "auto") -> Optional[NodeReport]:
+def bandwidth_report(
+    site: Any,
+    environ: Mapping[str, str],
+    opts: Options = Options(),
+    size_mb: int = 256,
+    fraction: float = DEFAULT_BANDWIDTH_FRACTION,
+    iters: int = 20,
+    backend: str = "auto",
+) -> Optional[NodeReport]:
     """Run in every task of `srun --ntasks-per-node=GPUS`; local rank 0 of each node returns the record.
 
     backend "auto" is NCCL on GPUs (and a failure where PyTorch sees no GPU); "gloo" measures a CPU
@@ -655,29 +862,48 @@ def bandwidth_report(site: Any, environ: Mapping[str, str], opts: Options = Opti
     try:
         import torch
     except ImportError:
-        return fail("PyTorch is not importable here", "PyTorch with NCCL",
-                    "run the bandwidth check inside the training container or environment (pip install torch)")
+        return fail(
+            "PyTorch is not importable here",
+            "PyTorch with NCCL",
+            "run the bandwidth check inside the training container or environment (pip install torch)",
+        )
     missing = [k for k in ("SLURM_PROCID", "SLURM_NTASKS", "MASTER_ADDR", "MASTER_PORT") if not environ.get(k)]
     if missing:
-        return fail("%s not set" % ", ".join(missing), "a Slurm step with MASTER_ADDR/MASTER_PORT exported",
-                    "run it as `srun --ntasks-per-node=GPUS slurmgpu preflight --bandwidth --record` after "
-                    "exporting MASTER_ADDR and MASTER_PORT")
+        return fail(
+            "%s not set" % ", ".join(missing),
+            "a Slurm step with MASTER_ADDR/MASTER_PORT exported",
+            "run it as `srun --ntasks-per-node=GPUS slurmgpu preflight --bandwidth --record` after "
+            "exporting MASTER_ADDR and MASTER_PORT",
+        )
     if backend == "auto":
         if not torch.cuda.is_available():
-            return fail("PyTorch sees no CUDA GPU (torch %s)" % torch.__version__, "PyTorch with CUDA and NCCL",
-                        "use a CUDA build of PyTorch on the GPU nodes (or --bandwidth-backend gloo to test the "
-                        "fan-out on CPUs)")
+            return fail(
+                "PyTorch sees no CUDA GPU (torch %s)" % torch.__version__,
+                "PyTorch with CUDA and NCCL",
+                "use a CUDA build of PyTorch on the GPU nodes (or --bandwidth-backend gloo to test the "
+                "fan-out on CPUs)",
+            )
         backend = "nccl"
     busbw, n_ranks, n_nodes = allreduce_busbw(environ, size_mb, iters, backend)
     if environ.get("SLURM_LOCALID", "0") != "0":
         return None
     want = expected_busbw_gbs(nt, n_nodes)
     found = "%.2f GB/s bus bandwidth (%s all-reduce of %d MiB, %d ranks on %d node%s)" % (
-        busbw, backend, size_mb, n_ranks, n_nodes, "" if n_nodes == 1 else "s")
+        busbw,
+        backend,
+        size_mb,
+        n_ranks,
+        n_nodes,
+        "" if n_nodes == 1 else "s",
+    )
     expect = ">= %.0f GB/s (%.0f%% of %.0f GB/s the links give)" % (fraction * want, fraction * 100, want)
     if busbw < fraction * want:
-        return fail(found, expect, "a slow link in the allocation: run preflight on subsets of the nodes, check "
-                    "NCCL_IB_HCA and that NCCL uses RDMA (NCCL_DEBUG=INFO shows NET/IB, not NET/Socket)")
+        return fail(
+            found,
+            expect,
+            "a slow link in the allocation: run preflight on subsets of the nodes, check "
+            "NCCL_IB_HCA and that NCCL uses RDMA (NCCL_DEBUG=INFO shows NET/IB, not NET/Socket)",
+        )
     return NodeReport(node, site.name, (CheckResult(node, "bandwidth", "ok", found, expect),))
 
 
@@ -694,10 +920,14 @@ def allreduce_busbw(environ: Mapping[str, str], size_mb: int, iters: int, backen
     gpu = backend == "nccl"
     if gpu:
         torch.cuda.set_device(local)
-    dist.init_process_group(backend, init_method="tcp://%s:%s" % (environ["MASTER_ADDR"], environ["MASTER_PORT"]),
-                            rank=rank, world_size=world)
+    dist.init_process_group(
+        backend,
+        init_method="tcp://%s:%s" % (environ["MASTER_ADDR"], environ["MASTER_PORT"]),
+        rank=rank,
+        world_size=world,
+    )
     try:
-        x = torch.ones(size_mb * 2 ** 20 // 4, dtype=torch.float32, device="cuda" if gpu else "cpu")
+        x = torch.ones(size_mb * 2**20 // 4, dtype=torch.float32, device="cuda" if gpu else "cpu")
 
         def sync() -> None:
             if gpu:

@@ -8,6 +8,7 @@ something is absent it says so instead of failing: a node without GPUs or
 RDMA still gets a report.  The sysfs root and the command runner are
 parameters, so recorded trees and outputs drive the same code in tests.
 """
+
 from __future__ import annotations
 
 import json
@@ -97,19 +98,23 @@ class ProbeResult:
 
     def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
-        d["topology"] = None if self.topology is None else {
-            "devices": list(self.topology.devices),
-            "links": {a: dict(b) for a, b in self.topology.links.items()}}
+        d["topology"] = (
+            None
+            if self.topology is None
+            else {"devices": list(self.topology.devices), "links": {a: dict(b) for a, b in self.topology.links.items()}}
+        )
         d["nccl_env"] = dict(self.nccl_env)
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "ProbeResult":
+    def from_dict(cls, d: Mapping[str, Any]) -> ProbeResult:
         topo = d.get("topology")
         return cls(
             hostname=str(d.get("hostname", "")),
             gpus=tuple(Gpu(**g) for g in d.get("gpus") or ()),
-            gpu_tool=d.get("gpu_tool"), link=d.get("link"), nvlink_domain=d.get("nvlink_domain"),
+            gpu_tool=d.get("gpu_tool"),
+            link=d.get("link"),
+            nvlink_domain=d.get("nvlink_domain"),
             nvlinks_per_gpu=d.get("nvlinks_per_gpu"),
             topology=None if not topo else Topology(tuple(topo["devices"]), topo["links"]),
             rdma=tuple(RdmaPort(**{**r, "netdevs": tuple(r.get("netdevs") or ())}) for r in d.get("rdma") or ()),
@@ -117,8 +122,11 @@ class ProbeResult:
             cxi_devices=tuple(d.get("cxi_devices") or ()),
             fabric=d.get("fabric", "ethernet"),
             nics=tuple(Nic(**n) for n in d.get("nics") or ()),
-            socket_ifname=d.get("socket_ifname"), nccl_env=dict(d.get("nccl_env") or {}),
-            found=tuple(d.get("found") or ()), missing=tuple(d.get("missing") or ()))
+            socket_ifname=d.get("socket_ifname"),
+            nccl_env=dict(d.get("nccl_env") or {}),
+            found=tuple(d.get("found") or ()),
+            missing=tuple(d.get("missing") or ()),
+        )
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -163,8 +171,13 @@ def _gpu_from(d: Dict[str, Any], i: int) -> Gpu:
     mem = d.get("FB Memory Usage/Total", "")
     m = re.match(r"(\d+)\s*MiB", mem)
     idx = d.get("Minor Number", "")
-    return Gpu(index=int(idx) if idx.isdigit() else i, name=d.get("Product Name", "unknown"), vendor="nvidia",
-               memory_mib=int(m.group(1)) if m else None, bus_id=d.get("bus_id"))
+    return Gpu(
+        index=int(idx) if idx.isdigit() else i,
+        name=d.get("Product Name", "unknown"),
+        vendor="nvidia",
+        memory_mib=int(m.group(1)) if m else None,
+        bus_id=d.get("bus_id"),
+    )
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -196,7 +209,7 @@ def parse_topo_matrix(text: str) -> Topology:
                     header.append(tok)
             continue
         if tokens[0] in header:
-            rows[tokens[0]] = [t if _LINK_WORD.match(t) else "" for t in tokens[1:1 + len(header)]]
+            rows[tokens[0]] = [t if _LINK_WORD.match(t) else "" for t in tokens[1 : 1 + len(header)]]
     if not header:
         raise ValueError("no device header (GPU0 ...) in nvidia-smi topo -m output")
     names = [legend.get(h, h) for h in header]
@@ -238,7 +251,7 @@ def parse_rocm_smi_json(text: str) -> List[Gpu]:
         card = doc[key]
         name = card.get("Card Series") or card.get("Card series") or card.get("Card model") or "unknown"
         total = next((v for k, v in card.items() if k.startswith("VRAM Total Memory")), None)
-        mib = int(int(total) / 2 ** 20) if isinstance(total, str) and total.isdigit() else None
+        mib = int(int(total) / 2**20) if isinstance(total, str) and total.isdigit() else None
         gpus.append(Gpu(index=int(key[4:]), name=name, vendor="amd", memory_mib=mib))
     return gpus
 
@@ -284,9 +297,18 @@ def read_rdma(sysfs: str) -> List[RdmaPort]:
             ll = _read(os.path.join(pdir, "link_layer")) or "Unknown"
             state = (_read(os.path.join(pdir, "state")) or "").split(":")[-1].strip()
             kind = _rdma_kind(dev, ll, vendor)
-            out.append(RdmaPort(device=dev, port=int(port) if port.isdigit() else 1, link_layer=ll,
-                                state=state or "UNKNOWN", gbps=_gbps(_read(os.path.join(pdir, "rate"))),
-                                kind=kind, netdevs=netdevs, vendor_id=vendor))
+            out.append(
+                RdmaPort(
+                    device=dev,
+                    port=int(port) if port.isdigit() else 1,
+                    link_layer=ll,
+                    state=state or "UNKNOWN",
+                    gbps=_gbps(_read(os.path.join(pdir, "rate"))),
+                    kind=kind,
+                    netdevs=netdevs,
+                    vendor_id=vendor,
+                )
+            )
     return out
 
 
@@ -344,8 +366,9 @@ def read_net_psutil(sysfs: str = "/sys") -> List[NetIf]:
 # what it implies
 
 
-def classify(rdma: Sequence[RdmaPort], interfaces: Sequence[NetIf], cxi: Sequence[str],
-             topo: Optional[Topology]) -> Tuple[str, List[Nic], Optional[str], List[str]]:
+def classify(
+    rdma: Sequence[RdmaPort], interfaces: Sequence[NetIf], cxi: Sequence[str], topo: Optional[Topology]
+) -> Tuple[str, List[Nic], Optional[str], List[str]]:
     """(fabric, NICs with roles, socket interface, notes)."""
     notes: List[str] = []
     active = [p for p in rdma if p.active]
@@ -372,8 +395,7 @@ def classify(rdma: Sequence[RdmaPort], interfaces: Sequence[NetIf], cxi: Sequenc
         if fabric in ("ethernet", "slingshot") or p.kind == "efa" and fabric != "efa":
             continue
         role = "compute" if (p.device, p.port) in compute_ids else "storage"
-        nics.append(Nic(p.device, p.port, "infiniband" if p.kind == "infiniband" else "ethernet",
-                        p.gbps or 0.0, role))
+        nics.append(Nic(p.device, p.port, "infiniband" if p.kind == "infiniband" else "ethernet", p.gbps or 0.0, role))
     return fabric, nics, _socket_ifname(fabric, interfaces, active), notes
 
 
@@ -402,8 +424,9 @@ def _socket_ifname(fabric: str, interfaces: Sequence[NetIf], rdma: Sequence[Rdma
     return None
 
 
-def implied_nccl_env(fabric: str, nics: Sequence[Nic], socket_ifname: Optional[str],
-                     gpus: Sequence[Gpu]) -> Dict[str, str]:
+def implied_nccl_env(
+    fabric: str, nics: Sequence[Nic], socket_ifname: Optional[str], gpus: Sequence[Gpu]
+) -> Dict[str, str]:
     """The NCCL settings this node calls for: the per-fabric table in slurmgpu.fabric applied to
     what was found (plus GeForce's P2P workaround)."""
     from ..nccl import fabric_facts
@@ -415,8 +438,7 @@ def implied_nccl_env(fabric: str, nics: Sequence[Nic], socket_ifname: Optional[s
     compute = [n for n in nics if n.role == "compute"]
     if facts.ib_hca and compute:
         # "=" makes the names exact: mlx5_1 would otherwise also select mlx5_10, mlx5_11
-        env["NCCL_IB_HCA"] = "=" + ",".join(n.name if n.port == 1 else "%s:%d" % (n.name, n.port)
-                                            for n in compute)
+        env["NCCL_IB_HCA"] = "=" + ",".join(n.name if n.port == 1 else "%s:%d" % (n.name, n.port) for n in compute)
     if facts.net:
         env["NCCL_NET"] = facts.net
     env.update(facts.tuning)
@@ -429,8 +451,12 @@ def implied_nccl_env(fabric: str, nics: Sequence[Nic], socket_ifname: Optional[s
 # the probe
 
 
-def probe(sysfs: str = "/sys", runner: Optional[Runner] = None, hostname: Optional[str] = None,
-          net_reader: Optional[Callable[[str], List[NetIf]]] = None) -> ProbeResult:
+def probe(
+    sysfs: str = "/sys",
+    runner: Optional[Runner] = None,
+    hostname: Optional[str] = None,
+    net_reader: Optional[Callable[[str], List[NetIf]]] = None,
+) -> ProbeResult:
     """Look at this node (or at a recorded sysfs tree + recorded command output)."""
     runner = runner or SubprocessRunner()
     found: List[str] = []
@@ -475,17 +501,38 @@ def probe(sysfs: str = "/sys", runner: Optional[Runner] = None, hostname: Option
         found.append("%s/class/cxi: %s" % (sysfs, ", ".join(cxi)))
     reader = net_reader or (read_net_psutil if os.path.realpath(sysfs) == "/sys" else read_net_sysfs)
     interfaces = reader(sysfs)
-    found.append("network interfaces: %s" % (", ".join(
-        "%s(%s%s)" % (i.name, "up" if i.up else "down", ", %d Mb/s" % i.speed_mbps if i.speed_mbps else "")
-        for i in interfaces if i.kind != "loopback") or "none"))
+    found.append(
+        "network interfaces: %s"
+        % (
+            ", ".join(
+                "%s(%s%s)" % (i.name, "up" if i.up else "down", ", %d Mb/s" % i.speed_mbps if i.speed_mbps else "")
+                for i in interfaces
+                if i.kind != "loopback"
+            )
+            or "none"
+        )
+    )
     fabric, nics, ifname, notes = classify(rdma, interfaces, cxi, topo)
     missing.extend(notes)
     env = implied_nccl_env(fabric, nics, ifname, gpus)
     return ProbeResult(
-        hostname=hostname or os.environ.get("SLURMD_NODENAME") or socket.gethostname(), gpus=tuple(gpus), gpu_tool=tool, link=link,
-        nvlink_domain=domain, nvlinks_per_gpu=nvlinks, topology=topo, rdma=tuple(rdma),
-        interfaces=tuple(interfaces), cxi_devices=cxi, fabric=fabric, nics=tuple(nics),
-        socket_ifname=ifname, nccl_env=env, found=tuple(found), missing=tuple(missing))
+        hostname=hostname or os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
+        gpus=tuple(gpus),
+        gpu_tool=tool,
+        link=link,
+        nvlink_domain=domain,
+        nvlinks_per_gpu=nvlinks,
+        topology=topo,
+        rdma=tuple(rdma),
+        interfaces=tuple(interfaces),
+        cxi_devices=cxi,
+        fabric=fabric,
+        nics=tuple(nics),
+        socket_ifname=ifname,
+        nccl_env=env,
+        found=tuple(found),
+        missing=tuple(missing),
+    )
 
 
 def describe(r: ProbeResult) -> str:
@@ -494,12 +541,20 @@ def describe(r: ProbeResult) -> str:
     if r.gpus:
         names = sorted({g.name for g in r.gpus})
         mem = sorted({g.memory_mib for g in r.gpus if g.memory_mib})
-        out.append("  GPUs: %d x %s%s (%s)" % (len(r.gpus), " / ".join(names),
-                                            ", %s MiB" % "/".join(str(m) for m in mem) if mem else "", r.gpu_tool))
+        out.append(
+            "  GPUs: %d x %s%s (%s)"
+            % (len(r.gpus), " / ".join(names), ", %s MiB" % "/".join(str(m) for m in mem) if mem else "", r.gpu_tool)
+        )
         if r.link:
-            out.append("  GPU link: %s%s, domain of %s GPU%s" % (
-                r.link, " (NV%d per peer)" % r.nvlinks_per_gpu if r.nvlinks_per_gpu else "",
-                r.nvlink_domain, "" if r.nvlink_domain == 1 else "s"))
+            out.append(
+                "  GPU link: %s%s, domain of %s GPU%s"
+                % (
+                    r.link,
+                    " (NV%d per peer)" % r.nvlinks_per_gpu if r.nvlinks_per_gpu else "",
+                    r.nvlink_domain,
+                    "" if r.nvlink_domain == 1 else "s",
+                )
+            )
     else:
         out.append("  GPUs: none found")
     out.append("  fabric: %s" % r.fabric)

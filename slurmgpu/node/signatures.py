@@ -13,6 +13,7 @@ To add one: append a Signature here and a log under tests/data/doctor/ named
 `<id>.log` (or `<id>-<anything>.log`) made of real-format lines; the tests
 check that every signature has a fixture and that doctor names it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -35,11 +36,11 @@ class Signature:
 
 _IB_STATUS = {
     "4": "local protection error: the HCA could not access the buffer (GPUDirect RDMA / peer memory "
-         "module, or memory registration)",
+    "module, or memory registration)",
     "5": "work request flushed: the queue pair was already in error from an earlier failure",
     "10": "remote access error",
     "12": "transport retry counter exceeded: the peer's HCA stopped answering; a link down or flapping, "
-          "the peer node gone, or fabric congestion",
+    "the peer node gone, or fabric congestion",
     "13": "RNR retry counter exceeded: the receiver was not ready",
 }
 
@@ -53,216 +54,321 @@ _HTTP = {
 
 CATALOGUE: Tuple[Signature, ...] = (
     Signature(
-        id="preemption", title="Job preempted by the scheduler", category="scheduler", priority=1,
-        patterns=(r"\*\*\* (?:JOB|STEP) (?P<jobid>\S+) ON (?P<node>\S+) CANCELLED AT (?P<when>\S+) "
-                  r"DUE TO PREEMPTION \*\*\*",),
+        id="preemption",
+        title="Job preempted by the scheduler",
+        category="scheduler",
+        priority=1,
+        patterns=(
+            r"\*\*\* (?:JOB|STEP) (?P<jobid>\S+) ON (?P<node>\S+) CANCELLED AT (?P<when>\S+) "
+            r"DUE TO PREEMPTION \*\*\*",
+        ),
         cause="Slurm took the nodes back for a higher-priority job at {when}; errors printed after this "
-              "line are the processes being killed, not the cause.",
-        fixes=("Nothing is wrong with the job itself. Add `#SBATCH --requeue` and make the script resume "
-               "from its last checkpoint so a preemption costs minutes, not the run.",
-               "If the run must not be interrupted, submit to a partition/QOS that is not preemptible "
-               "(ask your site which; `sacctmgr show qos` lists Preempt settings)."),
+        "line are the processes being killed, not the cause.",
+        fixes=(
+            "Nothing is wrong with the job itself. Add `#SBATCH --requeue` and make the script resume "
+            "from its last checkpoint so a preemption costs minutes, not the run.",
+            "If the run must not be interrupted, submit to a partition/QOS that is not preemptible "
+            "(ask your site which; `sacctmgr show qos` lists Preempt settings).",
+        ),
     ),
     Signature(
-        id="requeue", title="Job requeued", category="scheduler", priority=2,
-        patterns=(r"\*\*\* (?:JOB|STEP) (?P<jobid>\S+) ON (?P<node>\S+) CANCELLED AT (?P<when>\S+) "
-                  r"DUE TO JOB REQUEUE \*\*\*",),
+        id="requeue",
+        title="Job requeued",
+        category="scheduler",
+        priority=2,
+        patterns=(
+            r"\*\*\* (?:JOB|STEP) (?P<jobid>\S+) ON (?P<node>\S+) CANCELLED AT (?P<when>\S+) "
+            r"DUE TO JOB REQUEUE \*\*\*",
+        ),
         cause="The job was requeued at {when} (scontrol requeue, a preemption with requeue, or a node "
-              "failure); it starts again from the top of the script under the same job id.",
-        fixes=("Make the script resume from the newest checkpoint (check $SLURM_RESTART_COUNT); otherwise "
-               "each restart begins training from step 0.",),
+        "failure); it starts again from the top of the script under the same job id.",
+        fixes=(
+            "Make the script resume from the newest checkpoint (check $SLURM_RESTART_COUNT); otherwise "
+            "each restart begins training from step 0.",
+        ),
     ),
     Signature(
-        id="time-limit", title="Time limit reached", category="scheduler", priority=3,
-        patterns=(r"\*\*\* (?:JOB|STEP) (?P<jobid>\S+) ON (?P<node>\S+) CANCELLED AT (?P<when>\S+) "
-                  r"DUE TO TIME LIMIT \*\*\*",),
+        id="time-limit",
+        title="Time limit reached",
+        category="scheduler",
+        priority=3,
+        patterns=(
+            r"\*\*\* (?:JOB|STEP) (?P<jobid>\S+) ON (?P<node>\S+) CANCELLED AT (?P<when>\S+) "
+            r"DUE TO TIME LIMIT \*\*\*",
+        ),
         cause="The job ran out of its --time at {when}; Slurm killed it. Errors after this line are the "
-              "kill, not the cause.",
-        fixes=("Ask for more time (--time) if the partition allows it.",
-               "Or checkpoint before the limit: `#SBATCH --signal=B:USR1@120` with a trap that saves and "
-               "requeues (`scontrol requeue $SLURM_JOB_ID`), launching the work as `srun ... & wait`."),
+        "kill, not the cause.",
+        fixes=(
+            "Ask for more time (--time) if the partition allows it.",
+            "Or checkpoint before the limit: `#SBATCH --signal=B:USR1@120` with a trap that saves and "
+            "requeues (`scontrol requeue $SLURM_JOB_ID`), launching the work as `srun ... & wait`.",
+        ),
     ),
     Signature(
-        id="node-failure", title="A node of the allocation failed", category="scheduler", priority=4,
-        patterns=(r"\*\*\* (?:JOB|STEP) (?P<jobid>\S+) ON (?P<node>\S+) CANCELLED AT (?P<when>\S+) "
-                  r"DUE TO NODE FAILURE",),
+        id="node-failure",
+        title="A node of the allocation failed",
+        category="scheduler",
+        priority=4,
+        patterns=(
+            r"\*\*\* (?:JOB|STEP) (?P<jobid>\S+) ON (?P<node>\S+) CANCELLED AT (?P<when>\S+) "
+            r"DUE TO NODE FAILURE",
+        ),
         cause="Slurm lost contact with a node of the job (hardware, kernel panic, network) at {when}.",
-        fixes=("Resubmit; the failed node is normally drained and will not be picked again. "
-               "`--requeue` lets Slurm restart such jobs automatically.",),
+        fixes=(
+            "Resubmit; the failed node is normally drained and will not be picked again. "
+            "`--requeue` lets Slurm restart such jobs automatically.",
+        ),
     ),
     Signature(
-        id="container-pull", title="Container image could not be imported", category="container",
+        id="container-pull",
+        title="Container image could not be imported",
+        category="container",
         priority=5,
-        patterns=(r"pyxis: failed to import docker image",
-                  r"\[ERROR\] URL (?P<url>\S+) returned error code: (?P<code>\d+)(?: [A-Za-z ]+)?",
-                  r"FATAL:\s+While (?:making image from oci registry|performing build)",
-                  r"failed to get checksum for (?P<ref>docker://\S+?):\s"),
+        patterns=(
+            r"pyxis: failed to import docker image",
+            r"\[ERROR\] URL (?P<url>\S+) returned error code: (?P<code>\d+)(?: [A-Za-z ]+)?",
+            r"FATAL:\s+While (?:making image from oci registry|performing build)",
+            r"failed to get checksum for (?P<ref>docker://\S+?):\s",
+        ),
         cause="The container runtime could not fetch the image[[ {ref}]][[ (HTTP {code}: {code_words})]], "
-              "so no task started.",
+        "so no task started.",
         lookups={"code": _HTTP},
         after=0,
-        fixes=("Check the image reference: pyxis/enroot separate the registry with '#' "
-               "(nvcr.io#nvidia/pytorch:24.05-py3); Apptainer uses docker://nvcr.io/nvidia/...",
-               "Private registries need credentials on the compute nodes: enroot reads "
-               "~/.config/enroot/.credentials (`machine nvcr.io login $oauthtoken password <API key>`); "
-               "Apptainer uses `apptainer registry login`.",
-               "Import once on a login node to shared storage and point the job at the file: "
-               "`enroot import -o DIR/image.sqsh docker://REGISTRY#IMAGE:TAG`[[ (DIR on shared storage, "
-               "e.g. {scratch})]] then `--container-image=DIR/image.sqsh` (no pull at job start)."),
+        fixes=(
+            "Check the image reference: pyxis/enroot separate the registry with '#' "
+            "(nvcr.io#nvidia/pytorch:24.05-py3); Apptainer uses docker://nvcr.io/nvidia/...",
+            "Private registries need credentials on the compute nodes: enroot reads "
+            "~/.config/enroot/.credentials (`machine nvcr.io login $oauthtoken password <API key>`); "
+            "Apptainer uses `apptainer registry login`.",
+            "Import once on a login node to shared storage and point the job at the file: "
+            "`enroot import -o DIR/image.sqsh docker://REGISTRY#IMAGE:TAG`[[ (DIR on shared storage, "
+            "e.g. {scratch})]] then `--container-image=DIR/image.sqsh` (no pull at job start).",
+        ),
     ),
     Signature(
-        id="gpu-lost", title="GPU hardware fault", category="gpu", priority=8,
-        patterns=(r"uncorrectable ECC error encountered",
-                  r"GPU has fallen off the bus",
-                  r"Unable to determine the device handle for GPU\s*(?P<busid>\S+?):? Unknown Error"),
+        id="gpu-lost",
+        title="GPU hardware fault",
+        category="gpu",
+        priority=8,
+        patterns=(
+            r"uncorrectable ECC error encountered",
+            r"GPU has fallen off the bus",
+            r"Unable to determine the device handle for GPU\s*(?P<busid>\S+?):? Unknown Error",
+        ),
         cause="A GPU on the node that logged this failed (ECC error or lost from the PCIe bus). "
-              "It is a hardware fault, not the job.",
-        fixes=("Resubmit excluding that node (`sbatch --exclude=NODE`) and report it to the admins "
-               "(`scontrol update nodename=NODE state=drain reason=...` if you are one).",
-               "Keep preflight enabled in generated scripts: a GPU missing from nvidia-smi stops the job "
-               "at start instead of mid-run."),
+        "It is a hardware fault, not the job.",
+        fixes=(
+            "Resubmit excluding that node (`sbatch --exclude=NODE`) and report it to the admins "
+            "(`scontrol update nodename=NODE state=drain reason=...` if you are one).",
+            "Keep preflight enabled in generated scripts: a GPU missing from nvidia-smi stops the job "
+            "at start instead of mid-run.",
+        ),
     ),
     Signature(
-        id="ib-completion-error", title="InfiniBand/RoCE completion error in NCCL", category="network",
+        id="ib-completion-error",
+        title="InfiniBand/RoCE completion error in NCCL",
+        category="network",
         priority=10,
-        patterns=(r"NET/IB\w*\s*:\s*Got completion from peer (?P<peer>[^<\s]+)(?:<\d+>)? with "
-                  r"(?:error |status=)(?P<status>\d+)",),
+        patterns=(
+            r"NET/IB\w*\s*:\s*Got completion from peer (?P<peer>[^<\s]+)(?:<\d+>)? with "
+            r"(?:error |status=)(?P<status>\d+)",
+        ),
         cause="An RDMA transfer to {peer} failed with status {status}[[ ({status_words})]]; NCCL then aborts "
-              "the communicator and the other ranks hang until the watchdog fires.",
+        "the communicator and the other ranks hang until the watchdog fires.",
         lookups={"status": _IB_STATUS},
-        fixes=("Check the HCAs on the node that logged it and on {peer}: `slurmgpu preflight` (or `ibstat`) "
-               "must show every device of NCCL_IB_HCA ACTIVE[[ with link layer {link_layer}]].[[ "
-               "The site's compute HCAs: {compute_hcas}.]]",
-               "Resubmit with `--exclude=` the node whose HCA is down, and report it.",
-               "If the links are healthy and it recurs under load, raise NCCL_IB_TIMEOUT (default 20; 22 "
-               "or 23 on large fabrics)."),
+        fixes=(
+            "Check the HCAs on the node that logged it and on {peer}: `slurmgpu preflight` (or `ibstat`) "
+            "must show every device of NCCL_IB_HCA ACTIVE[[ with link layer {link_layer}]].[[ "
+            "The site's compute HCAs: {compute_hcas}.]]",
+            "Resubmit with `--exclude=` the node whose HCA is down, and report it.",
+            "If the links are healthy and it recurs under load, raise NCCL_IB_TIMEOUT (default 20; 22 "
+            "or 23 on large fabrics).",
+        ),
     ),
     Signature(
-        id="nccl-net-not-found", title="NCCL network plugin not found", category="network", priority=12,
+        id="nccl-net-not-found",
+        title="NCCL network plugin not found",
+        category="network",
+        priority=12,
         patterns=(r"Error: network (?P<net>[^.\n]+?) not found",),
         cause="NCCL_NET={net} asks for a network that NCCL could not load; the plugin library "
-              "(e.g. aws-ofi-nccl's libnccl-net.so) is not on the library path on the node.",
-        fixes=("Load the plugin the site documents (module or container hook) so libnccl-net*.so is on "
-               "LD_LIBRARY_PATH inside the job, or point NCCL_NET_PLUGIN at it.",
-               "With NCCL_DEBUG=INFO the log must show 'Using network {net}'."),
+        "(e.g. aws-ofi-nccl's libnccl-net.so) is not on the library path on the node.",
+        fixes=(
+            "Load the plugin the site documents (module or container hook) so libnccl-net*.so is on "
+            "LD_LIBRARY_PATH inside the job, or point NCCL_NET_PLUGIN at it.",
+            "With NCCL_DEBUG=INFO the log must show 'Using network {net}'.",
+        ),
     ),
     Signature(
-        id="nccl-no-socket-interface", title="NCCL found no socket interface", category="network",
+        id="nccl-no-socket-interface",
+        title="NCCL found no socket interface",
+        category="network",
         priority=15,
-        patterns=(r"Bootstrap : no (?:NCCL_SOCKET_IFNAME )?(?:socket )?interface found",
-                  r"NET/Socket : no interface found"),
+        patterns=(
+            r"Bootstrap : no (?:NCCL_SOCKET_IFNAME )?(?:socket )?interface found",
+            r"NET/Socket : no interface found",
+        ),
         cause="NCCL_SOCKET_IFNAME matches no interface that is up and has an address on some node, so "
-              "NCCL cannot bootstrap.",
-        fixes=("Set NCCL_SOCKET_IFNAME to the interface every node has[[: the site config says "
-               "'{socket_ifname}']]. Use '=' for an exact name (NCCL_SOCKET_IFNAME==eth0).",
-               "`slurmgpu preflight` checks the interface on every node before the launcher starts."),
+        "NCCL cannot bootstrap.",
+        fixes=(
+            "Set NCCL_SOCKET_IFNAME to the interface every node has[[: the site config says "
+            "'{socket_ifname}']]. Use '=' for an exact name (NCCL_SOCKET_IFNAME==eth0).",
+            "`slurmgpu preflight` checks the interface on every node before the launcher starts.",
+        ),
     ),
     Signature(
-        id="address-in-use", title="Rendezvous port already in use", category="rendezvous", priority=18,
-        patterns=(r"port: (?P<port>\d+), useIpv6: \d+, code: -98, name: EADDRINUSE",
-                  r"EADDRINUSE",
-                  r"failed to bind to \S+:(?P<port>\d+) \(errno: 98 - Address already in use\)",
-                  r"\[Errno 98\] Address already in use",
-                  r"address already in use"),
+        id="address-in-use",
+        title="Rendezvous port already in use",
+        category="rendezvous",
+        priority=18,
+        patterns=(
+            r"port: (?P<port>\d+), useIpv6: \d+, code: -98, name: EADDRINUSE",
+            r"EADDRINUSE",
+            r"failed to bind to \S+:(?P<port>\d+) \(errno: 98 - Address already in use\)",
+            r"\[Errno 98\] Address already in use",
+            r"address already in use",
+        ),
         cause="The launcher on the first node could not listen on its port[[ {port}]]: another process (often a "
-              "second job or step on the same node, or a previous run still exiting) holds it.",
-        fixes=("Derive the port from the job id so jobs sharing a node differ: "
-               "MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000)).",
-               "Do not start two launchers with the same port inside one job."),
+        "second job or step on the same node, or a previous run still exiting) holds it.",
+        fixes=(
+            "Derive the port from the job id so jobs sharing a node differ: "
+            "MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000)).",
+            "Do not start two launchers with the same port inside one job.",
+        ),
     ),
     Signature(
-        id="master-addr-unresolved", title="MASTER_ADDR does not resolve", category="rendezvous",
+        id="master-addr-unresolved",
+        title="MASTER_ADDR does not resolve",
+        category="rendezvous",
         priority=20,
-        patterns=(r"network addresses of \((?P<host>[^,()]+), (?P<port>\d+)\) cannot be retrieved "
-                  r"\(gai error: -?\d+ - (?:Name or service not known|Temporary failure in name resolution)",
-                  r"host not found: Name or service not known",
-                  r"socket\.gaierror: \[Errno -[23]\]",
-                  r"MASTER_ADDR expected, but not set"),
+        patterns=(
+            r"network addresses of \((?P<host>[^,()]+), (?P<port>\d+)\) cannot be retrieved "
+            r"\(gai error: -?\d+ - (?:Name or service not known|Temporary failure in name resolution)",
+            r"host not found: Name or service not known",
+            r"socket\.gaierror: \[Errno -[23]\]",
+            r"MASTER_ADDR expected, but not set",
+        ),
         cause="The rendezvous host[[ '{host}']] could not be resolved (or MASTER_ADDR is unset), so no rank "
-              "could reach the store.",
-        fixes=("Set it from the allocation in the batch script: "
-               "hosts=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); MASTER_ADDR=${{hosts%%$'\\n'*}} "
-               "(not `| head -n1`: under pipefail it dies of SIGPIPE on long host lists).",
-               "If node names do not resolve on the compute network, use the first node's address instead "
-               "(`srun -N1 -n1 -w \"$MASTER_ADDR\" hostname -i`)."),
+        "could reach the store.",
+        fixes=(
+            "Set it from the allocation in the batch script: "
+            "hosts=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); MASTER_ADDR=${{hosts%%$'\\n'*}} "
+            "(not `| head -n1`: under pipefail it dies of SIGPIPE on long host lists).",
+            "If node names do not resolve on the compute network, use the first node's address instead "
+            '(`srun -N1 -n1 -w "$MASTER_ADDR" hostname -i`).',
+        ),
     ),
     Signature(
-        id="cuda-oom", title="CUDA out of memory", category="memory", priority=25,
-        patterns=(r"CUDA out of memory\. Tried to allocate (?P<tried>[\d.]+ [KMGT]?i?B)\. GPU (?P<gpu>\d+) "
-                  r"has a total capac\w+ of (?P<total>[\d.]+ [KMGT]?i?B)",
-                  r"CUDA out of memory\. Tried to allocate (?P<tried>[\d.]+ [KMGT]?i?B) \(GPU (?P<gpu>\d+); "
-                  r"(?P<total>[\d.]+ [KMGT]?i?B) total capacity",
-                  r"CUDA out of memory\. Tried to allocate (?P<tried>[\d.]+ [KMGT]?i?B)",
-                  r"torch\.(?:cuda\.)?OutOfMemoryError"),
+        id="cuda-oom",
+        title="CUDA out of memory",
+        category="memory",
+        priority=25,
+        patterns=(
+            r"CUDA out of memory\. Tried to allocate (?P<tried>[\d.]+ [KMGT]?i?B)\. GPU (?P<gpu>\d+) "
+            r"has a total capac\w+ of (?P<total>[\d.]+ [KMGT]?i?B)",
+            r"CUDA out of memory\. Tried to allocate (?P<tried>[\d.]+ [KMGT]?i?B) \(GPU (?P<gpu>\d+); "
+            r"(?P<total>[\d.]+ [KMGT]?i?B) total capacity",
+            r"CUDA out of memory\. Tried to allocate (?P<tried>[\d.]+ [KMGT]?i?B)",
+            r"torch\.(?:cuda\.)?OutOfMemoryError",
+        ),
         cause="A rank asked for[[ {tried}]] more GPU memory than was free[[ (GPU capacity {total})]]: the "
-              "model states, activations and buffers of this layout do not fit[[ in {gpu_memory_gb} GB]].",
-        fixes=("Lower the per-GPU footprint: smaller micro-batch, activation recomputation, a distributed "
-               "optimizer, or more tensor/pipeline parallelism (TP up to the NVLink domain).",
-               "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True helps when 'reserved but unallocated' "
-               "memory is large (fragmentation)."),
+        "model states, activations and buffers of this layout do not fit[[ in {gpu_memory_gb} GB]].",
+        fixes=(
+            "Lower the per-GPU footprint: smaller micro-batch, activation recomputation, a distributed "
+            "optimizer, or more tensor/pipeline parallelism (TP up to the NVLink domain).",
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True helps when 'reserved but unallocated' "
+            "memory is large (fragmentation).",
+        ),
         advisor="oom",
     ),
     Signature(
-        id="host-oom", title="Host memory exhausted (Slurm OOM kill)", category="memory", priority=26,
-        patterns=(r"Detected \d+ oom[-_]kill events? in (?:StepId=)?(?P<step>\S+?)[. ]",
-                  r"srun: error: (?P<node>\S+): tasks? [\d,-]+: Out Of Memory"),
+        id="host-oom",
+        title="Host memory exhausted (Slurm OOM kill)",
+        category="memory",
+        priority=26,
+        patterns=(
+            r"Detected \d+ oom[-_]kill events? in (?:StepId=)?(?P<step>\S+?)[. ]",
+            r"srun: error: (?P<node>\S+): tasks? [\d,-]+: Out Of Memory",
+        ),
         cause="The kernel killed a task[[ of step {step}]] for exceeding the job's host-memory limit "
-              "(data loader workers, pinned buffers, or checkpoint gathering on CPU).",
-        fixes=("On whole nodes ask for all their memory: `--mem=0`[[ (the site's nodes have {memory_gb} GB)]].",
-               "Otherwise raise --mem/--mem-per-gpu, reduce DataLoader num_workers, or save checkpoints "
-               "sharded instead of gathered on rank 0."),
+        "(data loader workers, pinned buffers, or checkpoint gathering on CPU).",
+        fixes=(
+            "On whole nodes ask for all their memory: `--mem=0`[[ (the site's nodes have {memory_gb} GB)]].",
+            "Otherwise raise --mem/--mem-per-gpu, reduce DataLoader num_workers, or save checkpoints "
+            "sharded instead of gathered on rank 0.",
+        ),
     ),
     Signature(
-        id="nccl-system-error", title="NCCL system error", category="network", priority=30,
+        id="nccl-system-error",
+        title="NCCL system error",
+        category="network",
+        priority=30,
         patterns=(r"unhandled system error", r"ncclSystemError:"),
         after=2,
         cause="A system call or library NCCL depends on failed (socket connect, shared memory, IB verbs, "
-              "memory allocation); the line after 'Last error:' names it.",
-        fixes=("Rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see which call failed.",
-               "'No route to host' or 'Connection refused' there: the socket interface is wrong or "
-               "differs between nodes[[; the site uses NCCL_SOCKET_IFNAME={socket_ifname}]].",
-               "Inside containers a small /dev/shm causes it: give the container more shared memory."),
+        "memory allocation); the line after 'Last error:' names it.",
+        fixes=(
+            "Rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see which call failed.",
+            "'No route to host' or 'Connection refused' there: the socket interface is wrong or "
+            "differs between nodes[[; the site uses NCCL_SOCKET_IFNAME={socket_ifname}]].",
+            "Inside containers a small /dev/shm causes it: give the container more shared memory.",
+        ),
     ),
     Signature(
-        id="nccl-remote-error", title="NCCL remote error (a peer failed first)", category="network",
+        id="nccl-remote-error",
+        title="NCCL remote error (a peer failed first)",
+        category="network",
         priority=35,
         patterns=(r"ncclRemoteError:", r"remote process exiting prematurely"),
         after=2,
-        cause="A peer rank disappeared or its network connection broke; this rank only saw the "
-              "consequence.",
-        fixes=("Find the first rank that failed (earliest error in the log, or the srun line naming a "
-               "task that exited) and diagnose that one.",),
+        cause="A peer rank disappeared or its network connection broke; this rank only saw the consequence.",
+        fixes=(
+            "Find the first rank that failed (earliest error in the log, or the srun line naming a "
+            "task that exited) and diagnose that one.",
+        ),
     ),
     Signature(
-        id="socket-timeout", title="Rendezvous / bootstrap connection timed out", category="rendezvous",
+        id="socket-timeout",
+        title="Rendezvous / bootstrap connection timed out",
+        category="rendezvous",
         priority=40,
-        patterns=(r"The client socket has timed out after \S+ while trying to connect to "
-                  r"\((?P<host>[^,()]+), (?P<port>\d+)\)",
-                  r"RendezvousConnectionError|RendezvousTimeoutError",
-                  r"WARN Call to connect (?:failed|returned)\s*:?\s*Connection (?:timed out|refused)"),
+        patterns=(
+            r"The client socket has timed out after \S+ while trying to connect to "
+            r"\((?P<host>[^,()]+), (?P<port>\d+)\)",
+            r"RendezvousConnectionError|RendezvousTimeoutError",
+            r"WARN Call to connect (?:failed|returned)\s*:?\s*Connection (?:timed out|refused)",
+        ),
         cause="Ranks could not reach the rendezvous/bootstrap endpoint[[ {host}:{port}]]: the process that "
-              "listens there had not started or had already died, or the address is on a network the "
-              "other nodes cannot reach.",
-        fixes=("Look at the first node's log first: an earlier error there (import error, OOM, port in use) "
-               "is the real cause.",
-               "MASTER_ADDR must be the first node's address on an interface every node reaches"
-               "[[ (site interface: {socket_ifname})]]; keep the rendezvous port the same on all nodes.",
-               "If nodes start far apart (container import), raise the rendezvous timeout "
-               "(torchrun --rdzv-conf timeout=900)."),
+        "listens there had not started or had already died, or the address is on a network the "
+        "other nodes cannot reach.",
+        fixes=(
+            "Look at the first node's log first: an earlier error there (import error, OOM, port in use) "
+            "is the real cause.",
+            "MASTER_ADDR must be the first node's address on an interface every node reaches"
+            "[[ (site interface: {socket_ifname})]]; keep the rendezvous port the same on all nodes.",
+            "If nodes start far apart (container import), raise the rendezvous timeout "
+            "(torchrun --rdzv-conf timeout=900).",
+        ),
     ),
     Signature(
-        id="watchdog-timeout", title="NCCL collective timed out (watchdog)", category="network",
+        id="watchdog-timeout",
+        title="NCCL collective timed out (watchdog)",
+        category="network",
         priority=60,
-        patterns=(r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), "
-                  r"OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout_ms>\d+)\) ran for (?P<ran_ms>\d+) "
-                  r"milliseconds",),
+        patterns=(
+            r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), "
+            r"OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout_ms>\d+)\) ran for (?P<ran_ms>\d+) "
+            r"milliseconds",
+        ),
         cause="Collective {op} (sequence {seq}) did not finish within {timeout_ms} ms: some rank never "
-              "joined it. Usually one rank died or hung earlier (look above), a node's network path "
-              "broke, or ranks issued collectives in a different order.",
-        fixes=("If another problem is listed above this one, fix that first: the timeout is its echo.",
-               "Set TORCH_NCCL_DUMP_ON_TIMEOUT=1 and TORCH_NCCL_TRACE_BUFFER_SIZE=2000 to get a per-rank "
-               "record of the last collectives; ranks with a different SeqNum are the stragglers.",
-               "Run `slurmgpu preflight --bandwidth` on the same nodes to rule out a slow or broken link."),
+        "joined it. Usually one rank died or hung earlier (look above), a node's network path "
+        "broke, or ranks issued collectives in a different order.",
+        fixes=(
+            "If another problem is listed above this one, fix that first: the timeout is its echo.",
+            "Set TORCH_NCCL_DUMP_ON_TIMEOUT=1 and TORCH_NCCL_TRACE_BUFFER_SIZE=2000 to get a per-rank "
+            "record of the last collectives; ranks with a different SeqNum are the stragglers.",
+            "Run `slurmgpu preflight --bandwidth` on the same nodes to rule out a slow or broken link.",
+        ),
     ),
 )
 

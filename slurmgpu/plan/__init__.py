@@ -22,4 +22,31 @@ from .report import format_plan
 from .rules import check_layout_rules, segment_error, segment_for
 from .types import PlanRequest
 
-__all__ = ["Layout", "ModelSpec", "PlanRequest", "TrainShape", "activation_bytes_per_layer", "aliases_of", "catalogue", "check_layout_rules", "fmt_params", "format_plan", "get_model", "hardware", "inference_memory", "kv_cache_bytes", "layer_act_base", "load_model_file", "make_plan", "model_from_params", "model_states_bytes", "render", "segment_error", "segment_for", "stage_layers", "tp_group_nodes", "training_memory", "usable_gb"]
+__all__ = [
+    "Layout",
+    "ModelSpec",
+    "PlanRequest",
+    "TrainShape",
+    "activation_bytes_per_layer",
+    "aliases_of",
+    "catalogue",
+    "check_layout_rules",
+    "fmt_params",
+    "format_plan",
+    "get_model",
+    "hardware",
+    "inference_memory",
+    "kv_cache_bytes",
+    "layer_act_base",
+    "load_model_file",
+    "make_plan",
+    "model_from_params",
+    "model_states_bytes",
+    "render",
+    "segment_error",
+    "segment_for",
+    "stage_layers",
+    "tp_group_nodes",
+    "training_memory",
+    "usable_gb",
+]

@@ -29,7 +29,7 @@ CP_MIN_TOKENS = 4096  # context parallelism is only tried while each rank keeps 
 MICRO_BATCHES = (1, 2, 4, 8)
 
 
-TOKENS_PER_STEP = {"pretrain": 4 * 2 ** 20, "finetune": 2 ** 20, "lora": 2 ** 18, "qlora": 2 ** 18}
+TOKENS_PER_STEP = {"pretrain": 4 * 2**20, "finetune": 2**20, "lora": 2**18, "qlora": 2**18}
 
 
 SEQS_PER_GPU = 1 / 8.0  # default global batch grows to at least one sequence per 8 GPUs
@@ -68,9 +68,16 @@ class _Cand:
 
 
 COST_WORDS = {
-    "compute": "compute", "recompute": "recomputation", "tp": "TP all-reduces", "cp": "CP ring exchange",
-    "ep": "EP all-to-all", "bubble": "pipeline bubble", "pp_p2p": "pipeline sends",
-    "dp": "exposed gradient sync", "decode": "weight/KV reads and math", "prefill": "prefill",
+    "compute": "compute",
+    "recompute": "recomputation",
+    "tp": "TP all-reduces",
+    "cp": "CP ring exchange",
+    "ep": "EP all-to-all",
+    "bubble": "pipeline bubble",
+    "pp_p2p": "pipeline sends",
+    "dp": "exposed gradient sync",
+    "decode": "weight/KV reads and math",
+    "prefill": "prefill",
 }
 
 
@@ -91,8 +98,9 @@ class _Ctx:
         self.head_flops = 6.0 * m.vocab * m.hidden  # output layer per token, fwd+bwd
         scale = 2.0 / 3.0 if self.task in ("lora", "qlora") else 1.0  # no weight gradients
         self.flops_scale = scale
-        self.model_flops_tok = scale * (6.0 * self.layer_params * m.layers + self.head_flops
-                                        + self.attn_flops * m.layers)
+        self.model_flops_tok = scale * (
+            6.0 * self.layer_params * m.layers + self.head_flops + self.attn_flops * m.layers
+        )
         # fwd+bwd FLOPs per token of one layer, split by which GEMMs run them
         self.f_dense = scale * 6.0 * m.dense_layer_params  # a dense layer's matmuls
         self.f_shared = scale * 6.0 * m.moe_layer_shared_params  # MoE layer: attention, router, shared experts
@@ -163,8 +171,16 @@ def _eff_expert(ctx: _Ctx, tp: int, ep: int, tokens: float) -> float:
     return _eff(ctx, tp, per_expert, m.expert_ffn)
 
 
-def _train_candidate(ctx: _Ctx, lay: Layout, batch: int, zero: int, recompute: str,
-                     memory: MemoryBreakdown, seg: Optional[int], vp: int = 1) -> _Cand:
+def _train_candidate(
+    ctx: _Ctx,
+    lay: Layout,
+    batch: int,
+    zero: int,
+    recompute: str,
+    memory: MemoryBreakdown,
+    seg: Optional[int],
+    vp: int = 1,
+) -> _Cand:
     m, hw = ctx.model, ctx.hw
     tp, pp, dp, cp, ep, mb = lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.micro_batch
     gpn = lay.gpus_per_node
@@ -219,8 +235,9 @@ def _train_candidate(ctx: _Ctx, lay: Layout, batch: int, zero: int, recompute: s
         sp_ = stages[i]
         n_i = counts[i]
         tok = tokens_gpu / tp
-        comp = tok * (sp_.dense_layers * t_dense + sp_.moe_layers * t_moe
-                      + (sc * ctx.head_flops / rate if i == pp - 1 else 0.0))
+        comp = tok * (
+            sp_.dense_layers * t_dense + sp_.moe_layers * t_moe + (sc * ctx.head_flops / rate if i == pp - 1 else 0.0)
+        )
         rc = tok * (sp_.dense_layers * rc_dense + sp_.moe_layers * rc_moe)
         tp_bytes = n_i * n_ar * 2.0 * (tp - 1) / tp * ar_payload if tp > 1 else 0.0
         t_tp = tp_bytes / tp_bw if tp > 1 else 0.0
@@ -256,8 +273,7 @@ def _train_candidate(ctx: _Ctx, lay: Layout, batch: int, zero: int, recompute: s
             we = wbytes * sp_.experts / (tp * ep) if lora else exp_b
             vol_mb = (n_dp - 1) / n_dp * (2 * wd + dense_b)
             vol_e_mb = (edp - 1) / edp * (2 * we + exp_b) if edp > 1 else 0.0
-            per_mb = vol_mb / dp_bw + (vol_e_mb / edp_bw if vol_e_mb else 0.0) \
-                + 3 * counts[i] * (n_dp - 1) * LATENCY_S
+            per_mb = vol_mb / dp_bw + (vol_e_mb / edp_bw if vol_e_mb else 0.0) + 3 * counts[i] * (n_dp - 1) * LATENCY_S
             exposed = n_mb * max(0.0, per_mb - (comp + rc))
             vol, vol_e, t_sync = n_mb * vol_mb, n_mb * vol_e_mb, n_mb * per_mb
         else:
@@ -294,20 +310,41 @@ def _train_candidate(ctx: _Ctx, lay: Layout, batch: int, zero: int, recompute: s
         link_bytes += dp_split[1]
 
     tokens = batch * s
-    costs = (("compute", n_mb * comp), ("recompute", n_mb * rc), ("tp", n_mb * t_tp), ("cp", n_mb * t_cp),
-             ("ep", n_mb * t_ep), ("bubble", bubble), ("pp_p2p", pp_exposed), ("dp", dp_exposed))
+    costs = (
+        ("compute", n_mb * comp),
+        ("recompute", n_mb * rc),
+        ("tp", n_mb * t_tp),
+        ("cp", n_mb * t_cp),
+        ("ep", n_mb * t_ep),
+        ("bubble", bubble),
+        ("pp_p2p", pp_exposed),
+        ("dp", dp_exposed),
+    )
     mfu = ctx.model_flops_tok * tokens / (step * lay.world * hw.peak_bf16)
-    detail = (("eff", eff), ("eff_e", eff_e), ("vp", vp), ("stage", wi), ("tp_bytes_mb", tp_bytes),
-              ("tp_bw", tp_bw), ("tp_fab", tp_fab),
-              ("dp_bytes", dp_bytes_total), ("dp_time", t_dp_total), ("dp_bw", dp_bw), ("dp_fab", dp_fab),
-              ("p2p_bytes", p2p_payload), ("pp_fab", pp_fab), ("pp_bw", pp_bw), ("cp_fab", cp_fab),
-              ("ep_k", ep_k), ("t_mb", t_mb))
+    detail = (
+        ("eff", eff),
+        ("eff_e", eff_e),
+        ("vp", vp),
+        ("stage", wi),
+        ("tp_bytes_mb", tp_bytes),
+        ("tp_bw", tp_bw),
+        ("tp_fab", tp_fab),
+        ("dp_bytes", dp_bytes_total),
+        ("dp_time", t_dp_total),
+        ("dp_bw", dp_bw),
+        ("dp_fab", dp_fab),
+        ("p2p_bytes", p2p_payload),
+        ("pp_fab", pp_fab),
+        ("pp_bw", pp_bw),
+        ("cp_fab", cp_fab),
+        ("ep_k", ep_k),
+        ("t_mb", t_mb),
+    )
     traffic = ((LINK_WORDS.get(hw.nt.link, hw.nt.link), link_bytes), (hw.fabric_name, fab_bytes))
     return _Cand(lay, memory, step, tokens / step, mfu, costs, traffic, batch, n_mb, seg, detail)
 
 
-def _infer_candidate(ctx: _Ctx, lay: Layout, batch: int, memory: MemoryBreakdown,
-                     seg: Optional[int]) -> _Cand:
+def _infer_candidate(ctx: _Ctx, lay: Layout, batch: int, memory: MemoryBreakdown, seg: Optional[int]) -> _Cand:
     """Decode step for `batch // dp` sequences per replica at full context; prefill reported apart."""
     m, hw = ctx.model, ctx.hw
     tp, pp, ep = lay.tp, lay.pp, lay.ep
@@ -331,8 +368,10 @@ def _infer_candidate(ctx: _Ctx, lay: Layout, batch: int, memory: MemoryBreakdown
         sp_ = stages[i]
         w = wb * ((sp_.dense + sp_.embed) / tp + touched * sp_.experts / (tp * ep))
         kv = kv_cache_bytes(m, s, b, wb, tp, layers=n_i)
-        flops = 2.0 * b * (n_i * ctx.layer_params + (m.vocab * m.hidden if i == pp - 1 else 0)) / tp \
+        flops = (
+            2.0 * b * (n_i * ctx.layer_params + (m.vocab * m.hidden if i == pp - 1 else 0)) / tp
             + 4.0 * b * n_i * s * m.attn_width / tp
+        )
         decode += max((w + kv) / hw.hbm, flops / (hw.peak * eff_dec))
         if tp > 1:
             payload = b * m.hidden * 2.0
@@ -351,8 +390,10 @@ def _infer_candidate(ctx: _Ctx, lay: Layout, batch: int, memory: MemoryBreakdown
     step = decode + t_tp + t_pp + t_ep
     # prefill: compute-bound; stages run one after another for one batch
     pre_tokens = b * s
-    pre_flops = (2.0 * (ctx.layer_params * m.layers + m.vocab * m.hidden) * pre_tokens
-                 + 2.0 * m.layers * s * m.attn_width * pre_tokens)
+    pre_flops = (
+        2.0 * (ctx.layer_params * m.layers + m.vocab * m.hidden) * pre_tokens
+        + 2.0 * m.layers * s * m.attn_width * pre_tokens
+    )
     prefill = pre_flops / tp / (hw.peak * _eff(ctx, tp, pre_tokens))
     if tp > 1:
         prefill += 2 * m.layers * 2.0 * (tp - 1) / tp * pre_tokens * m.hidden * 2.0 / tp_bw
@@ -362,7 +403,14 @@ def _infer_candidate(ctx: _Ctx, lay: Layout, batch: int, memory: MemoryBreakdown
     link_bytes = tp_bytes * (1 - tp_fab) + (pp - 1) * p2p * (1 - pp_fab) + ep_bytes * near
     fab_bytes = tp_bytes * tp_fab + (pp - 1) * p2p * pp_fab + ep_bytes * (1 - near)
     costs = (("decode", decode), ("tp", t_tp), ("pp_p2p", t_pp), ("ep", t_ep))
-    detail = (("eff", eff_dec), ("tp_bw", tp_bw), ("tp_fab", tp_fab), ("pp_fab", pp_fab), ("touched", touched),
-              ("batch_per_replica", b), ("tp_bytes_mb", tp_bytes))
+    detail = (
+        ("eff", eff_dec),
+        ("tp_bw", tp_bw),
+        ("tp_fab", tp_fab),
+        ("pp_fab", pp_fab),
+        ("touched", touched),
+        ("batch_per_replica", b),
+        ("tp_bytes_mb", tp_bytes),
+    )
     traffic = ((LINK_WORDS.get(hw.nt.link, hw.nt.link), link_bytes), (hw.fabric_name, fab_bytes))
     return _Cand(lay, memory, step, tok_s, mfu, costs, traffic, batch, 1, seg, detail, prefill)

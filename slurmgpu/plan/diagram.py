@@ -3,6 +3,7 @@
 Lines stay within 80 columns: long jobs show their first nodes and the last one, wide
 nodes wrap every 8 GPUs, and labels that do not fit under a TP group move to the margin.
 """
+
 from __future__ import annotations
 
 from typing import List, Optional, Sequence
@@ -57,20 +58,27 @@ def _node_rows(lay: Layout, node: int, cell: int) -> List[str]:
             chunk = opened + body + " " + closed
             label = _group_label(lay, r) if pos == 0 else ""
             gpu_line += chunk
-            label_line += (label.center(len(chunk)) if len(label) <= len(chunk) - 1 else " " * len(chunk))
+            label_line += label.center(len(chunk)) if len(label) <= len(chunk) - 1 else " " * len(chunk)
             i += len(run)
         rows.append(gpu_line)
         rows.append(label_line.rstrip())
     return rows
 
 
-def render(lay: Layout, stage_layers: Optional[Sequence[int]] = None, segment: Optional[int] = None,
-           max_nodes: int = 5) -> str:
+def render(
+    lay: Layout, stage_layers: Optional[Sequence[int]] = None, segment: Optional[int] = None, max_nodes: int = 5
+) -> str:
     """The picture; `stage_layers` (layers per PP stage) adds layer ranges, `segment` marks segments."""
     world = lay.nodes * lay.gpus_per_node
     cell = max(3, len(str(world - 1)) + 1)
     head = "%d node%s x %d GPUs: TP=%d x PP=%d x DP=%d" % (
-        lay.nodes, "s" if lay.nodes > 1 else "", lay.gpus_per_node, lay.tp, lay.pp, lay.dp)
+        lay.nodes,
+        "s" if lay.nodes > 1 else "",
+        lay.gpus_per_node,
+        lay.tp,
+        lay.pp,
+        lay.dp,
+    )
     if lay.cp > 1:
         head += " x CP=%d" % lay.cp
     if lay.ep > 1:
@@ -85,11 +93,15 @@ def render(lay: Layout, stage_layers: Optional[Sequence[int]] = None, segment: O
     prev = -1
     for node in shown:
         if node != prev + 1:
-            out.append("  ... %d more node%s in the same pattern ..." % (
-                node - prev - 1, "s" if node - prev - 1 > 1 else ""))
+            out.append(
+                "  ... %d more node%s in the same pattern ..." % (node - prev - 1, "s" if node - prev - 1 > 1 else "")
+            )
         if segment and node % segment == 0:
-            out.append(("-- segment %d: nodes %d-%d, one NVLink domain " % (
-                node // segment, node, node + segment - 1)).ljust(WIDTH - 1, "-"))
+            out.append(
+                ("-- segment %d: nodes %d-%d, one NVLink domain " % (node // segment, node, node + segment - 1)).ljust(
+                    WIDTH - 1, "-"
+                )
+            )
         prev = node
         ranks = range(node * lay.gpus_per_node, (node + 1) * lay.gpus_per_node)
         coords = [rank_coords(lay, r) for r in ranks]
@@ -118,13 +130,17 @@ def render(lay: Layout, stage_layers: Optional[Sequence[int]] = None, segment: O
     stride_dp = lay.tp * lay.cp
     if lay.dp > 1:
         members = [str(k * stride_dp) for k in range(min(lay.dp, 6))]
-        out.extend(_wrap("DP group of rank 0 (same stage and TP rank in each replica): ranks %s%s" % (
-            ", ".join(members), ", ..." if lay.dp > 6 else "")))
+        out.extend(
+            _wrap(
+                "DP group of rank 0 (same stage and TP rank in each replica): ranks %s%s"
+                % (", ".join(members), ", ..." if lay.dp > 6 else "")
+            )
+        )
     if lay.pp > 1:
         stride_pp = lay.tp * lay.cp * lay.dp
         members = [str(k * stride_pp) for k in range(min(lay.pp, 6))]
         out.extend(_wrap("PP chain of rank 0: ranks %s%s" % (", ".join(members), ", ..." if lay.pp > 6 else "")))
-    return "\n".join(line[:WIDTH - 1] if len(line) >= WIDTH else line for line in out)
+    return "\n".join(line[: WIDTH - 1] if len(line) >= WIDTH else line for line in out)
 
 
 def _wrap(text: str) -> List[str]:

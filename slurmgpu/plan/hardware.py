@@ -21,8 +21,13 @@ NIC_EFF = 0.92  # achieved / line rate per NIC (NCCL maintainers: 46-48 GB/s on 
 LATENCY_S = 10e-6  # one small collective or hop (decode steps are latency-bound)
 
 
-FABRIC_WORDS = {"infiniband": "InfiniBand", "roce": "RoCE", "efa": "EFA", "slingshot": "Slingshot",
-                "ethernet": "Ethernet"}
+FABRIC_WORDS = {
+    "infiniband": "InfiniBand",
+    "roce": "RoCE",
+    "efa": "EFA",
+    "slingshot": "Slingshot",
+    "ethernet": "Ethernet",
+}
 
 
 LINK_WORDS = {"nvlink": "NVLink", "xgmi": "Infinity Fabric", "pcie": "PCIe"}
@@ -87,9 +92,17 @@ def hardware(site: Site, partition: Optional[str], precision: str = "bf16") -> H
     hbm = facts.hbm_for(nt.gpu_memory_gb) if facts is not None else 0.0
     if not hbm:
         hbm = nt.bf16_tflops * 3.39  # H100's ratio (3.35 TB/s per 989 TFLOP/s)
-    return Hardware(site=site.name, partition=part, nt=nt, peak=peak, peak_bf16=peak_bf16,
-                    link_bw=nt.link_gbs / 2 * LINK_EFF * 1e9, nic_node=gbps / 8 * NIC_EFF * 1e9,
-                    hbm=hbm * 1e9, notes=tuple(notes))
+    return Hardware(
+        site=site.name,
+        partition=part,
+        nt=nt,
+        peak=peak,
+        peak_bf16=peak_bf16,
+        link_bw=nt.link_gbs / 2 * LINK_EFF * 1e9,
+        nic_node=gbps / 8 * NIC_EFF * 1e9,
+        hbm=hbm * 1e9,
+        notes=tuple(notes),
+    )
 
 
 def _hbm_known(hw: Hardware) -> bool:

@@ -3,6 +3,7 @@
 Rank order follows Megatron-LM's default (`tp-cp-ep-dp-pp`): TP is innermost, so
 consecutive global ranks form a TP group, and ranks fill nodes in order.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass

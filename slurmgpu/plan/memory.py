@@ -12,6 +12,7 @@ Formulas and the public figures the tests hold them to:
 - KV cache: 2 (K and V) x layers x KV heads x head size x tokens x bytes.
 All sizes are decimal GB (1e9 bytes), as the public figures are.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -50,11 +51,18 @@ class MemoryBreakdown:
         return self.weights + self.gradients + self.optimizer + self.activations + self.kv_cache + self.overhead
 
     def to_dict(self) -> Dict[str, float]:
-        return {"weights_gb": round(self.weights, 3), "gradients_gb": round(self.gradients, 3),
-                "optimizer_gb": round(self.optimizer, 3), "activations_gb": round(self.activations, 3),
-                "kv_cache_gb": round(self.kv_cache, 3), "overhead_gb": round(self.overhead, 3),
-                "total_gb": round(self.total, 3), "stage": self.stage, "recompute": self.recompute,
-                "zero": self.zero}
+        return {
+            "weights_gb": round(self.weights, 3),
+            "gradients_gb": round(self.gradients, 3),
+            "optimizer_gb": round(self.optimizer, 3),
+            "activations_gb": round(self.activations, 3),
+            "kv_cache_gb": round(self.kv_cache, 3),
+            "overhead_gb": round(self.overhead, 3),
+            "total_gb": round(self.total, 3),
+            "stage": self.stage,
+            "recompute": self.recompute,
+            "zero": self.zero,
+        }
 
     def parts(self) -> List[Tuple[str, float]]:
         names = ("weights", "gradients", "optimizer", "activations", "kv_cache", "overhead")
@@ -68,9 +76,15 @@ def usable_gb(capacity_gb: float) -> float:
 # ---------------------------------------------------------------------------
 # Textbook formulas (tested against the papers' numbers)
 
-def model_states_bytes(params: float, dp: int = 1, zero: int = 0,
-                       optimizer_bytes: float = 12.0, weight_bytes: float = 2.0,
-                       grad_bytes: float = 2.0) -> Tuple[float, float, float]:
+
+def model_states_bytes(
+    params: float,
+    dp: int = 1,
+    zero: int = 0,
+    optimizer_bytes: float = 12.0,
+    weight_bytes: float = 2.0,
+    grad_bytes: float = 2.0,
+) -> Tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes per GPU under ZeRO stage `zero` over `dp` ranks."""
     w = weight_bytes * params
     g = grad_bytes * params
@@ -84,8 +98,9 @@ def model_states_bytes(params: float, dp: int = 1, zero: int = 0,
     return w, g, o
 
 
-def activation_bytes_per_layer(s: float, b: float, h: float, a: float, t: int = 1, sp: bool = False,
-                               recompute: str = "none", base: float = 34.0) -> float:
+def activation_bytes_per_layer(
+    s: float, b: float, h: float, a: float, t: int = 1, sp: bool = False, recompute: str = "none", base: float = 34.0
+) -> float:
     """Korthikanti et al. Table 2, generalised: `base` is 34 for a 4h GeLU MLP."""
     if recompute == "full":
         return 2.0 * s * b * h / (t if sp else 1)
@@ -111,8 +126,9 @@ def layer_act_base(model: ModelSpec, moe: bool) -> float:
     return 15.0 + mlp
 
 
-def kv_cache_bytes(model: ModelSpec, seq: int, batch: int = 1, bytes_per_elem: float = 2.0,
-                   tp: int = 1, layers: Optional[int] = None) -> float:
+def kv_cache_bytes(
+    model: ModelSpec, seq: int, batch: int = 1, bytes_per_elem: float = 2.0, tp: int = 1, layers: Optional[int] = None
+) -> float:
     """KV cache for `batch` sequences of `seq` tokens; GQA heads shard over TP, MLA's latent does not."""
     n_layers = model.layers if layers is None else layers
     shard = 1 if model.is_mla else tp
@@ -121,6 +137,7 @@ def kv_cache_bytes(model: ModelSpec, seq: int, batch: int = 1, bytes_per_elem: f
 
 # ---------------------------------------------------------------------------
 # Pipeline stages
+
 
 def stage_layers(layers: int, pp: int) -> List[int]:
     """Layers per stage; uneven splits take a layer off the first and last stages first.
@@ -151,9 +168,11 @@ def describe_split(layers: int, pp: int) -> str:
         return "%d stages of %d layers" % (pp, counts[0])
     big = max(counts)
     small = [str(i) for i, c in enumerate(counts) if c != big]
-    return "%d layers on %d stages: stage%s %s get %d, the other %d get %d (the first and last stage " \
-        "also hold the embedding and output layer)" % (layers, pp, "s" if len(small) > 1 else "",
-                                                        ", ".join(small), big - 1, counts.count(big), big)
+    return (
+        "%d layers on %d stages: stage%s %s get %d, the other %d get %d (the first and last stage "
+        "also hold the embedding and output layer)"
+        % (layers, pp, "s" if len(small) > 1 else "", ", ".join(small), big - 1, counts.count(big), big)
+    )
 
 
 @dataclass(frozen=True)
@@ -199,6 +218,7 @@ def lora_params(model: ModelSpec, dense_layers: int, moe_layers: int, rank: int 
 # ---------------------------------------------------------------------------
 # Whole-GPU estimates
 
+
 @dataclass(frozen=True)
 class TrainShape:
     """What the memory estimate needs from a candidate layout."""
@@ -213,10 +233,17 @@ class TrainShape:
     seq: int
 
 
-def training_memory(model: ModelSpec, shape: TrainShape, task: str = "pretrain", zero: int = 1,
-                    recompute: str = "selective", optimizer_bytes: float = 12.0,
-                    counts: Optional[Sequence[int]] = None, interleave: int = 1,
-                    stages: Optional[Sequence[StageParams]] = None) -> MemoryBreakdown:
+def training_memory(
+    model: ModelSpec,
+    shape: TrainShape,
+    task: str = "pretrain",
+    zero: int = 1,
+    recompute: str = "selective",
+    optimizer_bytes: float = 12.0,
+    counts: Optional[Sequence[int]] = None,
+    interleave: int = 1,
+    stages: Optional[Sequence[StageParams]] = None,
+) -> MemoryBreakdown:
     """Per-GPU memory of the worst pipeline stage (pretrain, finetune, lora, qlora).
 
     `interleave` is the number of virtual stages (model chunks) per GPU; Korthikanti's
@@ -232,12 +259,14 @@ def training_memory(model: ModelSpec, shape: TrainShape, task: str = "pretrain",
     h, a, v = model.hidden, model.heads, model.vocab
     sp = t > 1
     act_dense = activation_bytes_per_layer(s_loc, b, h, a, t, sp, recompute, layer_act_base(model, False))
-    act_moe = activation_bytes_per_layer(s_loc, b, h, a, t, sp, recompute, layer_act_base(model, True)) \
-        if model.is_moe else 0.0
+    act_moe = (
+        activation_bytes_per_layer(s_loc, b, h, a, t, sp, recompute, layer_act_base(model, True))
+        if model.is_moe
+        else 0.0
+    )
     work = 0.0
     if recompute == "full":  # one layer's activations are live again while it is recomputed
-        work = activation_bytes_per_layer(s_loc, b, h, a, t, sp, "selective",
-                                          layer_act_base(model, model.is_moe))
+        work = activation_bytes_per_layer(s_loc, b, h, a, t, sp, "selective", layer_act_base(model, model.is_moe))
     best: Optional[MemoryBreakdown] = None
     full = max(counts)
     for i in sorted({0, counts.index(full), p - 1}):
@@ -279,13 +308,23 @@ def training_memory(model: ModelSpec, shape: TrainShape, task: str = "pretrain",
 def _largest_layer(model: ModelSpec, ep: int) -> float:
     if not model.is_moe:
         return float(model.dense_layer_params)
-    return max(model.dense_layer_params if model.dense_layers else 0,
-               model.moe_layer_shared_params + model.experts * model.expert_params / ep)
+    return max(
+        model.dense_layer_params if model.dense_layers else 0,
+        model.moe_layer_shared_params + model.experts * model.expert_params / ep,
+    )
 
 
-def inference_memory(model: ModelSpec, tp: int, pp: int, ep: int, batch: int, seq: int,
-                     precision: str = "bf16", counts: Optional[Sequence[int]] = None,
-                     stages: Optional[Sequence[StageParams]] = None) -> MemoryBreakdown:
+def inference_memory(
+    model: ModelSpec,
+    tp: int,
+    pp: int,
+    ep: int,
+    batch: int,
+    seq: int,
+    precision: str = "bf16",
+    counts: Optional[Sequence[int]] = None,
+    stages: Optional[Sequence[StageParams]] = None,
+) -> MemoryBreakdown:
     """Weights, KV cache for `batch` sequences of `seq` tokens, and the prefill working set."""
     wb = WEIGHT_BYTES.get(precision, 2.0)
     counts = counts if counts is not None else stage_layers(model.layers, pp)

@@ -5,6 +5,7 @@ and, for mixture-of-experts models, the expert counts. Parameter counts are comp
 the shape (so a custom model is sized the same way as a catalogue one) and the catalogue
 tests check them against the published totals.
 """
+
 from __future__ import annotations
 
 import math
@@ -101,8 +102,9 @@ class ModelSpec:
     @property
     def moe_layer_shared_params(self) -> int:
         """The part of an MoE layer every token uses: attention, router, shared experts, norms."""
-        return (self.attn_params + self.hidden * self.experts + self.shared_experts * self.expert_params
-                + 2 * self.hidden)
+        return (
+            self.attn_params + self.hidden * self.experts + self.shared_experts * self.expert_params + 2 * self.hidden
+        )
 
     @property
     def embedding_params(self) -> int:
@@ -117,8 +119,7 @@ class ModelSpec:
         """Total parameters (every expert counted)."""
         dense = self.layers - self.moe_layers
         moe = self.moe_layers * (self.moe_layer_shared_params + self.experts * self.expert_params)
-        return (dense * self.dense_layer_params + moe + self.embedding_params + self.output_params
-                + self.hidden)
+        return dense * self.dense_layer_params + moe + self.embedding_params + self.output_params + self.hidden
 
     @property
     def active_params(self) -> int:
@@ -127,8 +128,7 @@ class ModelSpec:
             return self.params
         dense = self.layers - self.moe_layers
         moe = self.moe_layers * (self.moe_layer_shared_params + self.experts_active * self.expert_params)
-        return (dense * self.dense_layer_params + moe + self.embedding_params + self.output_params
-                + self.hidden)
+        return dense * self.dense_layer_params + moe + self.embedding_params + self.output_params + self.hidden
 
     def kv_elems_per_token_layer(self) -> int:
         """KV-cache elements per token per layer: K and V per KV head, or MLA's latent vector."""
@@ -158,47 +158,195 @@ def fmt_params(n: float) -> str:
 # The catalogue. Shapes are from each model's published config (Hugging Face
 # config.json of the official release, or the paper for GPT-3); `source` says which.
 
+
 def _m(name: str, title: str, source: str, **kw: Any) -> ModelSpec:
     kw.setdefault("kv_heads", kw["heads"])
     return ModelSpec(name=name, title=title, source=source, **kw)
 
 
 _CATALOGUE: Tuple[ModelSpec, ...] = (
-    _m("llama2-7b", "Llama 2 7B", "meta-llama/Llama-2-7b-hf config.json; paper: 6.7B",
-       layers=32, hidden=4096, heads=32, ffn=11008, vocab=32000, seq=4096),
-    _m("llama2-13b", "Llama 2 13B", "meta-llama/Llama-2-13b-hf config.json; paper: 13.0B",
-       layers=40, hidden=5120, heads=40, ffn=13824, vocab=32000, seq=4096),
-    _m("llama2-70b", "Llama 2 70B", "meta-llama/Llama-2-70b-hf config.json; paper: 69B, GQA 8 KV heads",
-       layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=32000, seq=4096),
-    _m("llama3.1-8b", "Llama 3.1 8B", "meta-llama/Llama-3.1-8B config.json (pre-training seq 8192)",
-       layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256, seq=8192),
-    _m("llama3.1-70b", "Llama 3.1 70B", "meta-llama/Llama-3.1-70B config.json (pre-training seq 8192)",
-       layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=128256, seq=8192),
-    _m("llama3.1-405b", "Llama 3.1 405B", "meta-llama/Llama-3.1-405B config.json; Llama 3 paper Table 3",
-       layers=126, hidden=16384, heads=128, kv_heads=8, ffn=53248, vocab=128256, seq=8192),
-    _m("mistral-7b", "Mistral 7B", "mistralai/Mistral-7B-v0.1 config.json; paper: 7.3B",
-       layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=32000, seq=8192),
-    _m("mixtral-8x7b", "Mixtral 8x7B", "mistralai/Mixtral-8x7B-v0.1 config.json; paper: 47B total, 13B active",
-       layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=32000, seq=32768,
-       experts=8, experts_active=2),
-    _m("mixtral-8x22b", "Mixtral 8x22B", "mistralai/Mixtral-8x22B-v0.1 config.json; 141B total, 39B active",
-       layers=56, hidden=6144, heads=48, kv_heads=8, ffn=16384, vocab=32000, seq=65536,
-       experts=8, experts_active=2),
-    _m("qwen2.5-7b", "Qwen2.5 7B", "Qwen/Qwen2.5-7B config.json; 7.61B",
-       layers=28, hidden=3584, heads=28, kv_heads=4, ffn=18944, vocab=152064, seq=32768),
-    _m("qwen2.5-72b", "Qwen2.5 72B", "Qwen/Qwen2.5-72B config.json; 72.7B",
-       layers=80, hidden=8192, heads=64, kv_heads=8, ffn=29568, vocab=152064, seq=32768),
-    _m("gemma2-27b", "Gemma 2 27B", "google/gemma-2-27b config.json; 27.2B, GeGLU, tied embeddings",
-       layers=46, hidden=4608, heads=32, kv_heads=16, head_dim=128, ffn=36864, vocab=256000, seq=8192,
-       tied_embeddings=True),
-    _m("deepseek-v3", "DeepSeek-V3", "deepseek-ai/DeepSeek-V3 config.json; report: 671B total, 37B active "
-       "(MTP module not counted)",
-       layers=61, hidden=7168, heads=128, head_dim=128, ffn=18432, vocab=129280, seq=4096,
-       experts=256, experts_active=8, moe_ffn=2048, shared_experts=1, dense_layers=3,
-       q_lora_rank=1536, kv_lora_rank=512, rope_head_dim=64, v_head_dim=128),
-    _m("gpt3-175b", "GPT-3 175B", "Brown et al. 2020, Table 2.1 (96 layers, d_model 12288, 96 heads, ctx 2048)",
-       layers=96, hidden=12288, heads=96, ffn=4 * 12288, vocab=50257, seq=2048, gated=False,
-       tied_embeddings=True),
+    _m(
+        "llama2-7b",
+        "Llama 2 7B",
+        "meta-llama/Llama-2-7b-hf config.json; paper: 6.7B",
+        layers=32,
+        hidden=4096,
+        heads=32,
+        ffn=11008,
+        vocab=32000,
+        seq=4096,
+    ),
+    _m(
+        "llama2-13b",
+        "Llama 2 13B",
+        "meta-llama/Llama-2-13b-hf config.json; paper: 13.0B",
+        layers=40,
+        hidden=5120,
+        heads=40,
+        ffn=13824,
+        vocab=32000,
+        seq=4096,
+    ),
+    _m(
+        "llama2-70b",
+        "Llama 2 70B",
+        "meta-llama/Llama-2-70b-hf config.json; paper: 69B, GQA 8 KV heads",
+        layers=80,
+        hidden=8192,
+        heads=64,
+        kv_heads=8,
+        ffn=28672,
+        vocab=32000,
+        seq=4096,
+    ),
+    _m(
+        "llama3.1-8b",
+        "Llama 3.1 8B",
+        "meta-llama/Llama-3.1-8B config.json (pre-training seq 8192)",
+        layers=32,
+        hidden=4096,
+        heads=32,
+        kv_heads=8,
+        ffn=14336,
+        vocab=128256,
+        seq=8192,
+    ),
+    _m(
+        "llama3.1-70b",
+        "Llama 3.1 70B",
+        "meta-llama/Llama-3.1-70B config.json (pre-training seq 8192)",
+        layers=80,
+        hidden=8192,
+        heads=64,
+        kv_heads=8,
+        ffn=28672,
+        vocab=128256,
+        seq=8192,
+    ),
+    _m(
+        "llama3.1-405b",
+        "Llama 3.1 405B",
+        "meta-llama/Llama-3.1-405B config.json; Llama 3 paper Table 3",
+        layers=126,
+        hidden=16384,
+        heads=128,
+        kv_heads=8,
+        ffn=53248,
+        vocab=128256,
+        seq=8192,
+    ),
+    _m(
+        "mistral-7b",
+        "Mistral 7B",
+        "mistralai/Mistral-7B-v0.1 config.json; paper: 7.3B",
+        layers=32,
+        hidden=4096,
+        heads=32,
+        kv_heads=8,
+        ffn=14336,
+        vocab=32000,
+        seq=8192,
+    ),
+    _m(
+        "mixtral-8x7b",
+        "Mixtral 8x7B",
+        "mistralai/Mixtral-8x7B-v0.1 config.json; paper: 47B total, 13B active",
+        layers=32,
+        hidden=4096,
+        heads=32,
+        kv_heads=8,
+        ffn=14336,
+        vocab=32000,
+        seq=32768,
+        experts=8,
+        experts_active=2,
+    ),
+    _m(
+        "mixtral-8x22b",
+        "Mixtral 8x22B",
+        "mistralai/Mixtral-8x22B-v0.1 config.json; 141B total, 39B active",
+        layers=56,
+        hidden=6144,
+        heads=48,
+        kv_heads=8,
+        ffn=16384,
+        vocab=32000,
+        seq=65536,
+        experts=8,
+        experts_active=2,
+    ),
+    _m(
+        "qwen2.5-7b",
+        "Qwen2.5 7B",
+        "Qwen/Qwen2.5-7B config.json; 7.61B",
+        layers=28,
+        hidden=3584,
+        heads=28,
+        kv_heads=4,
+        ffn=18944,
+        vocab=152064,
+        seq=32768,
+    ),
+    _m(
+        "qwen2.5-72b",
+        "Qwen2.5 72B",
+        "Qwen/Qwen2.5-72B config.json; 72.7B",
+        layers=80,
+        hidden=8192,
+        heads=64,
+        kv_heads=8,
+        ffn=29568,
+        vocab=152064,
+        seq=32768,
+    ),
+    _m(
+        "gemma2-27b",
+        "Gemma 2 27B",
+        "google/gemma-2-27b config.json; 27.2B, GeGLU, tied embeddings",
+        layers=46,
+        hidden=4608,
+        heads=32,
+        kv_heads=16,
+        head_dim=128,
+        ffn=36864,
+        vocab=256000,
+        seq=8192,
+        tied_embeddings=True,
+    ),
+    _m(
+        "deepseek-v3",
+        "DeepSeek-V3",
+        "deepseek-ai/DeepSeek-V3 config.json; report: 671B total, 37B active (MTP module not counted)",
+        layers=61,
+        hidden=7168,
+        heads=128,
+        head_dim=128,
+        ffn=18432,
+        vocab=129280,
+        seq=4096,
+        experts=256,
+        experts_active=8,
+        moe_ffn=2048,
+        shared_experts=1,
+        dense_layers=3,
+        q_lora_rank=1536,
+        kv_lora_rank=512,
+        rope_head_dim=64,
+        v_head_dim=128,
+    ),
+    _m(
+        "gpt3-175b",
+        "GPT-3 175B",
+        "Brown et al. 2020, Table 2.1 (96 layers, d_model 12288, 96 heads, ctx 2048)",
+        layers=96,
+        hidden=12288,
+        heads=96,
+        ffn=4 * 12288,
+        vocab=50257,
+        seq=2048,
+        gated=False,
+        tied_embeddings=True,
+    ),
 )
 
 _ALIASES: Dict[str, str] = {
@@ -249,12 +397,16 @@ def get_model(ref: str) -> ModelSpec:
     names = [m.name for m in _CATALOGUE] + list(_ALIASES)
     hint = difflib.get_close_matches(ref.lower(), names, n=1, cutoff=0.5)
     msg = "unknown model '%s'%s; known: %s (or give a YAML file, or --params 13B)" % (
-        ref, " (did you mean '%s'?)" % hint[0] if hint else "", ", ".join(m.name for m in _CATALOGUE))
+        ref,
+        " (did you mean '%s'?)" % hint[0] if hint else "",
+        ", ".join(m.name for m in _CATALOGUE),
+    )
     raise ConfigError([Issue("--model", None, None, "", msg)])
 
 
 # ---------------------------------------------------------------------------
 # Custom models
+
 
 def model_from_params(text: str) -> ModelSpec:
     """'13B' -> a GPT-style dense shape with about that many parameters (estimated=True).
@@ -267,19 +419,36 @@ def model_from_params(text: str) -> ModelSpec:
 
     n = parse_size(text)
     if n is None or n < 1e7 or n > 1e14:
-        raise ConfigError([Issue("--params", None, None, "",
-                                 "expected a parameter count between 10M and 100T such as 7B, 13B or 350M, "
-                                 "got %r" % text)])
+        raise ConfigError(
+            [
+                Issue(
+                    "--params",
+                    None,
+                    None,
+                    "",
+                    "expected a parameter count between 10M and 100T such as 7B, 13B or 350M, got %r" % text,
+                )
+            ]
+        )
     vocab = 32000
-    layers_guess = (n / (12 * 128 ** 2)) ** (1 / 3)
+    layers_guess = (n / (12 * 128**2)) ** (1 / 3)
     hidden = max(1024, int(round(math.sqrt(n / (12 * layers_guess)) / 1024.0)) * 1024)
     layers = max(1, int(round((n - 2 * vocab * hidden) / (12.0 * hidden * hidden))))
     heads = hidden // 128
-    return ModelSpec(name="custom-%s" % text.strip().upper(), layers=layers, hidden=hidden, heads=heads,
-                     kv_heads=heads, ffn=4 * hidden, vocab=vocab, seq=4096, gated=False, estimated=True,
-                     title="model of about %s parameters (shape estimated)" % text.strip().upper(),
-                     source="estimated from --params %s" % text.strip())
-
+    return ModelSpec(
+        name="custom-%s" % text.strip().upper(),
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=heads,
+        ffn=4 * hidden,
+        vocab=vocab,
+        seq=4096,
+        gated=False,
+        estimated=True,
+        title="model of about %s parameters (shape estimated)" % text.strip().upper(),
+        source="estimated from --params %s" % text.strip(),
+    )
 
 
 def _fields():
@@ -323,27 +492,42 @@ def load_model_file(path: str) -> ModelSpec:
     data = load_yaml_file(path)
     ck = Checker(path)
     if not isinstance(data, dict):
-        ck.error(data, None, "", "expected a mapping with keys layers, hidden, heads, vocab, seq (got %s)" % (
-            "an empty file" if data is None else type(data).__name__))
+        ck.error(
+            data,
+            None,
+            "",
+            "expected a mapping with keys layers, hidden, heads, vocab, seq (got %s)"
+            % ("an empty file" if data is None else type(data).__name__),
+        )
         ck.raise_if_any()
     v = ck.take(data, _fields(), "")
     ck.raise_if_any()
     heads, hidden = v["heads"], v["hidden"]
     kv = v["kv_heads"] or heads
     if v["head_dim"] is None and hidden % heads:
-        ck.error(data, "heads", "heads", "hidden (%d) must be a multiple of heads (%d), or give head_dim" % (
-            hidden, heads))
+        ck.error(
+            data, "heads", "heads", "hidden (%d) must be a multiple of heads (%d), or give head_dim" % (hidden, heads)
+        )
     if heads % kv:
         ck.error(data, "kv_heads", "kv_heads", "heads (%d) must be a multiple of kv_heads (%d)" % (heads, kv))
     experts = v["experts"] or 0
     active = v["experts_active"]
     if experts:
         if active is None:
-            ck.error(data, "experts", "experts_active", "an MoE model (experts: %d) needs experts_active "
-                     "(experts each token is routed to, e.g. 2 for Mixtral)" % experts)
+            ck.error(
+                data,
+                "experts",
+                "experts_active",
+                "an MoE model (experts: %d) needs experts_active "
+                "(experts each token is routed to, e.g. 2 for Mixtral)" % experts,
+            )
         elif active > experts:
-            ck.error(data, "experts_active", "experts_active",
-                     "experts_active (%d) cannot exceed experts (%d)" % (active, experts))
+            ck.error(
+                data,
+                "experts_active",
+                "experts_active",
+                "experts_active (%d) cannot exceed experts (%d)" % (active, experts),
+            )
     else:
         for key in ("experts_active", "moe_ffn", "shared_experts", "dense_layers"):
             if v[key]:
@@ -356,10 +540,27 @@ def load_model_file(path: str) -> ModelSpec:
     if gated is None:
         gated = False
     name = v["name"] or os.path.splitext(os.path.basename(path))[0]
-    return ModelSpec(name=name, layers=v["layers"], hidden=hidden, heads=heads, kv_heads=kv, ffn=ffn,
-                     vocab=v["vocab"], seq=v["seq"], experts=experts, experts_active=active or 0,
-                     moe_ffn=v["moe_ffn"], head_dim=v["head_dim"], gated=gated,
-                     tied_embeddings=v["tied_embeddings"], shared_experts=v["shared_experts"],
-                     dense_layers=v["dense_layers"], q_lora_rank=v["q_lora_rank"],
-                     kv_lora_rank=v["kv_lora_rank"], rope_head_dim=v["rope_head_dim"],
-                     v_head_dim=v["v_head_dim"], title=v["title"] or "", source=path)
+    return ModelSpec(
+        name=name,
+        layers=v["layers"],
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv,
+        ffn=ffn,
+        vocab=v["vocab"],
+        seq=v["seq"],
+        experts=experts,
+        experts_active=active or 0,
+        moe_ffn=v["moe_ffn"],
+        head_dim=v["head_dim"],
+        gated=gated,
+        tied_embeddings=v["tied_embeddings"],
+        shared_experts=v["shared_experts"],
+        dense_layers=v["dense_layers"],
+        q_lora_rank=v["q_lora_rank"],
+        kv_lora_rank=v["kv_lora_rank"],
+        rope_head_dim=v["rope_head_dim"],
+        v_head_dim=v["v_head_dim"],
+        title=v["title"] or "",
+        source=path,
+    )

@@ -45,8 +45,12 @@ def _validate(site: Site, req: PlanRequest) -> Hardware:
             raise PlanError("unknown layout degree '%s'; expected one of: %s" % (k, ", ".join(PIN_KEYS)))
         if not isinstance(v, int) or v < 1:
             raise PlanError("--%s must be a positive integer, got %r" % (k.replace("_", "-"), v))
-    for name, val in (("--gpus", req.gpus), ("--nodes", req.nodes), ("--seq", req.seq),
-                      ("--global-batch", req.global_batch)):
+    for name, val in (
+        ("--gpus", req.gpus),
+        ("--nodes", req.nodes),
+        ("--seq", req.seq),
+        ("--global-batch", req.global_batch),
+    ):
         if val is not None and val < 1:
             raise PlanError("%s must be a positive integer, got %d" % (name, val))
     if req.tokens is not None and req.tokens <= 0:
@@ -54,16 +58,22 @@ def _validate(site: Site, req: PlanRequest) -> Hardware:
     if req.target_days is not None and (req.target_days <= 0 or req.tokens is None):
         raise PlanError("--target-days needs a positive number of days and --tokens")
     if req.zero is not None and req.zero >= 2 and req.pins.get("pp", 1) > 1:
-        raise PlanError("ZeRO-%d shards gradients across data-parallel ranks while pipeline stages accumulate "
-                        "them; like DeepSpeed, the planner combines PP only with ZeRO-0/1" % req.zero)
+        raise PlanError(
+            "ZeRO-%d shards gradients across data-parallel ranks while pipeline stages accumulate "
+            "them; like DeepSpeed, the planner combines PP only with ZeRO-0/1" % req.zero
+        )
     hw = hardware(site, req.partition, req.precision)
     part = hw.partition
     if req.nodes is not None and req.nodes > part.max_nodes_per_job:
-        raise PlanError("--nodes %d exceeds partition %s's limit of %d nodes per job" % (
-            req.nodes, part.name, part.max_nodes_per_job))
+        raise PlanError(
+            "--nodes %d exceeds partition %s's limit of %d nodes per job"
+            % (req.nodes, part.name, part.max_nodes_per_job)
+        )
     if req.gpus is not None and req.gpus > part.max_nodes_per_job * hw.nt.gpus:
-        raise PlanError("--gpus %d exceeds partition %s's limit of %d nodes x %d GPUs = %d" % (
-            req.gpus, part.name, part.max_nodes_per_job, hw.nt.gpus, part.max_nodes_per_job * hw.nt.gpus))
+        raise PlanError(
+            "--gpus %d exceeds partition %s's limit of %d nodes x %d GPUs = %d"
+            % (req.gpus, part.name, part.max_nodes_per_job, hw.nt.gpus, part.max_nodes_per_job * hw.nt.gpus)
+        )
     return hw
 
 
@@ -77,9 +87,14 @@ def _normalize(req: PlanRequest) -> PlanRequest:
         if parsed is None:
             raise PlanError("tokens: expected a count such as 15T or 2e12, got %r" % tokens)
         tokens = parsed
-    return replace(req, task=task_name(req.task or "pretrain"), precision=req.precision or "bf16",
-                   optimizer=req.optimizer or "adam", tokens=tokens,
-                   pins={k: v for k, v in (req.pins or {}).items() if v is not None})
+    return replace(
+        req,
+        task=task_name(req.task or "pretrain"),
+        precision=req.precision or "bf16",
+        optimizer=req.optimizer or "adam",
+        tokens=tokens,
+        pins={k: v for k, v in (req.pins or {}).items() if v is not None},
+    )
 
 
 def make_plan(site: Site, req: PlanRequest) -> Plan:
@@ -104,8 +119,10 @@ def make_plan(site: Site, req: PlanRequest) -> Plan:
             raise PlanError(_no_fit_message(ctx, fixed, res))
         alloc = fixed
         if gpus is not None and fixed[1] < hw.nt.gpus and fixed[0] > 1:
-            notes.append("%d GPUs = %d nodes x %d GPUs (--gpus-per-node=%d); multiples of %d keep whole nodes"
-                         % (gpus, fixed[0], fixed[1], fixed[1], hw.nt.gpus))
+            notes.append(
+                "%d GPUs = %d nodes x %d GPUs (--gpus-per-node=%d); multiples of %d keep whole nodes"
+                % (gpus, fixed[0], fixed[1], fixed[1], hw.nt.gpus)
+            )
         how = None
     else:
         alloc_res = _smallest(ctx)
@@ -134,22 +151,37 @@ def _check_pins(ctx: _Ctx, alloc: Tuple[int, int]) -> None:
     for d in degrees:
         known *= d or 1
     if n % known:
-        raise PlanError("the pinned degrees multiply to %d, which does not divide the %d GPUs (%d nodes x %d)" % (
-            known, n, nodes, gpn))
+        raise PlanError(
+            "the pinned degrees multiply to %d, which does not divide the %d GPUs (%d nodes x %d)"
+            % (known, n, nodes, gpn)
+        )
     if all(d is not None for d in degrees[:3]):
         cp = pins.get("cp", 1)
-        lay = Layout(tp=pins["tp"], pp=pins["pp"], dp=pins["dp"], cp=cp, ep=pins.get("ep", 1),
-                     micro_batch=pins.get("micro_batch", 1), nodes=nodes, gpus_per_node=gpn)
+        lay = Layout(
+            tp=pins["tp"],
+            pp=pins["pp"],
+            dp=pins["dp"],
+            cp=cp,
+            ep=pins.get("ep", 1),
+            micro_batch=pins.get("micro_batch", 1),
+            nodes=nodes,
+            gpus_per_node=gpn,
+        )
         errs = _layout_rules(ctx.hw, ctx.model, lay, ctx.seq)
         if errs:
             raise PlanError("layout %s is not allowed: %s" % (_short(lay), "; ".join(errs)))
     for k in ("pp", "ep", "cp"):
         if k in pins:
-            lay = Layout(tp=pins.get("tp", 1), pp=pins.get("pp", 1), cp=pins.get("cp", 1), ep=pins.get("ep", 1),
-                         dp=pins.get("dp", max(1, pins.get("ep", 1))),
-                         nodes=nodes, gpus_per_node=gpn)
-            errs = [e for e in _layout_rules(ctx.hw, ctx.model, lay, ctx.seq)
-                    if e.startswith(k.upper() + "=")]
+            lay = Layout(
+                tp=pins.get("tp", 1),
+                pp=pins.get("pp", 1),
+                cp=pins.get("cp", 1),
+                ep=pins.get("ep", 1),
+                dp=pins.get("dp", max(1, pins.get("ep", 1))),
+                nodes=nodes,
+                gpus_per_node=gpn,
+            )
+            errs = [e for e in _layout_rules(ctx.hw, ctx.model, lay, ctx.seq) if e.startswith(k.upper() + "=")]
             if errs:
                 raise PlanError("; ".join(errs))
 
@@ -164,27 +196,46 @@ def _compare_with_free(ctx: _Ctx, alloc: Tuple[int, int], best: _Cand) -> List[s
     if top.key == best.key and top.layout.micro_batch == best.layout.micro_batch:
         return ["your pinned layout is also the planner's best for this allocation"]
     slower = top.tokens_per_s / best.tokens_per_s - 1.0
-    return ["your pinned layout is %.0f%% %s than the planner's best here, %s (micro-batch %d): %s" % (
-        abs(slower) * 100, "slower" if slower > 0 else "faster", _short(top.layout), top.layout.micro_batch,
-        _why_lost(ctx, best, top) if slower > 0 else "")]
+    return [
+        "your pinned layout is %.0f%% %s than the planner's best here, %s (micro-batch %d): %s"
+        % (
+            abs(slower) * 100,
+            "slower" if slower > 0 else "faster",
+            _short(top.layout),
+            top.layout.micro_batch,
+            _why_lost(ctx, best, top) if slower > 0 else "",
+        )
+    ]
 
 
 def _no_fit_message(ctx: _Ctx, alloc: Tuple[int, int], res: _Result) -> str:
     nodes, gpn = alloc
     m = ctx.model
-    lines = ["%s (%s params) does not fit for %s on %d node%s x %d GPUs (%g GB each)." % (
-        m.label, fmt_params(m.params), ctx.task, nodes, "s" if nodes > 1 else "", gpn, ctx.hw.nt.gpu_memory_gb)]
+    lines = [
+        "%s (%s params) does not fit for %s on %d node%s x %d GPUs (%g GB each)."
+        % (m.label, fmt_params(m.params), ctx.task, nodes, "s" if nodes > 1 else "", gpn, ctx.hw.nt.gpu_memory_gb)
+    ]
     if ctx.task in ("pretrain", "finetune"):
         per = 4.0 + ctx.kopt
-        lines.append("Weights, gradients and %s states alone are %g B/param x %s = %.0f GB: %.1f GB per GPU over "
-                     "%d GPUs, before activations, against %.1f GB usable (%d%% headroom kept)." % (
-                         ctx.req.optimizer, per, fmt_params(m.params), per * m.params / GB,
-                         per * m.params / GB / (nodes * gpn), nodes * gpn, ctx.usable,
-                         round(100 * (1 - ctx.usable / ctx.hw.nt.gpu_memory_gb))))
+        lines.append(
+            "Weights, gradients and %s states alone are %g B/param x %s = %.0f GB: %.1f GB per GPU over "
+            "%d GPUs, before activations, against %.1f GB usable (%d%% headroom kept)."
+            % (
+                ctx.req.optimizer,
+                per,
+                fmt_params(m.params),
+                per * m.params / GB,
+                per * m.params / GB / (nodes * gpn),
+                nodes * gpn,
+                ctx.usable,
+                round(100 * (1 - ctx.usable / ctx.hw.nt.gpu_memory_gb)),
+            )
+        )
     if res.misses:
         _, lay, mem = res.misses[0]
-        lines.append("The leanest layout, %s (micro-batch %d), %s." % (_short(lay), lay.micro_batch,
-                                                                       _mem_words(ctx, mem)))
+        lines.append(
+            "The leanest layout, %s (micro-batch %d), %s." % (_short(lay), lay.micro_batch, _mem_words(ctx, mem))
+        )
     elif res.rejected:
         lines.append("No layout passes:")
         lines.extend("  %s: %s" % (r.scope, r.reason) for r in res.rejected[:8])
@@ -194,8 +245,10 @@ def _no_fit_message(ctx: _Ctx, alloc: Tuple[int, int], res: _Result) -> str:
             (sn, sg), sres = small
             assert sres is not None
             top = sres.ranked[0]
-            lines.append("Smallest allocation that fits: %d node%s x %d GPUs (%d GPUs) with %s, %.1f GB per GPU." % (
-                sn, "s" if sn > 1 else "", sg, sn * sg, _short(top.layout), top.memory.total))
+            lines.append(
+                "Smallest allocation that fits: %d node%s x %d GPUs (%d GPUs) with %s, %.1f GB per GPU."
+                % (sn, "s" if sn > 1 else "", sg, sn * sg, _short(top.layout), top.memory.total)
+            )
         else:
             lines.append(_whole_partition_message(ctx))
     else:
@@ -210,8 +263,15 @@ def _whole_partition_message(ctx: _Ctx) -> str:
     res = _search(ctx, n, hw.nt.gpus, want_rejects=True)
     m = ctx.model
     msg = "%s (%s params) cannot be planned for %s on partition %s even with all %d node%s (%d x %g GB)" % (
-        m.label, fmt_params(m.params), ctx.task, part.name, n, "s" if n > 1 else "", n * hw.nt.gpus,
-        hw.nt.gpu_memory_gb)
+        m.label,
+        fmt_params(m.params),
+        ctx.task,
+        part.name,
+        n,
+        "s" if n > 1 else "",
+        n * hw.nt.gpus,
+        hw.nt.gpu_memory_gb,
+    )
     if res.misses:
         _, lay, mem = res.misses[0]
         msg += ": the leanest layout, %s, %s" % (_short(lay), _mem_words(ctx, mem))
@@ -226,50 +286,82 @@ def _build(ctx: _Ctx, best: _Cand, res: _Result, notes: List[str], how: Optional
     expl: List[str] = []
     gpus = lay.nodes * lay.gpus_per_node
     if how:
-        expl.append("Allocation: %d node%s x %d GPUs = %d GPUs is the %s (lower bound from memory: %d GPUs)." % (
-            lay.nodes, "s" if lay.nodes > 1 else "", lay.gpus_per_node, gpus, how, _lower_bound_gpus(ctx)))
+        expl.append(
+            "Allocation: %d node%s x %d GPUs = %d GPUs is the %s (lower bound from memory: %d GPUs)."
+            % (lay.nodes, "s" if lay.nodes > 1 else "", lay.gpus_per_node, gpus, how, _lower_bound_gpus(ctx))
+        )
     expl.extend(_explain_train(ctx, best) if ctx.train else _explain_infer(ctx, best))
     if best.segment:
         tn = max(1, lay.tp // lay.gpus_per_node)
-        expl.append("The job needs --segment=%d: segments of %d nodes each stay inside one %d-GPU NVLink "
-                    "domain%s." % (best.segment, best.segment, hw.nt.nvlink_domain,
-                                   " (TP groups span %d nodes)" % tn if tn > 1 else ""))
+        expl.append(
+            "The job needs --segment=%d: segments of %d nodes each stay inside one %d-GPU NVLink "
+            "domain%s."
+            % (best.segment, best.segment, hw.nt.nvlink_domain, " (TP groups span %d nodes)" % tn if tn > 1 else "")
+        )
     if m.estimated:
-        notes.append("model shape estimated from --params: %d layers, hidden %d, %d heads, FFN %d, vocab %d; "
-                     "give --model FILE.yaml for the real shape" % (m.layers, m.hidden, m.heads, m.ffn, m.vocab))
+        notes.append(
+            "model shape estimated from --params: %d layers, hidden %d, %d heads, FFN %d, vocab %d; "
+            "give --model FILE.yaml for the real shape" % (m.layers, m.hidden, m.heads, m.ffn, m.vocab)
+        )
     if m.is_mla and not ctx.train:
         notes.append("MLA's compressed KV cache is replicated on every TP rank (not sharded)")
     if ctx.train and not req.global_batch:
-        notes.append("global batch %d sequences (%.2fM tokens): the default %s target, rounded to a multiple "
-                     "of DP x micro-batch; set --global-batch to fix it" % (
-                         best.global_batch, best.global_batch * ctx.seq / 1e6,
-                         "%.2fM-token" % (TOKENS_PER_STEP[ctx.task] / 1e6)))
+        notes.append(
+            "global batch %d sequences (%.2fM tokens): the default %s target, rounded to a multiple "
+            "of DP x micro-batch; set --global-batch to fix it"
+            % (best.global_batch, best.global_batch * ctx.seq / 1e6, "%.2fM-token" % (TOKENS_PER_STEP[ctx.task] / 1e6))
+        )
     if res.batch_note:
         notes.append(res.batch_note)
     alts = []
-    for c in res.ranked[1:1 + TOP_ALTERNATIVES]:
+    for c in res.ranked[1 : 1 + TOP_ALTERNATIVES]:
         why = "%.1f%% slower: %s" % (100.0 * (best.tokens_per_s / c.tokens_per_s - 1.0), _why_lost(ctx, c, best))
-        alts.append(Alternative(c.layout, c.memory.total, c.step, c.tokens_per_s, c.mfu, c.memory.zero,
-                                c.memory.recompute, why))
+        alts.append(
+            Alternative(c.layout, c.memory.total, c.step, c.tokens_per_s, c.mfu, c.memory.zero, c.memory.recompute, why)
+        )
     train_days = None
     scaling: Tuple[ScalePoint, ...] = ()
     if req.tokens and ctx.train:
         train_days = req.tokens / best.tokens_per_s / 86400.0
         scaling = _scaling(ctx, lay, best)
-        expl.append("Training on %s tokens takes %.1f days at %s tokens/s on %d GPUs." % (
-            _count(req.tokens), train_days, _count(best.tokens_per_s), gpus))
+        expl.append(
+            "Training on %s tokens takes %.1f days at %s tokens/s on %d GPUs."
+            % (_count(req.tokens), train_days, _count(best.tokens_per_s), gpus)
+        )
         if req.target_days:
             expl.append(_target_words(ctx, scaling, req.target_days))
     traffic = {k: v / GB for k, v in best.traffic}
-    return Plan(site=hw.site, partition=hw.partition.name, layout=lay, memory=best.memory,
-                memory_per_gpu_gb=best.memory.total, capacity_gb=hw.nt.gpu_memory_gb, step_time_s=best.step,
-                tokens_per_s=best.tokens_per_s, mfu=best.mfu, traffic=traffic, alternatives=tuple(alts),
-                explanation=tuple(expl), notes=tuple(notes), model=m, task=ctx.task, precision=req.precision,
-                seq=ctx.seq, global_batch=best.global_batch, micro_batches=best.micro_batches,
-                zero=best.memory.zero, recompute=best.memory.recompute, segment=best.segment,
-                stage_layers=tuple(ctx.counts(lay.pp)), time_breakdown=dict(best.costs),
-                rejected=tuple(_dedupe(res.rejected)), scaling=scaling, train_days=train_days,
-                prefill_s=best.prefill, virtual_stages=best.d("vp") or 1)
+    return Plan(
+        site=hw.site,
+        partition=hw.partition.name,
+        layout=lay,
+        memory=best.memory,
+        memory_per_gpu_gb=best.memory.total,
+        capacity_gb=hw.nt.gpu_memory_gb,
+        step_time_s=best.step,
+        tokens_per_s=best.tokens_per_s,
+        mfu=best.mfu,
+        traffic=traffic,
+        alternatives=tuple(alts),
+        explanation=tuple(expl),
+        notes=tuple(notes),
+        model=m,
+        task=ctx.task,
+        precision=req.precision,
+        seq=ctx.seq,
+        global_batch=best.global_batch,
+        micro_batches=best.micro_batches,
+        zero=best.memory.zero,
+        recompute=best.memory.recompute,
+        segment=best.segment,
+        stage_layers=tuple(ctx.counts(lay.pp)),
+        time_breakdown=dict(best.costs),
+        rejected=tuple(_dedupe(res.rejected)),
+        scaling=scaling,
+        train_days=train_days,
+        prefill_s=best.prefill,
+        virtual_stages=best.d("vp") or 1,
+    )
 
 
 def _dedupe(rs: Iterable[Rejection]) -> List[Rejection]:
@@ -288,8 +380,15 @@ def _scaling(ctx: _Ctx, lay: Layout, best: _Cand) -> Tuple[ScalePoint, ...]:
     assert req.tokens
     g = ctx.hw.nt.gpus
     maxn = ctx.hw.partition.max_nodes_per_job
-    points = [ScalePoint(lay.nodes, lay.nodes * lay.gpus_per_node, _short(lay), best.tokens_per_s,
-                         req.tokens / best.tokens_per_s / 86400.0)]
+    points = [
+        ScalePoint(
+            lay.nodes,
+            lay.nodes * lay.gpus_per_node,
+            _short(lay),
+            best.tokens_per_s,
+            req.tokens / best.tokens_per_s / 86400.0,
+        )
+    ]
     sizes = []
     nodes = lay.nodes * 2
     while nodes < maxn and len(sizes) < 7:

@@ -40,9 +40,11 @@ def segment_for(nt: NodeType, tp: int, nodes: int, gpn: int) -> Tuple[Optional[i
     for seg in range(dn - dn % tn, 0, -tn):
         if nodes % seg == 0:
             return (seg if seg > 1 else None), None
-    return None, ("TP=%d needs segments of %d nodes (whole TP groups) inside the %d-GPU NVLink domain, but "
-                  "%d nodes cannot be cut into such segments that fit in one %d-node domain (use a multiple "
-                  "of %d nodes)" % (tp, tn, nt.nvlink_domain, nodes, dn, tn))
+    return None, (
+        "TP=%d needs segments of %d nodes (whole TP groups) inside the %d-GPU NVLink domain, but "
+        "%d nodes cannot be cut into such segments that fit in one %d-node domain (use a multiple "
+        "of %d nodes)" % (tp, tn, nt.nvlink_domain, nodes, dn, tn)
+    )
 
 
 def segment_error(nt: NodeType, tp: int, nodes: int, gpn: int, segment: int) -> Optional[str]:
@@ -55,10 +57,11 @@ def segment_error(nt: NodeType, tp: int, nodes: int, gpn: int, segment: int) -> 
     tn = segment_unit(tp, gpn)
     if segment >= 1 and segment % tn == 0 and segment <= dn and (segment >= nodes or nodes % segment == 0):
         return None
-    return ("--segment=%d does not keep TP groups inside one %d-node NVLink domain for a %d-node job: TP=%d on "
-            "%d GPUs per node needs %d node%s per group (tp / gcd(tp, %d)), so the segment must be a multiple of "
-            "%d, divide %d and be at most %d" % (segment, dn, nodes, tp, gpn, tn, "s" if tn > 1 else "", gpn,
-                                                 tn, nodes, dn))
+    return (
+        "--segment=%d does not keep TP groups inside one %d-node NVLink domain for a %d-node job: TP=%d on "
+        "%d GPUs per node needs %d node%s per group (tp / gcd(tp, %d)), so the segment must be a multiple of "
+        "%d, divide %d and be at most %d" % (segment, dn, nodes, tp, gpn, tn, "s" if tn > 1 else "", gpn, tn, nodes, dn)
+    )
 
 
 def _tp_rules(hw: Hardware, model: ModelSpec, tp: int, nodes: int, gpn: int) -> List[str]:
@@ -68,47 +71,61 @@ def _tp_rules(hw: Hardware, model: ModelSpec, tp: int, nodes: int, gpn: int) -> 
     if tp > 1:
         if dom > nt.gpus:  # multi-node NVLink domain (NVL72)
             if tp > dom:
-                out.append("TP=%d is larger than the %d-GPU NVLink domain (%d nodes): its all-reduces would "
-                           "run over %s instead of %s" % (tp, dom, nt.domain_nodes, hw.nic_words(),
-                                                         hw.link_words))
+                out.append(
+                    "TP=%d is larger than the %d-GPU NVLink domain (%d nodes): its all-reduces would "
+                    "run over %s instead of %s" % (tp, dom, nt.domain_nodes, hw.nic_words(), hw.link_words)
+                )
             else:  # groups may cross trays: inside one domain (one --segment) that is still NVLink
                 _, err = segment_for(nt, tp, nodes, gpn)
                 if err:
                     out.append(err)
         elif dom == 1:
-            out.append("TP=%d needs GPUs that share NVLink, but %s GPUs have none (NVLink domain of 1): its "
-                       "all-reduces would run over %s; keep TP=1 and use PP/DP" % (
-                           tp, nt.gpu_model, hw.link_words if nt.link == "pcie" else "PCIe"))
+            out.append(
+                "TP=%d needs GPUs that share NVLink, but %s GPUs have none (NVLink domain of 1): its "
+                "all-reduces would run over %s; keep TP=1 and use PP/DP"
+                % (tp, nt.gpu_model, hw.link_words if nt.link == "pcie" else "PCIe")
+            )
         elif tp > min(dom, gpn):
             if tp > gpn:
                 span = -(-tp // gpn)
                 if gpn < nt.gpus:
-                    out.append("TP=%d needs %d GPUs of one NVLink domain, but %d GPUs on %d-GPU nodes are %d "
-                               "nodes x %d GPUs: its groups would span nodes and run over %s instead of %s; "
-                               "use a multiple of %d GPUs" % (tp, tp, nodes * gpn, nt.gpus, nodes, gpn,
-                                                               hw.nic_words(), hw.link_words, nt.gpus))
+                    out.append(
+                        "TP=%d needs %d GPUs of one NVLink domain, but %d GPUs on %d-GPU nodes are %d "
+                        "nodes x %d GPUs: its groups would span nodes and run over %s instead of %s; "
+                        "use a multiple of %d GPUs"
+                        % (tp, tp, nodes * gpn, nt.gpus, nodes, gpn, hw.nic_words(), hw.link_words, nt.gpus)
+                    )
                 else:
-                    out.append("TP=%d spans %s nodes: its all-reduces would run over %s instead of %s" % (
-                        tp, _nodes_word(span), hw.nic_words(), hw.link_words))
+                    out.append(
+                        "TP=%d spans %s nodes: its all-reduces would run over %s instead of %s"
+                        % (tp, _nodes_word(span), hw.nic_words(), hw.link_words)
+                    )
             else:
-                out.append("TP=%d is larger than the %d-GPU %s domain: its all-reduces would leave the fast "
-                           "link" % (tp, dom, hw.link_name))
+                out.append(
+                    "TP=%d is larger than the %d-GPU %s domain: its all-reduces would leave the fast "
+                    "link" % (tp, dom, hw.link_name)
+                )
         elif dom % tp:
-            out.append("TP=%d does not divide the %d-GPU NVLink domain: some TP groups would straddle two "
-                       "domains" % (tp, dom))
+            out.append(
+                "TP=%d does not divide the %d-GPU NVLink domain: some TP groups would straddle two domains" % (tp, dom)
+            )
         elif gpn % tp:
-            out.append("TP=%d does not divide the %d GPUs used per node: some TP groups would straddle two "
-                       "nodes" % (tp, gpn))
+            out.append(
+                "TP=%d does not divide the %d GPUs used per node: some TP groups would straddle two nodes" % (tp, gpn)
+            )
     if model.heads % tp:
         out.append("TP=%d does not divide the %d attention heads" % (tp, model.heads))
     elif not model.is_mla and model.kv_heads % tp:
-        out.append("TP=%d does not divide the %d KV heads (grouped-query attention): each rank must hold "
-                   "whole KV heads" % (tp, model.kv_heads))
+        out.append(
+            "TP=%d does not divide the %d KV heads (grouped-query attention): each rank must hold "
+            "whole KV heads" % (tp, model.kv_heads)
+        )
     return out
 
 
-def check_layout_rules(site: Site, partition: Union[str, Partition, None], model: ModelSpec, layout: Layout,
-                       seq: Optional[int] = None) -> List[str]:
+def check_layout_rules(
+    site: Site, partition: Union[str, Partition, None], model: ModelSpec, layout: Layout, seq: Optional[int] = None
+) -> List[str]:
     """Hard-rule violations of `layout` in words; empty when the layout is allowed."""
     pname = partition.name if isinstance(partition, Partition) else partition
     hw = hardware(site, pname)
@@ -125,28 +142,34 @@ def _layout_rules(hw: Hardware, model: ModelSpec, lay: Layout, seq: int) -> List
         return out
     gpus = lay.nodes * lay.gpus_per_node
     if lay.world != gpus:
-        out.append("TP x PP x DP x CP = %d x %d x %d x %d = %d ranks, but the allocation has %d GPUs "
-                   "(%d nodes x %d)" % (lay.tp, lay.pp, lay.dp, lay.cp, lay.world, gpus, lay.nodes,
-                                        lay.gpus_per_node))
+        out.append(
+            "TP x PP x DP x CP = %d x %d x %d x %d = %d ranks, but the allocation has %d GPUs "
+            "(%d nodes x %d)" % (lay.tp, lay.pp, lay.dp, lay.cp, lay.world, gpus, lay.nodes, lay.gpus_per_node)
+        )
     if lay.gpus_per_node > nt.gpus:
         out.append("%d GPUs per node asked, but %s nodes have %d" % (lay.gpus_per_node, nt.name, nt.gpus))
     if lay.nodes > part.max_nodes_per_job:
-        out.append("%d nodes exceed partition %s's limit of %d nodes per job" % (
-            lay.nodes, part.name, part.max_nodes_per_job))
+        out.append(
+            "%d nodes exceed partition %s's limit of %d nodes per job" % (lay.nodes, part.name, part.max_nodes_per_job)
+        )
     out.extend(_tp_rules(hw, model, lay.tp, lay.nodes, lay.gpus_per_node))
     if lay.pp > model.layers:
         out.append("PP=%d is more pipeline stages than the model's %d layers" % (lay.pp, model.layers))
     if lay.cp > 1 and seq % (2 * lay.cp):
-        out.append("CP=%d needs the sequence length (%d) to be a multiple of 2 x CP = %d (causal load "
-                   "balancing)" % (lay.cp, seq, 2 * lay.cp))
+        out.append(
+            "CP=%d needs the sequence length (%d) to be a multiple of 2 x CP = %d (causal load "
+            "balancing)" % (lay.cp, seq, 2 * lay.cp)
+        )
     if lay.ep > 1:
         if not model.is_moe:
             out.append("EP=%d needs a mixture-of-experts model; %s is dense" % (lay.ep, model.label))
         elif model.experts % lay.ep:
             out.append("EP=%d does not divide the %d experts" % (lay.ep, model.experts))
         elif lay.dp % lay.ep:
-            out.append("EP=%d needs DP (%d) to be a multiple of it: expert parallelism reuses data-parallel "
-                       "ranks" % (lay.ep, lay.dp))
+            out.append(
+                "EP=%d needs DP (%d) to be a multiple of it: expert parallelism reuses data-parallel "
+                "ranks" % (lay.ep, lay.dp)
+            )
     return out
 
 

@@ -54,8 +54,7 @@ def _strategies(ctx: _Ctx, pp: int, n_dp: int) -> List[Tuple[int, str]]:
     return [(z, r) for r in recs for z in zeros]
 
 
-def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True,
-            base_batch: Optional[int] = None) -> _Result:
+def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True, base_batch: Optional[int] = None) -> _Result:
     m, hw, req = ctx.model, ctx.hw, ctx.req
     pins = req.pins
     n = nodes * gpn
@@ -81,8 +80,7 @@ def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True,
         if "cp" in pins:
             cps = [pins["cp"]]
         elif ctx.train:
-            cps = [c for c in _divisors(rest) if c == 1 or (ctx.seq // c >= CP_MIN_TOKENS
-                                                            and ctx.seq % (2 * c) == 0)]
+            cps = [c for c in _divisors(rest) if c == 1 or (ctx.seq // c >= CP_MIN_TOKENS and ctx.seq % (2 * c) == 0)]
         else:
             cps = [1]
         for cp in cps:
@@ -106,11 +104,26 @@ def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True,
                     if ep > 1 and (not m.is_moe or m.experts % ep or dp % ep):
                         continue
                     if ctx.train:
-                        _train_layouts(ctx, nodes, gpn, tp, pp, dp, cp, ep, seg, base_batch, user_batch,
-                                       ranked, misses, batch_rejects)
+                        _train_layouts(
+                            ctx,
+                            nodes,
+                            gpn,
+                            tp,
+                            pp,
+                            dp,
+                            cp,
+                            ep,
+                            seg,
+                            base_batch,
+                            user_batch,
+                            ranked,
+                            misses,
+                            batch_rejects,
+                        )
                     else:
-                        _infer_layouts(ctx, nodes, gpn, tp, pp, dp, cp, ep, seg, user_batch, ranked, misses,
-                                       batch_rejects)
+                        _infer_layouts(
+                            ctx, nodes, gpn, tp, pp, dp, cp, ep, seg, user_batch, ranked, misses, batch_rejects
+                        )
     if want_rejects:
         for reason, count in batch_rejects.items():
             rejected.append(Rejection("%d layout%s" % (count, "s" if count > 1 else ""), reason, "batch"))
@@ -126,8 +139,10 @@ def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True,
         if need > base_batch:
             retry = _search(ctx, nodes, gpn, want_rejects, base_batch=need)
             if retry.ranked:
-                retry.batch_note = ("the default global batch grew from %d to %d sequences: %d GPUs leave no "
-                                    "layout with DP <= %d" % (base_batch, need, n, base_batch))
+                retry.batch_note = (
+                    "the default global batch grew from %d to %d sequences: %d GPUs leave no "
+                    "layout with DP <= %d" % (base_batch, need, n, base_batch)
+                )
             return retry
     return _Result(order, rejected, misses)
 
@@ -136,10 +151,22 @@ def _key(lay: Layout) -> Tuple[int, ...]:
     return (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep)
 
 
-def _train_layouts(ctx: _Ctx, nodes: int, gpn: int, tp: int, pp: int, dp: int, cp: int, ep: int,
-                   seg: Optional[int], base_batch: int, user_batch: Optional[int],
-                   ranked: Dict[Tuple[int, ...], _Cand], misses: List[Tuple[float, Layout, MemoryBreakdown]],
-                   batch_rejects: Dict[str, int]) -> None:
+def _train_layouts(
+    ctx: _Ctx,
+    nodes: int,
+    gpn: int,
+    tp: int,
+    pp: int,
+    dp: int,
+    cp: int,
+    ep: int,
+    seg: Optional[int],
+    base_batch: int,
+    user_batch: Optional[int],
+    ranked: Dict[Tuple[int, ...], _Cand],
+    misses: List[Tuple[float, Layout, MemoryBreakdown]],
+    batch_rejects: Dict[str, int],
+) -> None:
     m = ctx.model
     pins = ctx.req.pins
     mbs = [pins["micro_batch"]] if "micro_batch" in pins else list(MICRO_BATCHES)
@@ -189,20 +216,37 @@ def _train_layouts(ctx: _Ctx, nodes: int, gpn: int, tp: int, pp: int, dp: int, c
         if user_batch:
             reason = "global batch %d is not a multiple of DP x micro-batch (DP=%d)" % (user_batch, dp)
         else:
-            reason = ("DP=%d needs a global batch of at least %d sequences (%.1fM tokens); the default is %d "
-                      "(set --global-batch to allow more)" % (dp, dp, dp * ctx.seq / 1e6, base_batch))
+            reason = (
+                "DP=%d needs a global batch of at least %d sequences (%.1fM tokens); the default is %d "
+                "(set --global-batch to allow more)" % (dp, dp, dp * ctx.seq / 1e6, base_batch)
+            )
         batch_rejects[reason] = batch_rejects.get(reason, 0) + 1
     elif leanest is not None and _key(leanest[1]) not in ranked:
         misses.append(leanest)
 
 
-def _infer_layouts(ctx: _Ctx, nodes: int, gpn: int, tp: int, pp: int, dp: int, cp: int, ep: int,
-                   seg: Optional[int], user_batch: Optional[int], ranked: Dict[Tuple[int, ...], _Cand],
-                   misses: List[Tuple[float, Layout, MemoryBreakdown]], batch_rejects: Dict[str, int]) -> None:
+def _infer_layouts(
+    ctx: _Ctx,
+    nodes: int,
+    gpn: int,
+    tp: int,
+    pp: int,
+    dp: int,
+    cp: int,
+    ep: int,
+    seg: Optional[int],
+    user_batch: Optional[int],
+    ranked: Dict[Tuple[int, ...], _Cand],
+    misses: List[Tuple[float, Layout, MemoryBreakdown]],
+    batch_rejects: Dict[str, int],
+) -> None:
     """One replica is TP x PP GPUs; DP replicas fill the allocation, each serving batch / DP sequences."""
     if user_batch is not None and user_batch % dp:
-        reason = ("DP=%d replicas need --global-batch (%d concurrent sequences) to be a multiple of %d"
-                  % (dp, user_batch, dp))
+        reason = "DP=%d replicas need --global-batch (%d concurrent sequences) to be a multiple of %d" % (
+            dp,
+            user_batch,
+            dp,
+        )
         batch_rejects[reason] = batch_rejects.get(reason, 0) + 1
         return
     base_batch = user_batch or dp
@@ -224,8 +268,10 @@ def _split_gpus(hw: Hardware, gpus: int) -> Tuple[int, int]:
     for nodes in range(-(-gpus // g), min(gpus, maxn) + 1):
         if gpus % nodes == 0 and gpus // nodes <= g:
             return nodes, gpus // nodes
-    raise PlanError("--gpus %d cannot be spread evenly over at most %d nodes of %d GPUs (partition %s); use a "
-                    "multiple of %d" % (gpus, maxn, g, hw.partition.name, g))
+    raise PlanError(
+        "--gpus %d cannot be spread evenly over at most %d nodes of %d GPUs (partition %s); use a "
+        "multiple of %d" % (gpus, maxn, g, hw.partition.name, g)
+    )
 
 
 def _lower_bound_gpus(ctx: _Ctx) -> int:

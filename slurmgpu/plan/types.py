@@ -13,8 +13,15 @@ from .memory import (
 )
 from .models import ModelSpec
 
-TASK_ALIASES = {"serve": "inference", "serving": "inference", "infer": "inference", "sft": "finetune",
-                "full": "finetune", "fine-tune": "finetune", "train": "pretrain"}
+TASK_ALIASES = {
+    "serve": "inference",
+    "serving": "inference",
+    "infer": "inference",
+    "sft": "finetune",
+    "full": "finetune",
+    "fine-tune": "finetune",
+    "train": "pretrain",
+}
 
 
 @dataclass(frozen=True)
@@ -52,9 +59,17 @@ class Alternative:
 
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = dict(self.layout.to_dict())
-        d.update({"memory_per_gpu_gb": round(self.memory_per_gpu_gb, 2), "step_time_s": _r(self.step_time_s),
-                  "tokens_per_s": round(self.tokens_per_s, 1), "mfu": round(self.mfu, 4), "zero": self.zero,
-                  "recompute": self.recompute, "why": self.why})
+        d.update(
+            {
+                "memory_per_gpu_gb": round(self.memory_per_gpu_gb, 2),
+                "step_time_s": _r(self.step_time_s),
+                "tokens_per_s": round(self.tokens_per_s, 1),
+                "mfu": round(self.mfu, 4),
+                "zero": self.zero,
+                "recompute": self.recompute,
+                "why": self.why,
+            }
+        )
         return d
 
 
@@ -81,8 +96,13 @@ class ScalePoint:
     days: float
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"nodes": self.nodes, "gpus": self.gpus, "layout": self.layout,
-                "tokens_per_s": round(self.tokens_per_s, 1), "days": round(self.days, 2)}
+        return {
+            "nodes": self.nodes,
+            "gpus": self.gpus,
+            "layout": self.layout,
+            "tokens_per_s": round(self.tokens_per_s, 1),
+            "days": round(self.days, 2),
+        }
 
 
 @dataclass(frozen=True)
@@ -122,26 +142,48 @@ class Plan:
     def to_dict(self) -> Dict[str, Any]:
         lay = self.layout
         return {
-            "tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "cp": lay.cp, "ep": lay.ep,
-            "nodes": lay.nodes, "gpus_per_node": lay.gpus_per_node, "gpus": lay.nodes * lay.gpus_per_node,
-            "micro_batch": lay.micro_batch, "micro_batches": self.micro_batches,
-            "memory_per_gpu_gb": round(self.memory_per_gpu_gb, 2), "capacity_gb": self.capacity_gb,
+            "tp": lay.tp,
+            "pp": lay.pp,
+            "dp": lay.dp,
+            "cp": lay.cp,
+            "ep": lay.ep,
+            "nodes": lay.nodes,
+            "gpus_per_node": lay.gpus_per_node,
+            "gpus": lay.nodes * lay.gpus_per_node,
+            "micro_batch": lay.micro_batch,
+            "micro_batches": self.micro_batches,
+            "memory_per_gpu_gb": round(self.memory_per_gpu_gb, 2),
+            "capacity_gb": self.capacity_gb,
             "usable_gb": round(usable_gb(self.capacity_gb), 2),
             "alternatives": [a.to_dict() for a in self.alternatives],
-            "site": self.site, "partition": self.partition,
-            "model": {"name": self.model.name, "params": self.model.params,
-                      "active_params": self.model.active_params, "estimated": self.model.estimated},
-            "task": self.task, "precision": self.precision, "seq": self.seq, "global_batch": self.global_batch,
-            "zero": self.zero, "recompute": self.recompute, "segment": self.segment,
+            "site": self.site,
+            "partition": self.partition,
+            "model": {
+                "name": self.model.name,
+                "params": self.model.params,
+                "active_params": self.model.active_params,
+                "estimated": self.model.estimated,
+            },
+            "task": self.task,
+            "precision": self.precision,
+            "seq": self.seq,
+            "global_batch": self.global_batch,
+            "zero": self.zero,
+            "recompute": self.recompute,
+            "segment": self.segment,
             "virtual_stages": self.virtual_stages,
-            "stage_layers": list(self.stage_layers), "memory": self.memory.to_dict(),
-            "step_time_s": _r(self.step_time_s), "tokens_per_s": round(self.tokens_per_s, 1),
-            "mfu": round(self.mfu, 4), "prefill_s": None if self.prefill_s is None else _r(self.prefill_s),
+            "stage_layers": list(self.stage_layers),
+            "memory": self.memory.to_dict(),
+            "step_time_s": _r(self.step_time_s),
+            "tokens_per_s": round(self.tokens_per_s, 1),
+            "mfu": round(self.mfu, 4),
+            "prefill_s": None if self.prefill_s is None else _r(self.prefill_s),
             "time_breakdown_s": {k: _r(v) for k, v in self.time_breakdown.items()},
             "traffic_gb_per_step": {k: round(v, 3) for k, v in self.traffic.items()},
             "train_days": None if self.train_days is None else round(self.train_days, 2),
             "scaling": [s.to_dict() for s in self.scaling],
-            "explanation": list(self.explanation), "notes": list(self.notes),
+            "explanation": list(self.explanation),
+            "notes": list(self.notes),
             "rejected": [r.to_dict() for r in self.rejected],
         }
 

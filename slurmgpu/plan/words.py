@@ -28,7 +28,12 @@ def _mem_words(ctx: _Ctx, mem: MemoryBreakdown) -> str:
         how.append("%s recompute" % mem.recompute)
         how.append("ZeRO-%d" % mem.zero if mem.zero else "no ZeRO")
     return "needs %.1f GB per GPU (%s; %s) > %.1f GB usable of %g GB" % (
-        mem.total, parts, ", ".join(how) if how else "inference", ctx.usable, ctx.hw.nt.gpu_memory_gb)
+        mem.total,
+        parts,
+        ", ".join(how) if how else "inference",
+        ctx.usable,
+        ctx.hw.nt.gpu_memory_gb,
+    )
 
 
 def _t(sec: float) -> str:
@@ -57,5 +62,6 @@ def _count(x: float) -> str:
 def _wrap(first: str, text: str, rest: Optional[str] = None, width: int = 79) -> List[str]:
     import textwrap
 
-    return textwrap.wrap(text, width=width, initial_indent=first,
-                         subsequent_indent=rest if rest is not None else " " * len(first)) or [first.rstrip()]
+    return textwrap.wrap(
+        text, width=width, initial_indent=first, subsequent_indent=rest if rest is not None else " " * len(first)
+    ) or [first.rstrip()]

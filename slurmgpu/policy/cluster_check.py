@@ -7,6 +7,7 @@ nothing: every job lands on a partition the policy does not know and is accepted
 `Runner`, and refuse a site that misses any of them. Parsing is slurm_parse's; nothing here
 prints or exits.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,34 +45,42 @@ class PartitionCheck:
         return self.reachable and not self.missing_on_cluster and not self.not_in_site
 
     def _cluster_words(self) -> str:
-        return ", ".join("%s (%s)" % (p.name, "%d GPUs" % p.gpus if p.gpus else
-                                      "no GPUs" if p.gpus == 0 else "GPUs unknown")
-                         for p in self.cluster_partitions) or "(none)"
+        return (
+            ", ".join(
+                "%s (%s)" % (p.name, "%d GPUs" % p.gpus if p.gpus else "no GPUs" if p.gpus == 0 else "GPUs unknown")
+                for p in self.cluster_partitions
+            )
+            or "(none)"
+        )
 
     def problem(self) -> str:
         """The error text for a mismatch (several lines), '' when it matches."""
         if self.ok or not self.reachable:
             return ""
-        lines = ["site '%s' does not describe this cluster's partitions (%s):" % (
-            self.site, " ".join(PARTITION_CMD))]
+        lines = ["site '%s' does not describe this cluster's partitions (%s):" % (self.site, " ".join(PARTITION_CMD))]
         if self.missing_on_cluster:
             lines.append("  site partitions missing on the cluster: %s" % ", ".join(self.missing_on_cluster))
         if self.not_in_site:
-            lines.append("  cluster partitions with GPUs that the site does not describe: %s"
-                         % ", ".join(self.not_in_site))
+            lines.append(
+                "  cluster partitions with GPUs that the site does not describe: %s" % ", ".join(self.not_in_site)
+            )
         lines.append("  the site has: %s" % (", ".join(self.site_partitions) or "(none)"))
         lines.append("  the cluster has: %s" % self._cluster_words())
-        lines.append("A filter rendered from this site checks no job on a partition it does not describe. "
-                     "Name the site's partitions as Slurm does (`slurmgpu discover -o site.yaml` drafts them "
-                     "from this cluster); give a partition `policy: off` to leave it unchecked on purpose; "
-                     "or pass --no-cluster-check if this site is for another cluster.")
+        lines.append(
+            "A filter rendered from this site checks no job on a partition it does not describe. "
+            "Name the site's partitions as Slurm does (`slurmgpu discover -o site.yaml` drafts them "
+            "from this cluster); give a partition `policy: off` to leave it unchecked on purpose; "
+            "or pass --no-cluster-check if this site is for another cluster."
+        )
         return "\n".join(lines)
 
     def summary(self) -> str:
         """One line for a match or an unreachable cluster."""
         if not self.reachable:
-            return ("partitions of site '%s' not checked against the cluster: %s (pass --no-cluster-check "
-                    "to skip this check)" % (self.site, self.why))
+            return (
+                "partitions of site '%s' not checked against the cluster: %s (pass --no-cluster-check "
+                "to skip this check)" % (self.site, self.why)
+            )
         return "site '%s' describes the cluster's partitions: %s" % (self.site, self._cluster_words())
 
 
@@ -102,8 +111,14 @@ def compare(site: Site, cluster: List[ClusterPartition]) -> PartitionCheck:
     names = {p.name for p in cluster}
     missing = tuple(n for n in site.partitions if n not in names)
     unmanaged = tuple(p.name for p in cluster if p.name not in site.partitions and p.gpus)
-    return PartitionCheck(site=site.name, site_partitions=tuple(site.partitions), reachable=True,
-                          cluster_partitions=tuple(cluster), missing_on_cluster=missing, not_in_site=unmanaged)
+    return PartitionCheck(
+        site=site.name,
+        site_partitions=tuple(site.partitions),
+        reachable=True,
+        cluster_partitions=tuple(cluster),
+        missing_on_cluster=missing,
+        not_in_site=unmanaged,
+    )
 
 
 def check_site_partitions(site: Site, runner: Runner) -> PartitionCheck:

@@ -62,19 +62,22 @@ def install_site_problem(path: str, why: str, allow_preset: bool = False) -> Opt
     from ..site import preset_dir
 
     if why not in EXPLICIT_SITE_SOURCES:
-        return ("admin install needs an explicit site: --site PATH, $SLURMGPU_SITE or /etc/slurmgpu/site.yaml "
-                "(found only the %s, %s). A submit filter enforces one cluster's policy; write that "
-                "cluster's site config (`slurmgpu discover -o site.yaml` drafts one) and name it."
-                % (why, path))
+        return (
+            "admin install needs an explicit site: --site PATH, $SLURMGPU_SITE or /etc/slurmgpu/site.yaml "
+            "(found only the %s, %s). A submit filter enforces one cluster's policy; write that "
+            "cluster's site config (`slurmgpu discover -o site.yaml` drafts one) and name it." % (why, path)
+        )
     try:
         is_preset = Path(path).resolve().parent == preset_dir().resolve()
     except OSError:
         is_preset = False
     if is_preset and not allow_preset:
-        return ("site %s (%s: %s) is a built-in preset: an example, never a cluster's policy. Write your "
-                "cluster's site config (`slurmgpu discover -o site.yaml`, or a file with `extends: %s` and "
-                "your partitions) and pass it with --site, or pass --allow-preset to install the example "
-                "anyway." % (Path(path).stem, why, path, Path(path).stem))
+        return (
+            "site %s (%s: %s) is a built-in preset: an example, never a cluster's policy. Write your "
+            "cluster's site config (`slurmgpu discover -o site.yaml`, or a file with `extends: %s` and "
+            "your partitions) and pass it with --site, or pass --allow-preset to install the example "
+            "anyway." % (Path(path).stem, why, path, Path(path).stem)
+        )
     return None
 
 
@@ -102,10 +105,14 @@ class InstallPlan:
         import difflib
 
         old = self.existing.decode("utf-8", "replace") if self.existing is not None else ""
-        lines = list(difflib.unified_diff(
-            old.splitlines(True), self.text.splitlines(True),
-            fromfile=self.path if self.existing is not None else "/dev/null",
-            tofile="%s (rendered for site %s)" % (self.path, self.site)))
+        lines = list(
+            difflib.unified_diff(
+                old.splitlines(True),
+                self.text.splitlines(True),
+                fromfile=self.path if self.existing is not None else "/dev/null",
+                tofile="%s (rendered for site %s)" % (self.path, self.site),
+            )
+        )
         return "".join(l if l.endswith("\n") else l + "\n\\ No newline at end of file\n" for l in lines)
 
 
@@ -168,8 +175,13 @@ class Installed:
     foreign: bool = False  # the replaced file was not written by slurmgpu (installed with force)
 
 
-def install_filter(site: Site, conf_dir: Union[str, Path], kind: str = "job_submit", force: bool = False,
-                   plan: Optional[InstallPlan] = None) -> Installed:
+def install_filter(
+    site: Site,
+    conf_dir: Union[str, Path],
+    kind: str = "job_submit",
+    force: bool = False,
+    plan: Optional[InstallPlan] = None,
+) -> Installed:
     """Write the rendered filter next to slurm.conf atomically (temp file + rename), with an
     mtime strictly newer (by >= 1 s) than the file it replaces: slurmctld 22.05 reloads the
     script only when its mtime is newer than the last load.
@@ -180,10 +192,11 @@ def install_filter(site: Site, conf_dir: Union[str, Path], kind: str = "job_subm
     if plan is None:
         plan = plan_install(site, conf_dir, kind)
     if plan.foreign and not force:
-        raise Refused("%s was not written by slurmgpu (its first line is not a `slurmgpu admin render-filter` "
-                      "header): it is this site's own filter. Nothing was installed; `slurmgpu admin install "
-                      "--dry-run` shows the diff, and --force replaces it (keeping a backup beside it)."
-                      % plan.path)
+        raise Refused(
+            "%s was not written by slurmgpu (its first line is not a `slurmgpu admin render-filter` "
+            "header): it is this site's own filter. Nothing was installed; `slurmgpu admin install "
+            "--dry-run` shows the diff, and --force replaces it (keeping a backup beside it)." % plan.path
+        )
     conf = Path(conf_dir)
     target = Path(plan.path)
     text = plan.text
@@ -219,7 +232,9 @@ def install_filter(site: Site, conf_dir: Union[str, Path], kind: str = "job_subm
         key, _, value = line.partition("=")
         for raw in conf_file.read_text(encoding="utf-8", errors="replace").splitlines():
             k, eq, v = raw.split("#", 1)[0].strip().partition("=")
-            names = [x.strip()[len(kind) + 1:] if x.strip().startswith(kind + "/") else x.strip() for x in v.split(",")]
+            names = [
+                x.strip()[len(kind) + 1 :] if x.strip().startswith(kind + "/") else x.strip() for x in v.split(",")
+            ]
             if eq and k.strip().lower() == key.lower() and value in names:
                 has = True
     return Installed(slurm_conf_line=line, conf_has_line=has, **done)
@@ -240,7 +255,12 @@ def plugstack_loads_spank(conf_dir: Union[str, Path], policy: Union[str, Path]) 
         return False
     for raw in stack.read_text(encoding="utf-8", errors="replace").splitlines():
         words = raw.split("#", 1)[0].split()
-        if (len(words) >= 2 and words[0] in ("required", "optional") and words[1].endswith("/slurmgpu_spank.so")
-                and "policy=%s" % policy in words[2:] and "mode=off" not in words[2:]):
+        if (
+            len(words) >= 2
+            and words[0] in ("required", "optional")
+            and words[1].endswith("/slurmgpu_spank.so")
+            and "policy=%s" % policy in words[2:]
+            and "mode=off" not in words[2:]
+        ):
             return True
     return False

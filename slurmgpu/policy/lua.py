@@ -18,8 +18,11 @@ KINDS = ("job_submit", "cli_filter", "spank")
 FILENAMES = {"job_submit": "job_submit.lua", "cli_filter": "cli_filter.lua", "spank": "slurmgpu_spank.lua"}
 
 
-SLURM_CONF_LINES = {"job_submit": "JobSubmitPlugins=lua", "cli_filter": "CliFilterPlugins=lua",
-                    "spank": "PlugStackConfig=<plugstack.conf>"}
+SLURM_CONF_LINES = {
+    "job_submit": "JobSubmitPlugins=lua",
+    "cli_filter": "CliFilterPlugins=lua",
+    "spank": "PlugStackConfig=<plugstack.conf>",
+}
 
 
 # The plugstack.conf line that loads the SPANK launch guard (contrib/spank, docs/admin-spank.md).
@@ -50,8 +53,9 @@ def _lua_file(name: str) -> str:
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-_LUA_KEYWORDS = set("and break do else elseif end false for function if in local nil not or repeat "
-                    "return then true until while".split())
+_LUA_KEYWORDS = set(
+    "and break do else elseif end false for function if in local nil not or repeat return then true until while".split()
+)
 
 
 _UNSAFE = re.compile(rb'[\x00-\x1f"\\\x7f-\xff]')
@@ -103,10 +107,17 @@ def topology_table(site: Site) -> Dict[str, Any]:
         nt = site.node_types[p.node_type]
         nccl = list(nccl_required(nt.fabric, bool(nt.socket_ifname)))  # from the one table, slurmgpu.fabric
         parts[name] = {
-            "gpus": nt.gpus, "domain": nt.nvlink_domain, "domain_nodes": nt.domain_nodes,
-            "link": nt.link, "fabric": nt.fabric, "gpu_model": nt.gpu_model, "nodes": p.nodes,
-            "max_nodes": p.max_nodes_per_job, "exclusive": bool(p.exclusive),
-            "mode": p.policy or site.policy.mode, "nccl": nccl,
+            "gpus": nt.gpus,
+            "domain": nt.nvlink_domain,
+            "domain_nodes": nt.domain_nodes,
+            "link": nt.link,
+            "fabric": nt.fabric,
+            "gpu_model": nt.gpu_model,
+            "nodes": p.nodes,
+            "max_nodes": p.max_nodes_per_job,
+            "exclusive": bool(p.exclusive),
+            "mode": p.policy or site.policy.mode,
+            "nccl": nccl,
         }
     pol = site.policy
     from ..slurm import EXPORT_SLURM_PREFIX_FROM, slurm_version_tuple
@@ -156,5 +167,7 @@ def render_filter(site: Site, kind: str) -> str:
             "--   %s\n"
             "-- Lua 5.1. Log lines are tagged 'slurmgpu-filter:'.\n"
         ) % (site.name, __version__, SPANK_PLUGSTACK_LINE % ("<plugindir>/slurmgpu_spank.so", "<this file>"))
-    return (head + "\nlocal TOPO = " + lua_literal(topology_table(site)) + "\n\n"
-            "local P = (function()\n" + policy + "\nend)()\n\n" + adapter + "\n")
+    return (
+        head + "\nlocal TOPO = " + lua_literal(topology_table(site)) + "\n\n"
+        "local P = (function()\n" + policy + "\nend)()\n\n" + adapter + "\n"
+    )

@@ -44,11 +44,20 @@ class Verdict:
 
     def to_dict(self) -> Dict[str, Any]:
         return {
-            "decision": self.decision, "exit_code": self.exit_code, "messages": list(self.messages),
-            "warnings": list(self.warnings), "layout": dict(self.layout), "source": self.source,
-            "launcher": self.launcher, "partitions": list(self.partitions), "rules": list(self.rules),
-            "mode": self.mode, "slurm_code": self.slurm_code, "exempt": self.exempt,
-            "internal_error": self.internal_error, "unknown_partitions": list(self.unknown_partitions),
+            "decision": self.decision,
+            "exit_code": self.exit_code,
+            "messages": list(self.messages),
+            "warnings": list(self.warnings),
+            "layout": dict(self.layout),
+            "source": self.source,
+            "launcher": self.launcher,
+            "partitions": list(self.partitions),
+            "rules": list(self.rules),
+            "mode": self.mode,
+            "slurm_code": self.slurm_code,
+            "exempt": self.exempt,
+            "internal_error": self.internal_error,
+            "unknown_partitions": list(self.unknown_partitions),
             "notes": list(self.notes),
         }
 
@@ -58,14 +67,22 @@ def verdict_from_data(d: Mapping[str, Any]) -> Verdict:
     messages = tuple(d.get("messages") or ())
     warnings = tuple(d.get("warnings") or ())
     return Verdict(
-        decision=str(d["decision"]), exit_code=0 if d["decision"] == "accept" else 1,
-        messages=messages, warnings=warnings,
+        decision=str(d["decision"]),
+        exit_code=0 if d["decision"] == "accept" else 1,
+        messages=messages,
+        warnings=warnings,
         layout={k: (int(layout[k]) if layout.get(k) is not None else None) for k in ("tp", "pp", "dp", "cp", "ep")},
-        source=str(d.get("source") or "none"), launcher=(d.get("launcher") or None),
-        partitions=tuple(d.get("partitions") or ()), rules=tuple(d.get("rules") or ()),
-        mode=str(d.get("mode") or ""), slurm_code=int(d.get("code") or 0), exempt=bool(d.get("exempt")),
-        internal_error=d.get("internal_error"), lines=messages + warnings,
-        unknown_partitions=tuple(d.get("unknown_partitions") or ()), notes=tuple(d.get("notes") or ()),
+        source=str(d.get("source") or "none"),
+        launcher=(d.get("launcher") or None),
+        partitions=tuple(d.get("partitions") or ()),
+        rules=tuple(d.get("rules") or ()),
+        mode=str(d.get("mode") or ""),
+        slurm_code=int(d.get("code") or 0),
+        exempt=bool(d.get("exempt")),
+        internal_error=d.get("internal_error"),
+        lines=messages + warnings,
+        unknown_partitions=tuple(d.get("unknown_partitions") or ()),
+        notes=tuple(d.get("notes") or ()),
     )
 
 
@@ -112,8 +129,15 @@ def _have_lupa() -> bool:
 
 def part_list(site: Site) -> List[Dict[str, Any]]:
     """The part_list slurmctld would pass (name, flag_default) for the site's partitions."""
-    return [{"name": name, "flag_default": 1 if name == site.default_partition else 0,
-             "total_nodes": p.nodes, "max_nodes": p.max_nodes_per_job} for name, p in site.partitions.items()]
+    return [
+        {
+            "name": name,
+            "flag_default": 1 if name == site.default_partition else 0,
+            "total_nodes": p.nodes,
+            "max_nodes": p.max_nodes_per_job,
+        }
+        for name, p in site.partitions.items()
+    ]
 
 
 class PolicyRunner:
@@ -150,8 +174,7 @@ class PolicyRunner:
         """The verdict of job_submit.lua for these job_desc fields (see slurmgpu.slurm.sbatch)."""
         if self._lua is not None:
             rt = self._lua
-            v = self._verdict(rt.table_from(dict(desc), recursive=True),
-                              rt.table_from(self.parts, recursive=True), uid)
+            v = self._verdict(rt.table_from(dict(desc), recursive=True), rt.table_from(self.parts, recursive=True), uid)
             return verdict_from_data(_from_lua(v, self._lupa))
         return verdict_from_data(self._run_binary(desc, uid))
 
@@ -160,16 +183,17 @@ class PolicyRunner:
         rc, msgs, _ = self.submit_desc_logged(desc, uid)
         return rc, msgs
 
-    def submit_desc_logged(self, desc: Mapping[str, Any],
-                           uid: Optional[int] = None) -> Tuple[int, List[str], List[str]]:
+    def submit_desc_logged(
+        self, desc: Mapping[str, Any], uid: Optional[int] = None
+    ) -> Tuple[int, List[str], List[str]]:
         """submit_desc, plus the lines the filter wrote to the controller log."""
         if self._lua is None:
             raise SlurmgpuError("submit_desc needs lupa")
         rt = self._lua
-        rc, msgs, log = self._submit(rt.table_from(dict(desc), recursive=True),
-                                     rt.table_from(self.parts, recursive=True), uid)
-        return (int(rc), [msgs[i] for i in range(1, len(msgs) + 1)],
-                [log[i] for i in range(1, len(log) + 1)])
+        rc, msgs, log = self._submit(
+            rt.table_from(dict(desc), recursive=True), rt.table_from(self.parts, recursive=True), uid
+        )
+        return (int(rc), [msgs[i] for i in range(1, len(msgs) + 1)], [log[i] for i in range(1, len(log) + 1)])
 
     def _run_binary(self, desc: Mapping[str, Any], uid: Optional[int]) -> Dict[str, Any]:
         import subprocess  # only this fallback runs a process: gen with lupa does not load it
@@ -177,40 +201,77 @@ class PolicyRunner:
         with tempfile.TemporaryDirectory(prefix="slurmgpu-check-") as tmp:
             Path(tmp, "job_submit.lua").write_text(self.text, encoding="utf-8")
             Path(tmp, "slurm_stub.lua").write_text(_lua_file("slurm_stub.lua"), encoding="utf-8")
-            driver = ("dofile('slurm_stub.lua')\ndofile('job_submit.lua')\n"
-                      "local v = slurmgpu_stub.verdict(%s, %s, %s)\n"
-                      "io.write(slurmgpu_stub.json(slurmgpu_stub.export(v)))\n") % (
-                lua_literal(dict(desc)), lua_literal(self.parts), lua_literal(uid))
+            driver = (
+                "dofile('slurm_stub.lua')\ndofile('job_submit.lua')\n"
+                "local v = slurmgpu_stub.verdict(%s, %s, %s)\n"
+                "io.write(slurmgpu_stub.json(slurmgpu_stub.export(v)))\n"
+            ) % (lua_literal(dict(desc)), lua_literal(self.parts), lua_literal(uid))
             Path(tmp, "driver.lua").write_bytes(driver.encode("utf-8", "surrogateescape"))
             proc = subprocess.run([_lua_binary() or "lua5.1", "driver.lua"], cwd=tmp, capture_output=True, timeout=120)
         if proc.returncode != 0:
             raise SlurmgpuError("lua5.1 failed running the filter: %s" % proc.stderr.decode("utf-8", "replace").strip())
         return json.loads(proc.stdout.decode("utf-8"))
 
-    def check(self, script: Union[str, bytes], sbatch_args: Sequence[str] = (), partition: Optional[str] = None,
-              env: Optional[Mapping[str, str]] = None, user: Optional[str] = None, account: Optional[str] = None,
-              qos: Optional[str] = None, script_path: str = "script.sh", uid: Optional[int] = None,
-              script_args: Sequence[str] = ()) -> Verdict:
+    def check(
+        self,
+        script: Union[str, bytes],
+        sbatch_args: Sequence[str] = (),
+        partition: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        user: Optional[str] = None,
+        account: Optional[str] = None,
+        qos: Optional[str] = None,
+        script_path: str = "script.sh",
+        uid: Optional[int] = None,
+        script_args: Sequence[str] = (),
+    ) -> Verdict:
         """The verdict for `sbatch [sbatch_args] script` (see check_script)."""
         from ..slurm import job_desc
 
-        desc = job_desc(script, sbatch_args, env=env, script_path=script_path, partition=partition,
-                        user=user, uid=uid, account=account, qos=qos, script_args=script_args,
-                        slurm_version=self.site.slurm_version)
+        desc = job_desc(
+            script,
+            sbatch_args,
+            env=env,
+            script_path=script_path,
+            partition=partition,
+            user=user,
+            uid=uid,
+            account=account,
+            qos=qos,
+            script_args=script_args,
+            slurm_version=self.site.slurm_version,
+        )
         return self.evaluate_desc(desc, uid)
 
 
-def check_script(site: Site, script: Union[str, bytes], sbatch_args: Sequence[str] = (),
-                 partition: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
-                 user: Optional[str] = None, account: Optional[str] = None, qos: Optional[str] = None,
-                 script_path: str = "script.sh", uid: Optional[int] = None,
-                 script_args: Sequence[str] = ()) -> Verdict:
+def check_script(
+    site: Site,
+    script: Union[str, bytes],
+    sbatch_args: Sequence[str] = (),
+    partition: Optional[str] = None,
+    env: Optional[Mapping[str, str]] = None,
+    user: Optional[str] = None,
+    account: Optional[str] = None,
+    qos: Optional[str] = None,
+    script_path: str = "script.sh",
+    uid: Optional[int] = None,
+    script_args: Sequence[str] = (),
+) -> Verdict:
     """The controller's verdict for `sbatch [sbatch_args] script` on this site.
 
     `env` is the submitting environment (None: empty); it matters for SLURMGPU_TP etc.,
     shell variables the script does not set, SBATCH_* input variables and NCCL settings.
     Raises ConfigError for unreadable sbatch options (exit 2 in the CLI).
     """
-    return PolicyRunner(site).check(script, sbatch_args, partition=partition, env=env, user=user,
-                                    account=account, qos=qos, script_path=script_path, uid=uid,
-                                    script_args=script_args)
+    return PolicyRunner(site).check(
+        script,
+        sbatch_args,
+        partition=partition,
+        env=env,
+        user=user,
+        account=account,
+        qos=qos,
+        script_path=script_path,
+        uid=uid,
+        script_args=script_args,
+    )

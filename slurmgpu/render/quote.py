@@ -89,7 +89,7 @@ def shpath(value: Any) -> str:
     pos = 0
     for m in _PATH_VAR.finditer(s):
         if m.start() > pos:
-            pieces.append((False, s[pos:m.start()]))
+            pieces.append((False, s[pos : m.start()]))
         pieces.append((True, m.group(1) or m.group(2)))
         pos = m.end()
     if not any(is_var for is_var, _ in pieces):
@@ -155,6 +155,7 @@ def arg_lines(argv: Sequence[str]) -> List[str]:
     """Quoted arguments grouped for display: the leading words (the program) share a line, and so
     does an option with its value. Only the layout of the script changes, never the words.
     Path arguments (launchers.PathArg) are quoted with `shpath`, every other one with `shquote`."""
+
     def word(a: Any) -> str:
         return shpath(a) if isinstance(a, PathArg) else shquote(a)
 

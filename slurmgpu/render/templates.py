@@ -36,11 +36,17 @@ def make_environment(dirs: Sequence[TemplateDir]) -> Any:
 
         env_class = SandboxedEnvironment
     loader = jinja2.FileSystemLoader([d.path for d in dirs])
-    env = env_class(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                    trim_blocks=True, lstrip_blocks=True, autoescape=False, auto_reload=False,
-                    bytecode_cache=_bytecode_cache(env_class.__name__))
-    env.filters.update(shquote=shquote, shpath=shpath, sbatch_quote=sbatch_quote, comment=comment,
-                       arg_lines=arg_lines)
+    env = env_class(
+        loader=loader,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+        auto_reload=False,
+        bytecode_cache=_bytecode_cache(env_class.__name__),
+    )
+    env.filters.update(shquote=shquote, shpath=shpath, sbatch_quote=sbatch_quote, comment=comment, arg_lines=arg_lines)
     return env
 
 
@@ -109,13 +115,25 @@ def render(template: str, context: Mapping[str, Any], dirs: Sequence[TemplateDir
     except jinja2.TemplateNotFound as exc:
         raise TemplateError(_not_found(exc.name or template, dirs)) from None
     except jinja2.TemplateSyntaxError as exc:
-        raise TemplateError("%s:%s: template syntax error: %s" % (
-            exc.filename or exc.name, exc.lineno, exc.message)) from None
+        raise TemplateError(
+            "%s:%s: template syntax error: %s" % (exc.filename or exc.name, exc.lineno, exc.message)
+        ) from None
     except TemplateError as exc:
         raise TemplateError("%s: %s" % (_where(exc), exc)) from None
     except Exception as exc:  # undefined variables, sandbox refusals, template bugs
-        if isinstance(exc, (jinja2.UndefinedError, jinja2.TemplateError, TypeError, ValueError,
-                            AttributeError, KeyError, IndexError, ZeroDivisionError)):
+        if isinstance(
+            exc,
+            (
+                jinja2.UndefinedError,
+                jinja2.TemplateError,
+                TypeError,
+                ValueError,
+                AttributeError,
+                KeyError,
+                IndexError,
+                ZeroDivisionError,
+            ),
+        ):
             raise TemplateError("%s: %s: %s" % (_where(exc), type(exc).__name__, exc)) from None
         raise
 

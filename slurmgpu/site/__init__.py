@@ -7,4 +7,23 @@ from .load import load_site, resolve_site, site_from_data
 from .model import DEFAULT_SITE, LINKS, Nic, NodeType, Partition, Site, SitePreflight
 from .presets import data_dir, preset_dir, preset_names, resolve_site_ref, site_search
 
-__all__ = ["DEFAULT_SITE", "GPU_TABLE", "GpuFacts", "LINKS", "Nic", "NodeType", "Partition", "Site", "SitePreflight", "data_dir", "load_site", "lookup", "preset_dir", "preset_names", "resolve_site", "resolve_site_ref", "site_from_data", "site_search"]
+__all__ = [
+    "DEFAULT_SITE",
+    "GPU_TABLE",
+    "GpuFacts",
+    "LINKS",
+    "Nic",
+    "NodeType",
+    "Partition",
+    "Site",
+    "SitePreflight",
+    "data_dir",
+    "load_site",
+    "lookup",
+    "preset_dir",
+    "preset_names",
+    "resolve_site",
+    "resolve_site_ref",
+    "site_from_data",
+    "site_search",
+]

@@ -145,8 +145,13 @@ def _load_raw(path: str, seen: Tuple[str, ...] = ()) -> Any:
         raise ConfigError([Issue(*(loc or (path, None, None)), "extends", "circular 'extends' through %s" % parent)])
     if not os.path.exists(parent):
         hint = "; presets: %s" % ", ".join(preset_names()) if "/" not in ref else ""
-        raise ConfigError([Issue(*(loc or (path, None, None)), "extends",
-                                 "no such site '%s' (looked for %s)%s" % (ref, parent, hint))])
+        raise ConfigError(
+            [
+                Issue(
+                    *(loc or (path, None, None)), "extends", "no such site '%s' (looked for %s)%s" % (ref, parent, hint)
+                )
+            ]
+        )
     base = _load_raw(parent, seen + (os.path.realpath(path),))
     merged = deep_merge(base, data)
     if "name" not in data:  # a derived site is not the preset it starts from
@@ -184,21 +189,34 @@ def site_from_data(data: Any, path: str) -> Site:
         ck.error(data, "partitions", "partitions", "at least one partition is needed")
 
     if isinstance(data.get("slurm_version"), float):  # 23.10 would silently become "23.1"
-        ck.error(data, "slurm_version", "slurm_version", 'write the version in quotes, e.g. "23.11"; '
-                 "unquoted, YAML reads it as the number %r" % data["slurm_version"])
+        ck.error(
+            data,
+            "slurm_version",
+            "slurm_version",
+            'write the version in quotes, e.g. "23.11"; '
+            "unquoted, YAML reads it as the number %r" % data["slurm_version"],
+        )
     default = top["default_partition"]
     if default is None and partitions:
         default = next(iter(partitions))
     elif default is not None and partitions and default not in partitions:
-        ck.error(data, "default_partition", "default_partition",
-                 "no partition named '%s' (defined: %s)" % (default, ", ".join(partitions)))
+        ck.error(
+            data,
+            "default_partition",
+            "default_partition",
+            "no partition named '%s' (defined: %s)" % (default, ", ".join(partitions)),
+        )
 
     for pname, p in partitions.items():
         nt = node_types.get(p.node_type)
         if nt and nt.nvlink_domain > nt.gpus and top["topology"] != "block":
-            ck.error(data, "topology", "topology",
-                     "node type '%s' has an NVLink domain of %d GPUs across %d nodes; set topology: block "
-                     "so jobs can ask to stay inside one domain (--segment)" % (nt.name, nt.nvlink_domain, nt.domain_nodes))
+            ck.error(
+                data,
+                "topology",
+                "topology",
+                "node type '%s' has an NVLink domain of %d GPUs across %d nodes; set topology: block "
+                "so jobs can ask to stay inside one domain (--segment)" % (nt.name, nt.nvlink_domain, nt.domain_nodes),
+            )
             break
 
     container = ck.take(top["container"], _CONTAINER_FIELDS, "container", data, "container")
@@ -206,8 +224,12 @@ def site_from_data(data: Any, path: str) -> Site:
     pol = ck.take(top["policy"], _POLICY_FIELDS, "policy", data, "policy")
     pre = ck.take(top["preflight"], _PREFLIGHT_FIELDS, "preflight", data, "preflight")
     if isinstance(pre["min_bandwidth_fraction"], (int, float)) and pre["min_bandwidth_fraction"] > 1:
-        ck.error(data.get("preflight"), "min_bandwidth_fraction", "preflight.min_bandwidth_fraction",
-                 "a share of the expected bandwidth: between 0 and 1, got %r" % pre["min_bandwidth_fraction"])
+        ck.error(
+            data.get("preflight"),
+            "min_bandwidth_fraction",
+            "preflight.min_bandwidth_fraction",
+            "a share of the expected bandwidth: between 0 and 1, got %r" % pre["min_bandwidth_fraction"],
+        )
     pol_raw = data.get("policy") if isinstance(data, dict) else None
     for launcher, mode in (pol["launchers"] or {}).items():
         lp = join("policy.launchers", launcher)
@@ -223,20 +245,34 @@ def site_from_data(data: Any, path: str) -> Site:
     if tdir and not os.path.isabs(tdir):
         tdir = str(Path(path).resolve().parent / tdir)
     return Site(
-        name=name, description=top["description"] or "", source=path,
-        default_partition=default, partitions=partitions, node_types=node_types,
-        slurm_version=top["slurm_version"], account=top["account"], qos=top["qos"],
-        gpu_request=top["gpu_request"], topology=top["topology"],
-        container=Container(runtime=container["runtime"], image=container["image"],
-                            mounts=tuple(container["mounts"] or ())),
-        scratch=paths["scratch"], checkpoint_dir=paths["checkpoint"], template_dir=tdir,
-        policy=SitePolicy(mode=pol["mode"], launchers=dict(pol["launchers"] or {}),
-                          exempt_users=tuple(pol["exempt_users"] or ()),
-                          exempt_accounts=tuple(pol["exempt_accounts"] or ()),
-                          exempt_qos=tuple(pol["exempt_qos"] or ()),
-                          on_internal_error=pol["on_internal_error"]),
-        preflight=SitePreflight(min_bandwidth_fraction=float(pre["min_bandwidth_fraction"]),
-                                min_free_gb=float(pre["min_free_gb"])),
+        name=name,
+        description=top["description"] or "",
+        source=path,
+        default_partition=default,
+        partitions=partitions,
+        node_types=node_types,
+        slurm_version=top["slurm_version"],
+        account=top["account"],
+        qos=top["qos"],
+        gpu_request=top["gpu_request"],
+        topology=top["topology"],
+        container=Container(
+            runtime=container["runtime"], image=container["image"], mounts=tuple(container["mounts"] or ())
+        ),
+        scratch=paths["scratch"],
+        checkpoint_dir=paths["checkpoint"],
+        template_dir=tdir,
+        policy=SitePolicy(
+            mode=pol["mode"],
+            launchers=dict(pol["launchers"] or {}),
+            exempt_users=tuple(pol["exempt_users"] or ()),
+            exempt_accounts=tuple(pol["exempt_accounts"] or ()),
+            exempt_qos=tuple(pol["exempt_qos"] or ()),
+            on_internal_error=pol["on_internal_error"],
+        ),
+        preflight=SitePreflight(
+            min_bandwidth_fraction=float(pre["min_bandwidth_fraction"]), min_free_gb=float(pre["min_free_gb"])
+        ),
     )
 
 
@@ -249,8 +285,15 @@ def _node_type(ck: Checker, name: str, raw: Any, parent: Any) -> Optional[NodeTy
     for i, item in enumerate(raw_nics):
         nv = ck.take(item, _NIC_FIELDS, join(path + ".nics", i), raw_nics, i)
         if nv["name"]:
-            nics.append(Nic(name=nv["name"], port=nv["port"], link_layer=nv["link_layer"],
-                            gbps=float(nv["gbps"] or 0), role=nv["role"]))
+            nics.append(
+                Nic(
+                    name=nv["name"],
+                    port=nv["port"],
+                    link_layer=nv["link_layer"],
+                    gbps=float(nv["gbps"] or 0),
+                    role=nv["role"],
+                )
+            )
     names = [n.name for n in nics]
     for i, n in enumerate(names):
         if names.index(n) != i:
@@ -262,41 +305,76 @@ def _node_type(ck: Checker, name: str, raw: Any, parent: Any) -> Optional[NodeTy
     if domain is None:
         domain = 1 if v["link"] == "pcie" else gpus
     if domain > gpus and domain % gpus:
-        ck.error(raw, "nvlink_domain", path + ".nvlink_domain",
-                 "an NVLink domain larger than a node must be a whole number of nodes: %d is not a multiple of "
-                 "%d GPUs per node (e.g. GB200 NVL72: 72 = 18 trays x 4)" % (domain, gpus))
+        ck.error(
+            raw,
+            "nvlink_domain",
+            path + ".nvlink_domain",
+            "an NVLink domain larger than a node must be a whole number of nodes: %d is not a multiple of "
+            "%d GPUs per node (e.g. GB200 NVL72: 72 = 18 trays x 4)" % (domain, gpus),
+        )
     elif domain < gpus and gpus % domain:
-        ck.error(raw, "nvlink_domain", path + ".nvlink_domain",
-                 "an NVLink domain smaller than a node must divide its %d GPUs, got %d" % (gpus, domain))
+        ck.error(
+            raw,
+            "nvlink_domain",
+            path + ".nvlink_domain",
+            "an NVLink domain smaller than a node must divide its %d GPUs, got %d" % (gpus, domain),
+        )
     if v["link"] == "pcie" and domain > gpus:
-        ck.error(raw, "nvlink_domain", path + ".nvlink_domain",
-                 "link: pcie cannot form a multi-node NVLink domain (got %d GPUs)" % domain)
+        ck.error(
+            raw,
+            "nvlink_domain",
+            path + ".nvlink_domain",
+            "link: pcie cannot form a multi-node NVLink domain (got %d GPUs)" % domain,
+        )
     fabric = v["fabric"]
     compute = [n for n in nics if n.role == "compute"]
     if fabric == "infiniband" and any(n.link_layer != "infiniband" for n in compute):
         ck.error(raw, "nics", path + ".nics", "fabric infiniband needs compute NICs with link_layer: infiniband")
     if fabric == "roce" and any(n.link_layer != "ethernet" for n in compute):
-        ck.error(raw, "nics", path + ".nics", "fabric roce (RDMA over Ethernet) needs compute NICs with link_layer: ethernet")
+        ck.error(
+            raw, "nics", path + ".nics", "fabric roce (RDMA over Ethernet) needs compute NICs with link_layer: ethernet"
+        )
     if fabric in ("infiniband", "roce", "efa") and not compute:
-        ck.error(raw, "nics", path + ".nics",
-                 "fabric %s needs at least one compute NIC (name, gbps) so NCCL can be pointed at it" % fabric)
+        ck.error(
+            raw,
+            "nics",
+            path + ".nics",
+            "fabric %s needs at least one compute NIC (name, gbps) so NCCL can be pointed at it" % fabric,
+        )
     if fabric in ("slingshot", "ethernet") and not v["socket_ifname"]:
-        ck.error(raw, None, path + ".socket_ifname",
-                 "fabric %s needs socket_ifname (the interface NCCL should use, e.g. hsn0 or eth0)" % fabric)
+        ck.error(
+            raw,
+            None,
+            path + ".socket_ifname",
+            "fabric %s needs socket_ifname (the interface NCCL should use, e.g. hsn0 or eth0)" % fabric,
+        )
     if len(ck.issues) > n_before:
         return None
     return NodeType(
-        name=name, gpus=gpus, gpu_model=v["gpu_model"], vendor=v["vendor"],
-        gpu_memory_gb=float(v["gpu_memory_gb"]), bf16_tflops=float(v["bf16_tflops"]),
-        link=v["link"], link_gbs=float(v["link_gbs"]), nvlink_domain=domain,
-        cpus=v["cpus"], memory_gb=float(v["memory_gb"]), fabric=fabric, nics=tuple(nics),
-        socket_ifname=v["socket_ifname"], gres_type=v["gres_type"], env=dict(v["env"] or {}),
-        roce_gid_index=v["roce_gid_index"], roce_traffic_class=v["roce_traffic_class"],
+        name=name,
+        gpus=gpus,
+        gpu_model=v["gpu_model"],
+        vendor=v["vendor"],
+        gpu_memory_gb=float(v["gpu_memory_gb"]),
+        bf16_tflops=float(v["bf16_tflops"]),
+        link=v["link"],
+        link_gbs=float(v["link_gbs"]),
+        nvlink_domain=domain,
+        cpus=v["cpus"],
+        memory_gb=float(v["memory_gb"]),
+        fabric=fabric,
+        nics=tuple(nics),
+        socket_ifname=v["socket_ifname"],
+        gres_type=v["gres_type"],
+        env=dict(v["env"] or {}),
+        roce_gid_index=v["roce_gid_index"],
+        roce_traffic_class=v["roce_traffic_class"],
     )
 
 
-def _partition(ck: Checker, name: str, raw: Any, parent: Any, node_types: Dict[str, NodeType],
-               nt_data: Any) -> Optional[Partition]:
+def _partition(
+    ck: Checker, name: str, raw: Any, parent: Any, node_types: Dict[str, NodeType], nt_data: Any
+) -> Optional[Partition]:
     path = join("partitions", name)
     n_before = len(ck.issues)
     v = ck.take(raw, _PARTITION_FIELDS, path, parent, name)
@@ -306,18 +384,34 @@ def _partition(ck: Checker, name: str, raw: Any, parent: Any, node_types: Dict[s
         import difflib
 
         hint = difflib.get_close_matches(nt, known, n=1)
-        ck.error(raw, "node_type", path + ".node_type", "unknown node type '%s'%s (defined: %s)" % (
-            nt, " (did you mean '%s'?)" % hint[0] if hint else "", ", ".join(known) or "none"))
+        ck.error(
+            raw,
+            "node_type",
+            path + ".node_type",
+            "unknown node type '%s'%s (defined: %s)"
+            % (nt, " (did you mean '%s'?)" % hint[0] if hint else "", ", ".join(known) or "none"),
+        )
     maxn = v["max_nodes_per_job"]
     if maxn is None:
         maxn = v["nodes"]
     elif isinstance(v["nodes"], int) and maxn > v["nodes"]:
-        ck.error(raw, "max_nodes_per_job", path + ".max_nodes_per_job",
-                 "max_nodes_per_job (%d) exceeds the partition's %d nodes" % (maxn, v["nodes"]))
+        ck.error(
+            raw,
+            "max_nodes_per_job",
+            path + ".max_nodes_per_job",
+            "max_nodes_per_job (%d) exceeds the partition's %d nodes" % (maxn, v["nodes"]),
+        )
     if len(ck.issues) > n_before:
         return None
-    return Partition(name=name, node_type=nt, nodes=v["nodes"], max_nodes_per_job=maxn,
-                     constraint=v["constraint"], exclusive=v["exclusive"], policy=v["policy"])
+    return Partition(
+        name=name,
+        node_type=nt,
+        nodes=v["nodes"],
+        max_nodes_per_job=maxn,
+        constraint=v["constraint"],
+        exclusive=v["exclusive"],
+        policy=v["policy"],
+    )
 
 
 def resolve_site(explicit: Optional[str], environ: Mapping[str, str]) -> Tuple[Site, str]:

@@ -37,8 +37,13 @@ class Nic:
     role: str = "compute"  # compute | storage
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"name": self.name, "port": self.port, "link_layer": self.link_layer,
-                "gbps": self.gbps, "role": self.role}
+        return {
+            "name": self.name,
+            "port": self.port,
+            "link_layer": self.link_layer,
+            "gbps": self.gbps,
+            "role": self.role,
+        }
 
 
 @dataclass(frozen=True)
@@ -80,13 +85,23 @@ class NodeType:
 
     def to_dict(self) -> Dict[str, Any]:
         return {
-            "gpus": self.gpus, "gpu_model": self.gpu_model, "vendor": self.vendor,
-            "gpu_memory_gb": self.gpu_memory_gb, "bf16_tflops": self.bf16_tflops,
-            "link": self.link, "link_gbs": self.link_gbs, "nvlink_domain": self.nvlink_domain,
-            "cpus": self.cpus, "memory_gb": self.memory_gb, "fabric": self.fabric,
-            "nics": [n.to_dict() for n in self.nics], "socket_ifname": self.socket_ifname,
-            "gres_type": self.gres_type, "env": dict(self.env),
-            "roce_gid_index": self.roce_gid_index, "roce_traffic_class": self.roce_traffic_class,
+            "gpus": self.gpus,
+            "gpu_model": self.gpu_model,
+            "vendor": self.vendor,
+            "gpu_memory_gb": self.gpu_memory_gb,
+            "bf16_tflops": self.bf16_tflops,
+            "link": self.link,
+            "link_gbs": self.link_gbs,
+            "nvlink_domain": self.nvlink_domain,
+            "cpus": self.cpus,
+            "memory_gb": self.memory_gb,
+            "fabric": self.fabric,
+            "nics": [n.to_dict() for n in self.nics],
+            "socket_ifname": self.socket_ifname,
+            "gres_type": self.gres_type,
+            "env": dict(self.env),
+            "roce_gid_index": self.roce_gid_index,
+            "roce_traffic_class": self.roce_traffic_class,
         }
 
 
@@ -103,9 +118,14 @@ class Partition:
     policy: Optional[str] = None  # overrides SitePolicy.mode for this partition
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"node_type": self.node_type, "nodes": self.nodes,
-                "max_nodes_per_job": self.max_nodes_per_job, "constraint": self.constraint,
-                "exclusive": self.exclusive, "policy": self.policy}
+        return {
+            "node_type": self.node_type,
+            "nodes": self.nodes,
+            "max_nodes_per_job": self.max_nodes_per_job,
+            "constraint": self.constraint,
+            "exclusive": self.exclusive,
+            "policy": self.policy,
+        }
 
 
 @dataclass(frozen=True)
@@ -132,9 +152,14 @@ class SitePolicy:
     on_internal_error: str = "accept"
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"mode": self.mode, "launchers": dict(self.launchers),
-                "exempt_users": list(self.exempt_users), "exempt_accounts": list(self.exempt_accounts),
-                "exempt_qos": list(self.exempt_qos), "on_internal_error": self.on_internal_error}
+        return {
+            "mode": self.mode,
+            "launchers": dict(self.launchers),
+            "exempt_users": list(self.exempt_users),
+            "exempt_accounts": list(self.exempt_accounts),
+            "exempt_qos": list(self.exempt_qos),
+            "on_internal_error": self.on_internal_error,
+        }
 
 
 @dataclass(frozen=True)
@@ -175,22 +200,38 @@ class Site:
         try:
             return self.partitions[name]
         except KeyError:
-            raise ConfigError([Issue(self.source, None, None, "partitions",
-                                     "site '%s' has no partition '%s' (it has: %s)" % (
-                                         self.name, name, ", ".join(self.partitions)))]) from None
+            raise ConfigError(
+                [
+                    Issue(
+                        self.source,
+                        None,
+                        None,
+                        "partitions",
+                        "site '%s' has no partition '%s' (it has: %s)" % (self.name, name, ", ".join(self.partitions)),
+                    )
+                ]
+            ) from None
 
     def node_type_of(self, partition: Optional[str] = None) -> NodeType:
         return self.node_types[self.partition(partition).node_type]
 
     def to_dict(self) -> Dict[str, Any]:
         return {
-            "name": self.name, "description": self.description, "source": self.source,
-            "slurm_version": self.slurm_version, "default_partition": self.default_partition,
-            "account": self.account, "qos": self.qos, "gpu_request": self.gpu_request,
+            "name": self.name,
+            "description": self.description,
+            "source": self.source,
+            "slurm_version": self.slurm_version,
+            "default_partition": self.default_partition,
+            "account": self.account,
+            "qos": self.qos,
+            "gpu_request": self.gpu_request,
             "topology": self.topology,
             "partitions": {k: v.to_dict() for k, v in self.partitions.items()},
             "node_types": {k: v.to_dict() for k, v in self.node_types.items()},
-            "container": self.container.to_dict(), "scratch": self.scratch,
-            "checkpoint_dir": self.checkpoint_dir, "template_dir": self.template_dir,
-            "policy": self.policy.to_dict(), "preflight": self.preflight.to_dict(),
+            "container": self.container.to_dict(),
+            "scratch": self.scratch,
+            "checkpoint_dir": self.checkpoint_dir,
+            "template_dir": self.template_dir,
+            "policy": self.policy.to_dict(),
+            "preflight": self.preflight.to_dict(),
         }

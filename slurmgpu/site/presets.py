@@ -58,6 +58,16 @@ def resolve_site_ref(ref: str) -> str:
         import difflib
 
         hint = difflib.get_close_matches(ref, preset_names(), n=1)
-        raise ConfigError([Issue(ref, None, None, "", "no such site preset%s; presets: %s" % (
-            " (did you mean '%s'?)" % hint[0] if hint else "", ", ".join(preset_names())))])
+        raise ConfigError(
+            [
+                Issue(
+                    ref,
+                    None,
+                    None,
+                    "",
+                    "no such site preset%s; presets: %s"
+                    % (" (did you mean '%s'?)" % hint[0] if hint else "", ", ".join(preset_names())),
+                )
+            ]
+        )
     raise ConfigError([Issue(ref, None, None, "", "site config file not found")])

@@ -5,6 +5,7 @@ Inputs are the texts of `sinfo --version`, `sinfo --json` (22.05's
 (one-line ``-o`` or the indented multi-line form) and `scontrol show config`.
 Outputs are plain frozen dataclasses.  Nothing here runs a command.
 """
+
 from __future__ import annotations
 
 import json
@@ -84,8 +85,9 @@ def parse_version(text: str) -> Tuple[Version, str]:
     """'slurm 23.11.4' / 'slurm-wlm 22.05.8' -> ((23, 11, 4), '23.11.4')."""
     m = _VERSION.search(text or "")
     if not m:
-        raise SlurmError("cannot read a Slurm version from %r (expected e.g. 'slurm 23.11.4')"
-                         % (text or "").strip()[:80])
+        raise SlurmError(
+            "cannot read a Slurm version from %r (expected e.g. 'slurm 23.11.4')" % (text or "").strip()[:80]
+        )
     v = (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
     return v, m.group(0)
 
@@ -154,7 +156,7 @@ def _expand_one(pattern: str) -> List[str]:
     m = re.search(r"\[([^\]]*)\]", pattern)
     if not m:
         return [pattern]
-    head, tail = pattern[:m.start()], pattern[m.end():]
+    head, tail = pattern[: m.start()], pattern[m.end() :]
     names = []
     for rng in m.group(1).split(","):
         rng = rng.strip()
@@ -171,8 +173,10 @@ def _expand_one(pattern: str) -> List[str]:
     return [n + rest for n in names for rest in _expand_one(tail)]
 
 
-_GRES_ITEM = re.compile(r"^(?P<name>[A-Za-z0-9_./-]+)(?::(?P<type>[^:()]+))?(?::(?P<count>\d+)(?P<suffix>[kKmMgG])?)?"
-                        r"(?:\((?P<extra>[^)]*)\))?$")
+_GRES_ITEM = re.compile(
+    r"^(?P<name>[A-Za-z0-9_./-]+)(?::(?P<type>[^:()]+))?(?::(?P<count>\d+)(?P<suffix>[kKmMgG])?)?"
+    r"(?:\((?P<extra>[^)]*)\))?$"
+)
 
 
 def parse_gres(text: Optional[str]) -> Tuple[Gres, ...]:
@@ -198,7 +202,7 @@ def parse_gres(text: Optional[str]) -> Tuple[Gres, ...]:
         if count is None and gtype is not None and gtype.isdigit():
             gtype, count = None, gtype  # "gpu:8"
         n = int(count) if count is not None else 1
-        n *= {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}.get((m.group("suffix") or "").lower(), 1)
+        n *= {"k": 1024, "m": 1024**2, "g": 1024**3}.get((m.group("suffix") or "").lower(), 1)
         out.append(Gres(m.group("name"), gtype, n))
     return tuple(out)
 
@@ -288,14 +292,20 @@ def parse_scontrol_nodes(text: str) -> List[SlurmNode]:
     for rec in parse_scontrol_records(text, "NodeName"):
         name = rec.get("NodeName", "")
         cpus = _int(rec.get("CPUTot")) or _int(rec.get("CPUs")) or _int(rec.get("CPUEfctv")) or 0
-        nodes.append(SlurmNode(
-            name=name, cpus=cpus, memory_mb=_int(rec.get("RealMemory")) or 0,
-            features=_csv(rec.get("AvailableFeatures", rec.get("Features"))),
-            gres=parse_gres(rec.get("Gres")),
-            partitions=_csv(rec.get("Partitions")),
-            state=rec.get("State", ""),
-            sockets=_int(rec.get("Sockets")), cores_per_socket=_int(rec.get("CoresPerSocket")),
-            threads_per_core=_int(rec.get("ThreadsPerCore"))))
+        nodes.append(
+            SlurmNode(
+                name=name,
+                cpus=cpus,
+                memory_mb=_int(rec.get("RealMemory")) or 0,
+                features=_csv(rec.get("AvailableFeatures", rec.get("Features"))),
+                gres=parse_gres(rec.get("Gres")),
+                partitions=_csv(rec.get("Partitions")),
+                state=rec.get("State", ""),
+                sockets=_int(rec.get("Sockets")),
+                cores_per_socket=_int(rec.get("CoresPerSocket")),
+                threads_per_core=_int(rec.get("ThreadsPerCore")),
+            )
+        )
     return nodes
 
 
@@ -303,15 +313,18 @@ def parse_scontrol_partitions(text: str) -> List[SlurmPartition]:
     parts = []
     for rec in parse_scontrol_records(text, "PartitionName"):
         over = rec.get("OverSubscribe") or rec.get("Shared") or "NO"
-        parts.append(SlurmPartition(
-            name=rec.get("PartitionName", ""),
-            nodes=tuple(parse_hostlist(rec.get("Nodes", ""))),
-            default=rec.get("Default", "NO").upper() == "YES",
-            max_nodes=_int(rec.get("MaxNodes")),
-            oversubscribe=over.upper(),
-            state=rec.get("State", "UP").upper(),
-            hidden=rec.get("Hidden", "NO").upper() == "YES",
-            tres_gpus=tres_gpus(rec.get("TRES"))))
+        parts.append(
+            SlurmPartition(
+                name=rec.get("PartitionName", ""),
+                nodes=tuple(parse_hostlist(rec.get("Nodes", ""))),
+                default=rec.get("Default", "NO").upper() == "YES",
+                max_nodes=_int(rec.get("MaxNodes")),
+                oversubscribe=over.upper(),
+                state=rec.get("State", "UP").upper(),
+                hidden=rec.get("Hidden", "NO").upper() == "YES",
+                tres_gpus=tres_gpus(rec.get("TRES")),
+            )
+        )
     return parts
 
 
@@ -350,6 +363,7 @@ def parse_scontrol_config(text: str) -> Dict[str, str]:
 # ---------------------------------------------------------------------------
 # sinfo --json
 
+
 def parse_sinfo_json(text: str) -> SinfoJson:
     """Both shapes: 21.08-23.02 print ``nodes`` (one object per node); 23.11+
     print ``sinfo`` (one object per group of nodes and partition)."""
@@ -368,8 +382,10 @@ def parse_sinfo_json(text: str) -> SinfoJson:
         parts = sorted({p for n in nodes for p in n.partitions})
         return SinfoJson(version, release, nodes, tuple(parts))
     errors = doc.get("errors") or []
-    raise SlurmError("sinfo --json: neither 'sinfo' nor 'nodes' in the output%s" % (
-        "; errors: %s" % json.dumps(errors)[:200] if errors else ""))
+    raise SlurmError(
+        "sinfo --json: neither 'sinfo' nor 'nodes' in the output%s"
+        % ("; errors: %s" % json.dumps(errors)[:200] if errors else "")
+    )
 
 
 def _meta_version(meta: Any) -> Tuple[Optional[Version], Optional[str]]:
@@ -417,8 +433,10 @@ def node_from_mapping(n: Dict[str, Any]) -> SlurmNode:
         gres=parse_gres(gres if isinstance(gres, str) else None),
         partitions=_csv(n.get("partitions")),
         state=str(state or ""),
-        sockets=_int(n.get("sockets")), cores_per_socket=_int(n.get("cores", n.get("cores_per_socket"))),
-        threads_per_core=_int(n.get("threads", n.get("threads_per_core"))))
+        sockets=_int(n.get("sockets")),
+        cores_per_socket=_int(n.get("cores", n.get("cores_per_socket"))),
+        threads_per_core=_int(n.get("threads", n.get("threads_per_core"))),
+    )
 
 
 def _sinfo_entries(entries: List[Any]) -> Tuple[Tuple[SlurmNode, ...], Tuple[str, ...], Tuple[str, ...]]:
@@ -444,11 +462,17 @@ def _sinfo_entries(entries: List[Any]) -> Tuple[Tuple[SlurmNode, ...], Tuple[str
             state = "+".join(str(s) for s in state)
         for name in names:
             node = SlurmNode(
-                name=name, cpus=cpus_hi or cpus_lo or 0, memory_mb=mem_hi or mem_lo or 0,
-                features=_csv(_get(e, "features/total")), gres=parse_gres(_get(e, "gres/total")),
-                partitions=(pname,) if pname else (), state=str(state or ""),
-                sockets=_int(_get(e, "sockets/maximum")), cores_per_socket=_int(_get(e, "cores/maximum")),
-                threads_per_core=_int(_get(e, "threads/maximum")))
+                name=name,
+                cpus=cpus_hi or cpus_lo or 0,
+                memory_mb=mem_hi or mem_lo or 0,
+                features=_csv(_get(e, "features/total")),
+                gres=parse_gres(_get(e, "gres/total")),
+                partitions=(pname,) if pname else (),
+                state=str(state or ""),
+                sockets=_int(_get(e, "sockets/maximum")),
+                cores_per_socket=_int(_get(e, "cores/maximum")),
+                threads_per_core=_int(_get(e, "threads/maximum")),
+            )
             old = by_name.get(name)
             if old is None:
                 by_name[name] = node

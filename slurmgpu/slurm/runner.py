@@ -4,6 +4,7 @@ Parsing never runs anything; the code that needs command output takes a
 `Runner`.  The real one runs the command; tests hand in one that replays
 recorded output, so parsers see exactly the text a cluster printed.
 """
+
 from __future__ import annotations
 
 import os
@@ -46,8 +47,7 @@ class CommandResult:
 
 
 class Runner(Protocol):
-    def run(self, argv: Sequence[str], timeout: float = 60.0) -> CommandResult:
-        ...
+    def run(self, argv: Sequence[str], timeout: float = 60.0) -> CommandResult: ...
 
 
 class SubprocessRunner:
@@ -61,10 +61,18 @@ class SubprocessRunner:
     def run(self, argv: Sequence[str], timeout: float = 60.0) -> CommandResult:
         argv = tuple(argv)
         import subprocess  # loaded only when a command really runs (gen never does)
+
         try:
-            p = subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, timeout=timeout, env=self.env,
-                               universal_newlines=True, errors="replace")
+            p = subprocess.run(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                timeout=timeout,
+                env=self.env,
+                text=True,
+                errors="replace",
+            )
         except FileNotFoundError:
             return CommandResult(argv, NOT_FOUND, "", "%s: command not found" % argv[0])
         except PermissionError as exc:

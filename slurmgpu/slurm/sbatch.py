@@ -17,6 +17,7 @@ behaviour).  Seen on the test cluster's 22.05.8 and 24.11.5, and read in Slurm's
   invisible to the controller's filter (an ``#SBATCH --segment`` line is still in the script
   it reads), so the model leaves segment_size out there.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,9 +26,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..errors import ConfigError, Issue
 
-GRES_SLASH_FROM = (23, 11, 0)      # tres_per_node "gres/gpu:8" instead of "gres:gpu:8"
+GRES_SLASH_FROM = (23, 11, 0)  # tres_per_node "gres/gpu:8" instead of "gres:gpu:8"
 EXPORT_SLURM_PREFIX_FROM = (24, 5, 0)  # --export=NIL/list pass SLURM* names, not only SLURM_*
-SEGMENT_OPTION_FROM = (24, 5, 0)   # sbatch --segment
+SEGMENT_OPTION_FROM = (24, 5, 0)  # sbatch --segment
 SEGMENT_VISIBLE_FROM = (25, 11, 2)  # job_submit/lua shows job_desc.segment_size
 Version = Tuple[int, int, int]
 
@@ -40,12 +41,13 @@ def tres_prefix(slurm_version: Optional[str]) -> str:
 
 
 def slurm_version_tuple(version: Optional[str]) -> Optional[Version]:
-    """"24.11" -> (24, 11, 99) (a release without a patch level: its latest), "25.11.1" ->
+    """ "24.11" -> (24, 11, 99) (a release without a patch level: its latest), "25.11.1" ->
     (25, 11, 1); None when unknown."""
     m = re.match(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?", version or "")
     if not m:
         return None
     return int(m.group(1)), int(m.group(2)), int(m.group(3)) if m.group(3) else 99
+
 
 # sbatch's long options (getopt_long accepts any unambiguous prefix of these).
 _LONG = (
@@ -64,21 +66,60 @@ _LONG = (
 ).split()
 _NO_ARG = set(
     "contiguous help hold ignore-pbs no-requeue overcommit oversubscribe parsable quiet reboot "
-    "requeue spread-job test-only usage use-min-nodes verbose version wait".split())
+    "requeue spread-job test-only usage use-min-nodes verbose version wait".split()
+)
 _OPTIONAL_ARG = {"exclusive", "get-user-env", "no-kill", "propagate"}
-_SHORT = {"A": "account", "a": "array", "b": "begin", "c": "cpus-per-task", "C": "constraint",
-          "D": "chdir", "d": "dependency", "e": "error", "F": "nodefile", "G": "gpus", "i": "input",
-          "J": "job-name", "L": "licenses", "M": "clusters", "m": "distribution", "N": "nodes",
-          "n": "ntasks", "o": "output", "p": "partition", "q": "qos", "S": "core-spec", "t": "time",
-          "w": "nodelist", "x": "exclude"}
-_SHORT_NO_ARG = {"H": "hold", "h": "help", "k": "no-kill", "O": "overcommit", "Q": "quiet",
-                 "s": "oversubscribe", "V": "version", "v": "verbose", "W": "wait"}
+_SHORT = {
+    "A": "account",
+    "a": "array",
+    "b": "begin",
+    "c": "cpus-per-task",
+    "C": "constraint",
+    "D": "chdir",
+    "d": "dependency",
+    "e": "error",
+    "F": "nodefile",
+    "G": "gpus",
+    "i": "input",
+    "J": "job-name",
+    "L": "licenses",
+    "M": "clusters",
+    "m": "distribution",
+    "N": "nodes",
+    "n": "ntasks",
+    "o": "output",
+    "p": "partition",
+    "q": "qos",
+    "S": "core-spec",
+    "t": "time",
+    "w": "nodelist",
+    "x": "exclude",
+}
+_SHORT_NO_ARG = {
+    "H": "hold",
+    "h": "help",
+    "k": "no-kill",
+    "O": "overcommit",
+    "Q": "quiet",
+    "s": "oversubscribe",
+    "V": "version",
+    "v": "verbose",
+    "W": "wait",
+}
 # SBATCH_* input environment variables sbatch reads (they override #SBATCH lines).
-_ENV_INPUT = {"SBATCH_ACCOUNT": "account", "SBATCH_EXCLUSIVE": "exclusive", "SBATCH_EXPORT": "export",
-              "SBATCH_GPUS": "gpus", "SBATCH_GPUS_PER_NODE": "gpus-per-node",
-              "SBATCH_GPUS_PER_SOCKET": "gpus-per-socket", "SBATCH_GPUS_PER_TASK": "gpus-per-task",
-              "SBATCH_GRES": "gres", "SBATCH_PARTITION": "partition", "SBATCH_QOS": "qos",
-              "SBATCH_SEGMENT_SIZE": "segment"}
+_ENV_INPUT = {
+    "SBATCH_ACCOUNT": "account",
+    "SBATCH_EXCLUSIVE": "exclusive",
+    "SBATCH_EXPORT": "export",
+    "SBATCH_GPUS": "gpus",
+    "SBATCH_GPUS_PER_NODE": "gpus-per-node",
+    "SBATCH_GPUS_PER_SOCKET": "gpus-per-socket",
+    "SBATCH_GPUS_PER_TASK": "gpus-per-task",
+    "SBATCH_GRES": "gres",
+    "SBATCH_PARTITION": "partition",
+    "SBATCH_QOS": "qos",
+    "SBATCH_SEGMENT_SIZE": "segment",
+}
 _INT_OPTS = {"ntasks", "ntasks-per-node", "sockets-per-node", "segment", "ntasks-per-gpu"}
 _HEADER_LIMIT = 1 << 20  # sbatch stops at the first command; never read further than this
 _FIRST_COMMAND = re.compile(r"^[ \t\r]*[^#\s]", re.M)  # first line that is neither blank nor a comment
@@ -111,8 +152,12 @@ def parse_options(argv: Sequence[str], where: Where) -> List[Tuple[str, Optional
         arg = argv[i]
         i += 1
         if arg == ":":
-            _fail(where, ":", "heterogeneous jobs (':' between components) are not supported by "
-                              "slurmgpu check; check each component on its own")
+            _fail(
+                where,
+                ":",
+                "heterogeneous jobs (':' between components) are not supported by "
+                "slurmgpu check; check each component on its own",
+            )
         if arg.startswith("--") and len(arg) > 2:
             name, eq, value = arg[2:].partition("=")
             canon = _canonical(name, where)
@@ -184,7 +229,7 @@ def header_lines(script: Union[str, bytes]) -> List[Tuple[int, str]]:
     else:
         text = script[:_HEADER_LIMIT]
     first = _FIRST_COMMAND.search(text, text.find("\n") + 1 if text.startswith("#!") else 0)
-    head = text[:first.start()] if first else text
+    head = text[: first.start()] if first else text
     out = []
     for m in _DIRECTIVE.finditer(head):
         out.append((head.count("\n", 0, m.start()) + 1, m.group(1).rstrip("\r")))
@@ -252,10 +297,19 @@ def _export_env(export: Optional[str], env: Mapping[str, str], slurm_prefix: boo
     return out
 
 
-def job_desc(script: Union[str, bytes], sbatch_args: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
-             script_path: str = "script.sh", partition: Optional[str] = None, user: Optional[str] = None,
-             uid: Optional[int] = None, account: Optional[str] = None, qos: Optional[str] = None,
-             script_args: Sequence[str] = (), slurm_version: Optional[str] = None) -> Dict[str, Any]:
+def job_desc(
+    script: Union[str, bytes],
+    sbatch_args: Sequence[str] = (),
+    env: Optional[Mapping[str, str]] = None,
+    script_path: str = "script.sh",
+    partition: Optional[str] = None,
+    user: Optional[str] = None,
+    uid: Optional[int] = None,
+    account: Optional[str] = None,
+    qos: Optional[str] = None,
+    script_args: Sequence[str] = (),
+    slurm_version: Optional[str] = None,
+) -> Dict[str, Any]:
     """The job_desc fields (unset numbers omitted, read as NO_VAL) for `sbatch [sbatch_args]
     script_path [script_args]` with this script text and environment, as the job_submit.lua
     of Slurm `slurm_version` ("24.11"; None: 22.05) sees them."""
@@ -310,8 +364,11 @@ def job_desc(script: Union[str, bytes], sbatch_args: Sequence[str] = (), env: Op
             per_node.append(_tres(kind, val(name) or "", opts[name][1], "--" + name, prefix))
     if per_node:
         desc["tres_per_node"] = ",".join(per_node)
-    for name, field in (("gpus", "tres_per_job"), ("gpus-per-task", "tres_per_task"),
-                        ("gpus-per-socket", "tres_per_socket")):
+    for name, field in (
+        ("gpus", "tres_per_job"),
+        ("gpus-per-task", "tres_per_task"),
+        ("gpus-per-socket", "tres_per_socket"),
+    ):
         if val(name):
             desc[field] = _tres("gpu", val(name) or "", opts[name][1], "--" + name, prefix)
     if "ntasks-per-gpu" in ints and "num_tasks" not in desc and val("gpus"):
@@ -328,8 +385,7 @@ def job_desc(script: Union[str, bytes], sbatch_args: Sequence[str] = (), env: Op
         desc["shared"] = 1
     if val("wrap"):
         desc["script"] = "#!/bin/sh\n# This script was created by sbatch --wrap.\n\n%s\n" % val("wrap")
-    desc["environment"] = _export_env(val("export"), env,
-                                      slurm_prefix=bool(ver and ver >= EXPORT_SLURM_PREFIX_FROM))
+    desc["environment"] = _export_env(val("export"), env, slurm_prefix=bool(ver and ver >= EXPORT_SLURM_PREFIX_FROM))
     if user:
         desc["user_name"] = user
     if uid is not None:

@@ -4,6 +4,7 @@ Forms the TP/PP/DP process groups of the layout in Megatron's order (TP innermos
 all-reduces inside each group, and records on which node (SLURMD_NODENAME) every rank
 ran, so the test can assert that each TP group sat on one node.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -18,6 +18,7 @@ Header keys (`# key: value` lines; repeatable ones marked *):
   source, launcher   where the layout came from, which launcher was recognised
   layout    tp=16 pp=1 ... (the layout the rules checked)
 """
+
 from __future__ import annotations
 
 import re
@@ -30,8 +31,20 @@ HERE = Path(__file__).resolve().parent
 SITES = HERE / "sites"
 _HEADER = re.compile(r"^# ([a-z-]+):?(?: (.*))?$")
 _REPEATABLE = {"message", "warning", "rule", "not-rule", "expect-slurm"}
-_KEYS = _REPEATABLE | {"case", "site", "args", "env", "user", "account", "qos", "expect", "source",
-                       "launcher", "layout", "no-warnings"}
+_KEYS = _REPEATABLE | {
+    "case",
+    "site",
+    "args",
+    "env",
+    "user",
+    "account",
+    "qos",
+    "expect",
+    "source",
+    "launcher",
+    "layout",
+    "no-warnings",
+}
 
 
 @dataclass(frozen=True)
@@ -99,17 +112,32 @@ def parse_case(path: Path) -> PolicyCase:
     for spec in values.get("expect-slurm", ()):
         m = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?-(\d+)\.(\d+)(?:\.(\d+))? (accept|reject)$", spec)
         if not m:
-            raise ValueError("%s: '# expect-slurm: %s': expected FROM-TO accept|reject, e.g. "
-                             "'24.05-25.11.1 reject'" % (path.name, spec))
+            raise ValueError(
+                "%s: '# expect-slurm: %s': expected FROM-TO accept|reject, e.g. "
+                "'24.05-25.11.1 reject'" % (path.name, spec)
+            )
         g = m.groups()
         ranges.append(((int(g[0]), int(g[1]), int(g[2] or 0)), (int(g[3]), int(g[4]), int(g[5] or 99)), g[6]))
     return PolicyCase(
-        name=path.stem, path=path, script=data, description=one("case", "") or "",
-        site=one("site", "dgx-h100") or "dgx-h100", args=tuple(shlex.split(one("args", "") or "")), env=env,
-        user=one("user"), account=one("account"), qos=one("qos"), expect=expect,
-        messages=tuple(values.get("message", ())), warnings=tuple(values.get("warning", ())),
-        no_warnings="no-warnings" in values, rules=tuple(values.get("rule", ())),
-        not_rules=tuple(values.get("not-rule", ())), source=one("source"), launcher=one("launcher"), layout=layout,
+        name=path.stem,
+        path=path,
+        script=data,
+        description=one("case", "") or "",
+        site=one("site", "dgx-h100") or "dgx-h100",
+        args=tuple(shlex.split(one("args", "") or "")),
+        env=env,
+        user=one("user"),
+        account=one("account"),
+        qos=one("qos"),
+        expect=expect,
+        messages=tuple(values.get("message", ())),
+        warnings=tuple(values.get("warning", ())),
+        no_warnings="no-warnings" in values,
+        rules=tuple(values.get("rule", ())),
+        not_rules=tuple(values.get("not-rule", ())),
+        source=one("source"),
+        launcher=one("launcher"),
+        layout=layout,
         expect_slurm=tuple(ranges),
     )
 
@@ -118,10 +146,17 @@ def load_cases() -> List[PolicyCase]:
     return [parse_case(p) for p in sorted(HERE.glob("*.sh"))]
 
 
-def problems(case: PolicyCase, decision: str, messages: Sequence[str], warnings: Sequence[str],
-             rules: Optional[Sequence[str]] = None, source: Optional[str] = None,
-             launcher: Optional[str] = None, layout: Optional[Dict[str, Optional[int]]] = None,
-             slurm_version: Optional[str] = None) -> List[str]:
+def problems(
+    case: PolicyCase,
+    decision: str,
+    messages: Sequence[str],
+    warnings: Sequence[str],
+    rules: Optional[Sequence[str]] = None,
+    source: Optional[str] = None,
+    launcher: Optional[str] = None,
+    layout: Optional[Dict[str, Optional[int]]] = None,
+    slurm_version: Optional[str] = None,
+) -> List[str]:
     """What differs from the case's expectations (empty: the verdict is right) on a site of Slurm
     `slurm_version` (see expect_for). Fields passed as None are not checked (e.g. the lua5.1 path
     only sees the return code and the user lines)."""
