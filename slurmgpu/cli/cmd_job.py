@@ -106,7 +106,23 @@ def _job_options(f: Any, skip: Any = ()) -> Any:
         ),
         click.option("--requeue/--no-requeue", default=None, help="Checkpoint and requeue before the time limit."),
         click.option(
-            "--grace", type=int, metavar="SECONDS", help="With --requeue: how long before the limit (default 300)."
+            "--grace",
+            type=int,
+            metavar="SECONDS",
+            help="With --requeue: how long before the limit the program is asked to save (default: twice the "
+            "checkpoint's write time at the site's requeue.checkpoint_gbps + KillWait + 60 s; 300 s without a model).",
+        ),
+        click.option(
+            "--max-requeues",
+            type=int,
+            metavar="N",
+            help="With --requeue: requeue at most N times after a checkpoint (SLURM_RESTART_COUNT; default 3).",
+        ),
+        click.option(
+            "--save-interval",
+            type=int,
+            metavar="STEPS",
+            help="Steps between periodic checkpoints (Megatron --save-interval; default 500 with --requeue).",
         ),
         click.option(
             "--checkpoint-signal", metavar="SIG", help="Signal that asks the program to save (default TERM; not USR1)."

@@ -94,6 +94,7 @@ LAUNCHERS: Dict[str, Launcher] = {
 }
 NAMES = LAUNCHER_NAMES  # slurmgpu.vocab; tests/test_vocab.py checks LAUNCHERS describes each, in order
 PYTHONS = ("python", "python3")
+DEFAULT_SAVE_INTERVAL = 500  # Megatron iterations between periodic saves under --requeue
 
 
 def get_launcher(name: str) -> Launcher:
@@ -130,6 +131,8 @@ class Options:
     recompute: Optional[str] = None  # the plan's activation recomputation: none | selective | full
     requeue: bool = False
     checkpoint_signal: str = "TERM"
+    save_interval: Optional[int] = None
+    exit_duration_mins: Optional[int] = None  # walltime minus the checkpoint signal's lead
 
 
 def program(launcher: Launcher, command: Sequence[str], args: Sequence[str], where: str = "command") -> Tuple[str, ...]:
@@ -199,8 +202,19 @@ def layout_args(launcher: Launcher, layout: Layout, opts: Options, user_argv: Se
             for flag in ("--save", "--load"):
                 if flag not in given:
                     out += [flag, PathArg(opts.checkpoint_dir)]
-        if opts.requeue and opts.checkpoint_signal == "TERM" and "--exit-signal-handler" not in given:
-            out.append("--exit-signal-handler")
+        if opts.requeue:
+            # Megatron saves and exits on --exit-signal (default SIGTERM); without --save-interval it
+            # never saves on its own, so every requeue would restart from iteration 0.
+            if "--exit-signal-handler" not in given:
+                out.append("--exit-signal-handler")
+            if opts.checkpoint_signal != "TERM" and "--exit-signal" not in given:
+                out += ["--exit-signal", "SIG" + opts.checkpoint_signal]
+            if opts.checkpoint_dir and "--save-interval" not in given:
+                out += ["--save-interval", str(opts.save_interval or DEFAULT_SAVE_INTERVAL)]
+            if opts.exit_duration_mins and "--exit-duration-in-mins" not in given:
+                out += ["--exit-duration-in-mins", str(opts.exit_duration_mins)]
+        elif opts.checkpoint_dir and opts.save_interval and "--save-interval" not in given:
+            out += ["--save-interval", str(opts.save_interval)]
         return tuple(out)
     if name == "nemo":
         out = [

@@ -70,10 +70,18 @@ class ContainerPlan:
 
 @dataclass(frozen=True)
 class Requeue:
-    """Checkpoint-and-requeue before the time limit: how early and which signal."""
+    """Checkpoint-and-requeue before the time limit: how early, which signal, by which path."""
 
-    grace: int
-    signal: str  # forwarded to the program to ask for a checkpoint
+    grace: int  # lead time of the checkpoint signal, seconds before the time limit
+    signal: str  # sent to every process of the steps to ask for a checkpoint
+    max_requeues: int
+    forward: str  # the batch shell's command that delivers the signal
+    torchrun_signals: Optional[str]  # torchrun --signals-to-handle (None: no torchrun agent)
+    exit_status: bool  # the step's exit status is the program's (75 asks for a requeue)
+    clean_exit_after_signal: bool  # the framework saves on the signal and exits 0 (Megatron)
+    note: str
+    why: str  # how the lead time was chosen
+    exit_code: int = 75
 
 
 @dataclass(frozen=True)
@@ -136,7 +144,8 @@ def build_request(site: Site, spec: Any, sizing: Sizing, regen: str = "") -> Tup
     node = site.node_types[part.node_type]
     _check_size(spec, part, layout, launcher)
     fsdp = spec.fsdp or getattr(sizing.plan, "zero", None) == 3
-    argv = launch_argv(launcher, spec, sizing, fsdp)
+    requeue = _requeue(site, spec, sizing, launcher, warnings)
+    argv = launch_argv(launcher, spec, sizing, fsdp, requeue.grace if requeue else None)
     container = _container(site, node, spec, warnings)
     fab = fabric_env(node, launcher.name, layout, fsdp)
     warnings.extend(_lint_user_env(fab, node, spec.env))
@@ -160,14 +169,14 @@ def build_request(site: Site, spec: Any, sizing: Sizing, regen: str = "") -> Tup
         stamp=layout.stamp(site.name),
         layout=layout,
         node=node,
-        sbatch=_sbatch(site, part, node, spec, sizing, launcher),
+        sbatch=_sbatch(site, part, node, spec, sizing, launcher, requeue),
         fabric=fab,
         launch=launch,
         container=container,
         env=tuple(spec.env.items()),
         checkpoint_dir=spec.checkpoint_dir,
         preflight=spec.preflight,
-        requeue=Requeue(grace=spec.grace, signal=spec.checkpoint_signal) if spec.requeue else None,
+        requeue=requeue,
         export_srun_cpus=ver is None or ver < (23, 11),
         about=about_lines(site, node, layout, launcher, fab, sizing),
         model=getattr(sizing.model, "name", None),
@@ -175,7 +184,53 @@ def build_request(site: Site, spec: Any, sizing: Sizing, regen: str = "") -> Tup
     return req, tuple(warnings)
 
 
-def launch_argv(launcher: Launcher, spec: Any, sizing: Sizing, fsdp: bool) -> Tuple[str, ...]:
+def _requeue(site: Site, spec: Any, sizing: Sizing, launcher: Launcher, warnings: List[str]) -> Optional[Requeue]:
+    """The checkpoint signal's lead time and path for this launcher; None without --requeue."""
+    if not spec.requeue:
+        return None
+    from .resume import REQUEUE_EXIT, lead_time, signal_path
+    from .spec import time_seconds
+
+    params = getattr(sizing.model, "params", None) if sizing.model is not None else None
+    grace, why, notes = lead_time(site, params, spec.grace)
+    warnings.extend(notes)
+    limit = time_seconds(spec.time) if spec.time else None
+    if limit is not None and grace >= limit:
+        raise ConfigError(
+            [
+                Issue(
+                    spec.source or "",
+                    None,
+                    None,
+                    "grace",
+                    "the checkpoint signal would come %d s before the limit (%s), but the time limit %s is only "
+                    "%d s; give a longer --time or a shorter --grace" % (grace, why, spec.time, limit),
+                )
+            ]
+        )
+    if not spec.checkpoint_dir:
+        warnings.append(
+            "--requeue without --checkpoint-dir: the program gets no SLURMGPU_CHECKPOINT_DIR to save to and "
+            "resume from, so a requeued run may start again from step 0"
+        )
+    path = signal_path(launcher, spec.checkpoint_signal)
+    return Requeue(
+        grace=grace,
+        signal=spec.checkpoint_signal,
+        max_requeues=spec.max_requeues,
+        forward=path.forward,
+        torchrun_signals=path.torchrun_signals,
+        exit_status=path.exit_status,
+        clean_exit_after_signal=path.clean_exit_after_signal,
+        note=path.note,
+        why=why,
+        exit_code=REQUEUE_EXIT,
+    )
+
+
+def launch_argv(
+    launcher: Launcher, spec: Any, sizing: Sizing, fsdp: bool, grace: Optional[int] = None
+) -> Tuple[str, ...]:
     """Entry point, the user's arguments, then what the plan decided (model shape, layout)."""
     from . import launchers as L
 
@@ -197,6 +252,8 @@ def launch_argv(launcher: Launcher, spec: Any, sizing: Sizing, fsdp: bool) -> Tu
         recompute=getattr(plan, "recompute", None),
         requeue=spec.requeue,
         checkpoint_signal=spec.checkpoint_signal,
+        save_interval=spec.save_interval,
+        exit_duration_mins=_exit_duration(spec, grace),
     )
     argv += list(megatron_model_args(launcher, sizing.model, user_argv, seq))
     planned = L.layout_args(launcher, sizing.layout, opts, user_argv)
@@ -204,7 +261,19 @@ def launch_argv(launcher: Launcher, spec: Any, sizing: Sizing, fsdp: bool) -> Tu
     return tuple(argv) + tuple(planned)
 
 
-def _sbatch(site: Site, part: Any, node: NodeType, spec: Any, sizing: Sizing, launcher: Launcher) -> Sbatch:
+def _exit_duration(spec: Any, grace: Optional[int]) -> Optional[int]:
+    """Megatron --exit-duration-in-mins: the walltime minus the lead, so it saves before TimeLimit
+    even if the signal is lost (its clock starts after initialisation, so the signal normally wins)."""
+    if not spec.requeue or not spec.time or grace is None:
+        return None
+    from .spec import time_seconds
+
+    return max(1, (time_seconds(spec.time) - grace) // 60)
+
+
+def _sbatch(
+    site: Site, part: Any, node: NodeType, spec: Any, sizing: Sizing, launcher: Launcher, requeue: Optional[Requeue]
+) -> Sbatch:
     """The #SBATCH values: the layout's size, the launcher's tasks, the site's and spec's choices."""
     layout = sizing.layout
     tpn = launcher.tasks_per_node(layout.gpus_per_node)
@@ -226,7 +295,7 @@ def _sbatch(site: Site, part: Any, node: NodeType, spec: Any, sizing: Sizing, la
         error=spec.error,
         exclusive=part.exclusive,
         segment=segment_for(site, node, layout, spec.segment, getattr(sizing.plan, "segment", None)),
-        signal="B:USR2@%d" % spec.grace if spec.requeue else None,
+        signal="B:USR2@%d" % requeue.grace if requeue else None,
         requeue=spec.requeue,
         dependency=spec.dependency,
         extra=tuple(spec.sbatch),

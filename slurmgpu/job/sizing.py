@@ -171,7 +171,7 @@ def _check_size(spec: Any, part: Any, layout: Layout, launcher: Launcher) -> Non
             % (part.name, part.max_nodes_per_job, "s" if part.max_nodes_per_job != 1 else "", layout.nodes)
         )
     limit = time_seconds(spec.time) if spec.time else None
-    if spec.requeue and limit is not None and spec.grace >= limit:
+    if spec.requeue and spec.grace is not None and limit is not None and spec.grace >= limit:
         raise ConfigError(
             [
                 Issue(

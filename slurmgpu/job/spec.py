@@ -158,8 +158,10 @@ class JobSpec:
     checkpoint_dir: Optional[str] = None
     preflight: bool = True
     requeue: bool = False
-    grace: int = 300
+    grace: Optional[int] = None  # None: from the site (KillWait) and the checkpoint's write time
     checkpoint_signal: str = "TERM"
+    max_requeues: int = 3  # self-requeues after a checkpoint, counted by SLURM_RESTART_COUNT
+    save_interval: Optional[int] = None  # steps between periodic checkpoints (Megatron --save-interval)
     dependency: Optional[str] = None
     output: Optional[str] = None
     error: Optional[str] = None
@@ -231,6 +233,12 @@ def check_time(v: Any) -> Optional[str]:
 def check_positive(v: Any) -> Optional[str]:
     if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
         return "expected a positive integer, got %r" % (v,)
+    return None
+
+
+def check_nonnegative(v: Any) -> Optional[str]:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        return "expected a whole number of 0 or more, got %r" % (v,)
     return None
 
 
@@ -359,8 +367,10 @@ _FIELDS = {
     "checkpoint_dir": Field("str"),
     "preflight": Field("bool", default=True),
     "requeue": Field("bool", default=False),
-    "grace": Field("int", default=300, positive=True),
+    "grace": Field("int", positive=True),
     "checkpoint_signal": Field("str", default="TERM"),
+    "max_requeues": Field("int", default=3, minimum=0),
+    "save_interval": Field("int", positive=True),
     "dependency": Field("str"),
     "output": Field("str"),
     "error": Field("str"),
@@ -431,6 +441,8 @@ def spec_from_data(data: Any, path: str, text: str = "") -> JobSpec:
         "preflight",
         "requeue",
         "grace",
+        "max_requeues",
+        "save_interval",
         "dependency",
         "output",
         "error",
@@ -743,6 +755,8 @@ def apply_overrides(spec: JobSpec, flags: Mapping[str, Any]) -> JobSpec:
         "segment": ("--segment", check_positive),
         "template": ("--template", check_template),
         "grace": ("--grace", check_positive),
+        "max_requeues": ("--max-requeues", check_nonnegative),
+        "save_interval": ("--save-interval", check_positive),
         "time": ("--time", check_time),
     }
     for key, (flag, check) in simple.items():
@@ -889,6 +903,7 @@ def scaffold(
         "# env: {WANDB_PROJECT: my-run}",
         "# checkpoint_dir: /scratch/$USER/ckpt   # $USER $HOME $SCRATCH $SLURM_JOB_ID expand on the node",
         "# requeue: true               # checkpoint and requeue before the time limit",
+        "# max_requeues: 3             # at most this many self-requeues (SLURM_RESTART_COUNT)",
         "preflight: true",
     ]
     return "\n".join(lines) + "\n"

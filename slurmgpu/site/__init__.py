@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .gpus import GPU_TABLE, GpuFacts, lookup
 from .load import load_site, resolve_site, site_from_data
-from .model import DEFAULT_SITE, LINKS, Nic, NodeType, Partition, Site, SitePreflight
+from .model import DEFAULT_SITE, LINKS, Nic, NodeType, Partition, Site, SitePreflight, SiteRequeue
 from .presets import data_dir, preset_dir, preset_names, resolve_site_ref, site_search
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "Partition",
     "Site",
     "SitePreflight",
+    "SiteRequeue",
     "data_dir",
     "load_site",
     "lookup",

@@ -23,6 +23,7 @@ from .model import (
     Site,
     SitePolicy,
     SitePreflight,
+    SiteRequeue,
 )
 from .presets import preset_dir, preset_names, site_search
 
@@ -42,6 +43,7 @@ _SITE_FIELDS = {
     "paths": Field("map"),
     "policy": Field("map"),
     "preflight": Field("map"),
+    "requeue": Field("map"),
 }
 
 
@@ -102,6 +104,12 @@ _PATH_FIELDS = {
 _PREFLIGHT_FIELDS = {
     "min_bandwidth_fraction": Field("num", default=SitePreflight.min_bandwidth_fraction, positive=True),
     "min_free_gb": Field("num", default=SitePreflight.min_free_gb, minimum=0),
+}
+
+
+_REQUEUE_FIELDS = {
+    "kill_wait": Field("int", default=SiteRequeue.kill_wait, minimum=0),
+    "checkpoint_gbps": Field("num", positive=True),
 }
 
 
@@ -223,6 +231,7 @@ def site_from_data(data: Any, path: str) -> Site:
     paths = ck.take(top["paths"], _PATH_FIELDS, "paths", data, "paths")
     pol = ck.take(top["policy"], _POLICY_FIELDS, "policy", data, "policy")
     pre = ck.take(top["preflight"], _PREFLIGHT_FIELDS, "preflight", data, "preflight")
+    rq = ck.take(top["requeue"], _REQUEUE_FIELDS, "requeue", data, "requeue")
     if isinstance(pre["min_bandwidth_fraction"], (int, float)) and pre["min_bandwidth_fraction"] > 1:
         ck.error(
             data.get("preflight"),
@@ -272,6 +281,10 @@ def site_from_data(data: Any, path: str) -> Site:
         ),
         preflight=SitePreflight(
             min_bandwidth_fraction=float(pre["min_bandwidth_fraction"]), min_free_gb=float(pre["min_free_gb"])
+        ),
+        requeue=SiteRequeue(
+            kill_wait=int(rq["kill_wait"]),
+            checkpoint_gbps=float(rq["checkpoint_gbps"]) if rq["checkpoint_gbps"] is not None else None,
         ),
     )
 

@@ -174,6 +174,22 @@ class SitePreflight:
 
 
 @dataclass(frozen=True)
+class SiteRequeue:
+    """What `--requeue` needs from the site to choose the checkpoint signal's lead time.
+
+    kill_wait: slurm.conf KillWait, the seconds between SIGTERM and SIGKILL when Slurm ends or
+    preempts a job (Slurm's default is 30); checkpoint_gbps: GB/s a job can write to the checkpoint
+    file system (None: unknown, the job layer assumes a default and says so).
+    """
+
+    kill_wait: int = 30
+    checkpoint_gbps: Optional[float] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"kill_wait": self.kill_wait, "checkpoint_gbps": self.checkpoint_gbps}
+
+
+@dataclass(frozen=True)
 class Site:
     """A whole cluster: partitions, node types, defaults, policy and preflight settings."""
 
@@ -194,6 +210,7 @@ class Site:
     template_dir: Optional[str] = None
     policy: SitePolicy = SitePolicy()
     preflight: SitePreflight = SitePreflight()
+    requeue: SiteRequeue = SiteRequeue()
 
     def partition(self, name: Optional[str] = None) -> Partition:
         name = name or self.default_partition
@@ -234,4 +251,5 @@ class Site:
             "template_dir": self.template_dir,
             "policy": self.policy.to_dict(),
             "preflight": self.preflight.to_dict(),
+            "requeue": self.requeue.to_dict(),
         }
