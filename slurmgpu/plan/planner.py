@@ -57,11 +57,18 @@ def _validate(site: Site, req: PlanRequest) -> Hardware:
         raise PlanError("--tokens must be positive")
     if req.target_days is not None and (req.target_days <= 0 or req.tokens is None):
         raise PlanError("--target-days needs a positive number of days and --tokens")
-    if req.zero is not None and req.zero >= 2 and req.pins.get("pp", 1) > 1:
-        raise PlanError(
-            "ZeRO-%d shards gradients across data-parallel ranks while pipeline stages accumulate "
-            "them; like DeepSpeed, the planner combines PP only with ZeRO-0/1" % req.zero
-        )
+    vp = req.virtual_stages
+    if vp is not None:
+        pp = req.pins.get("pp")
+        if vp < 1:
+            raise PlanError("virtual pipeline stages must be a positive integer, got %d" % vp)
+        if vp > 1 and pp is None:
+            raise PlanError("virtual pipeline stages (%d) need a pinned PP degree (--pp)" % vp)
+        if vp > 1 and pp is not None and (pp < 2 or req.model.layers % (pp * vp)):
+            raise PlanError(
+                "rule vpp-divides-layers: %d virtual stages x PP=%d must divide the %d layers into equal "
+                "chunks (Megatron interleaved schedule), and PP must be at least 2" % (vp, pp, req.model.layers)
+            )
     hw = hardware(site, req.partition, req.precision)
     part = hw.partition
     if req.nodes is not None and req.nodes > part.max_nodes_per_job:
