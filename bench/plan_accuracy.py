@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import statistics
 import sys
 from dataclasses import dataclass, replace
@@ -287,6 +288,17 @@ def rows_text(results: List[Result]) -> str:
             )
         )
     return "\n".join(out)
+
+
+def bands(results: List[Result]) -> Dict[Tuple[str, str], Tuple[int, int]]:
+    """slurmgpu.plan.accuracy.ERROR_BANDS as this table gives it."""
+    from slurmgpu.plan.accuracy import run_class
+
+    by: Dict[Tuple[str, str], List[float]] = {}
+    for r in results:
+        if r.error is not None:
+            by.setdefault(run_class(r.row.model.is_moe, r.row.precision), []).append(abs(r.error))
+    return {k: (len(v), int(math.ceil(100 * _p90(v) - 1e-9))) for k, v in sorted(by.items())}
 
 
 def run_all() -> List[Result]:

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .models import ModelSpec
 from .layout import expert_tp
+from .models import ModelSpec
 
 GB = 1e9
 WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}

@@ -11,6 +11,7 @@ from ..errors import PlanError
 from ..site import Site
 from ..vocab import PARALLEL_KEYS as PIN_KEYS
 from ..vocab import PRECISIONS, RECOMPUTE, TASKS
+from .accuracy import band_words, error_band
 from .cost import TOKENS_PER_STEP, _Cand, _Ctx
 from .explain import _explain_infer, _explain_train, _why_lost
 from .hardware import Hardware, hardware
@@ -203,6 +204,13 @@ def _compare_with_free(ctx: _Ctx, alloc: Tuple[int, int], best: _Cand) -> List[s
     if top.key == best.key and top.layout.micro_batch == best.layout.micro_batch:
         return ["your pinned layout is also the planner's best for this allocation"]
     slower = top.tokens_per_s / best.tokens_per_s - 1.0
+    band = error_band(ctx.model.is_moe, ctx.req.precision)
+    if band is not None and 0 < slower * 100 <= band[1]:
+        return [
+            "the planner's best here, %s (micro-batch %d), is predicted %.0f%% faster than your pinned "
+            "layout, within its +-%d%% error on published runs: treat the two as equal"
+            % (_short(top.layout), top.layout.micro_batch, slower * 100, band[1])
+        ]
     return [
         "your pinned layout is %.0f%% %s than the planner's best here, %s (micro-batch %d): %s"
         % (
@@ -310,6 +318,11 @@ def _build(ctx: _Ctx, best: _Cand, res: _Result, notes: List[str], how: Optional
             "model shape estimated from --params: %d layers, hidden %d, %d heads, FFN %d, vocab %d; "
             "give --model FILE.yaml for the real shape" % (m.layers, m.hidden, m.heads, m.ffn, m.vocab)
         )
+    if m.gated_assumed:
+        notes.append(
+            "%s gives no `gated:`: planned as a GPT-style 2-matrix MLP; add `gated: true` for a "
+            "SwiGLU/GeGLU model (Llama, Mistral, Qwen), which has 1.5x the MLP weights" % (m.source or m.name)
+        )
     if m.is_mla and not ctx.train:
         notes.append("MLA's compressed KV cache is replicated on every TP rank (not sharded)")
     if ctx.train and not req.global_batch:
@@ -320,6 +333,8 @@ def _build(ctx: _Ctx, best: _Cand, res: _Result, notes: List[str], how: Optional
         )
     if res.batch_note:
         notes.append(res.batch_note)
+    if ctx.train:
+        notes.append(band_words(m.is_moe, req.precision))
     alts = []
     for c in res.ranked[1 : 1 + TOP_ALTERNATIVES]:
         why = "%.1f%% slower: %s" % (100.0 * (best.tokens_per_s / c.tokens_per_s - 1.0), _why_lost(ctx, c, best))
