@@ -120,7 +120,17 @@ def test_more_sharding_means_less_memory():
 def test_recomputation_trades_activations():
     m = get_model("llama3.1-70b")
     acts = {r: training_memory(m, _shape(tp=8), recompute=r).activations for r in ("none", "selective", "full")}
-    assert acts["none"] > acts["selective"] > acts["full"]
+    # FlashAttention stores no s x s scores, so `none` keeps what `selective` keeps (Megatron's
+    # selective recompute is the attention core); full recompute keeps only the layer inputs
+    assert acts["none"] == acts["selective"] > acts["full"]
+
+
+def test_flash_attention_drops_the_score_term():
+    s, b, h, a = 2048, 1, 12288, 96
+    korthikanti = activation_bytes_per_layer(s, b, h, a, t=8, sp=True, recompute="none")
+    flash = activation_bytes_per_layer(s, b, h, a, t=8, sp=True, recompute="none", flash=True)
+    assert korthikanti - flash == pytest.approx(s * b * h * 5 * a * s / h / 8)
+    assert flash == activation_bytes_per_layer(s, b, h, a, t=8, sp=True, recompute="selective")
 
 
 def test_first_stage_keeps_all_layers_of_activations():

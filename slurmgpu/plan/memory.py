@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .layout import expert_tp
 from .models import ModelSpec
 
 GB = 1e9
@@ -99,12 +100,24 @@ def model_states_bytes(
 
 
 def activation_bytes_per_layer(
-    s: float, b: float, h: float, a: float, t: int = 1, sp: bool = False, recompute: str = "none", base: float = 34.0
+    s: float,
+    b: float,
+    h: float,
+    a: float,
+    t: int = 1,
+    sp: bool = False,
+    recompute: str = "none",
+    base: float = 34.0,
+    flash: bool = False,
 ) -> float:
-    """Korthikanti et al. Table 2, generalised: `base` is 34 for a 4h GeLU MLP."""
+    """Korthikanti et al. Table 2, generalised: `base` is 34 for a 4h GeLU MLP.
+
+    `flash`: FlashAttention keeps no s x s scores (only O(s) softmax statistics), so `none` stores
+    what `selective` does; the planner always assumes it (every framework it plans for uses it).
+    """
     if recompute == "full":
         return 2.0 * s * b * h / (t if sp else 1)
-    scores = 0.0 if recompute == "selective" else 5.0 * a * s / h
+    scores = 0.0 if recompute == "selective" or flash else 5.0 * a * s / h
     if sp or t == 1:
         return s * b * h * (base + scores) / t
     return s * b * h * (10.0 + (base - 10.0) / t + scores / t)
@@ -252,15 +265,16 @@ def training_memory(
     """
     t, p, cp, ep = shape.tp, shape.pp, shape.cp, shape.ep
     shard_dense = shape.dp * cp  # Megatron's distributed optimizer shards over DP x CP
-    shard_exp = max(1, shard_dense // ep)
+    etp = expert_tp(t, shape.dp, cp, ep)
+    shard_exp = max(1, shard_dense * t // (etp * ep))  # expert-DP: the ranks holding the same experts
     counts = counts if counts is not None else stage_layers(model.layers, p)
     s_loc = shape.seq / cp
     b = shape.micro_batch
     h, a, v = model.hidden, model.heads, model.vocab
     sp = t > 1
-    act_dense = activation_bytes_per_layer(s_loc, b, h, a, t, sp, recompute, layer_act_base(model, False))
+    act_dense = activation_bytes_per_layer(s_loc, b, h, a, t, sp, recompute, layer_act_base(model, False), True)
     act_moe = (
-        activation_bytes_per_layer(s_loc, b, h, a, t, sp, recompute, layer_act_base(model, True))
+        activation_bytes_per_layer(s_loc, b, h, a, t, sp, recompute, layer_act_base(model, True), True)
         if model.is_moe
         else 0.0
     )
@@ -272,7 +286,7 @@ def training_memory(
     for i in sorted({0, counts.index(full), p - 1}):
         sp_ = stages[i] if stages is not None else stage_params(model, counts, i)
         per_dense = (sp_.dense + sp_.embed) / t
-        per_exp = sp_.experts / (t * ep)
+        per_exp = sp_.experts / (etp * ep)
         in_flight = min(p - i, shape.micro_batches)
         if interleave > 1:
             in_flight *= 1.0 + (p - 1) / float(p * interleave)

@@ -11,6 +11,7 @@ from ..errors import PlanError
 from ..site import Site
 from ..vocab import PARALLEL_KEYS as PIN_KEYS
 from ..vocab import PRECISIONS, RECOMPUTE, TASKS
+from .accuracy import band_words, error_band
 from .cost import TOKENS_PER_STEP, _Cand, _Ctx
 from .explain import _explain_infer, _explain_train, _why_lost
 from .hardware import Hardware, hardware
@@ -57,11 +58,18 @@ def _validate(site: Site, req: PlanRequest) -> Hardware:
         raise PlanError("--tokens must be positive")
     if req.target_days is not None and (req.target_days <= 0 or req.tokens is None):
         raise PlanError("--target-days needs a positive number of days and --tokens")
-    if req.zero is not None and req.zero >= 2 and req.pins.get("pp", 1) > 1:
-        raise PlanError(
-            "ZeRO-%d shards gradients across data-parallel ranks while pipeline stages accumulate "
-            "them; like DeepSpeed, the planner combines PP only with ZeRO-0/1" % req.zero
-        )
+    vp = req.virtual_stages
+    if vp is not None:
+        pp = req.pins.get("pp")
+        if vp < 1:
+            raise PlanError("virtual pipeline stages must be a positive integer, got %d" % vp)
+        if vp > 1 and pp is None:
+            raise PlanError("virtual pipeline stages (%d) need a pinned PP degree (--pp)" % vp)
+        if vp > 1 and pp is not None and (pp < 2 or req.model.layers % (pp * vp)):
+            raise PlanError(
+                "rule vpp-divides-layers: %d virtual stages x PP=%d must divide the %d layers into equal "
+                "chunks (Megatron interleaved schedule), and PP must be at least 2" % (vp, pp, req.model.layers)
+            )
     hw = hardware(site, req.partition, req.precision)
     part = hw.partition
     if req.nodes is not None and req.nodes > part.max_nodes_per_job:
@@ -196,6 +204,13 @@ def _compare_with_free(ctx: _Ctx, alloc: Tuple[int, int], best: _Cand) -> List[s
     if top.key == best.key and top.layout.micro_batch == best.layout.micro_batch:
         return ["your pinned layout is also the planner's best for this allocation"]
     slower = top.tokens_per_s / best.tokens_per_s - 1.0
+    band = error_band(ctx.model.is_moe, ctx.req.precision)
+    if band is not None and 0 < slower * 100 <= band[1]:
+        return [
+            "the planner's best here, %s (micro-batch %d), is predicted %.0f%% faster than your pinned "
+            "layout, within its +-%d%% error on published runs: treat the two as equal"
+            % (_short(top.layout), top.layout.micro_batch, slower * 100, band[1])
+        ]
     return [
         "your pinned layout is %.0f%% %s than the planner's best here, %s (micro-batch %d): %s"
         % (
@@ -303,6 +318,11 @@ def _build(ctx: _Ctx, best: _Cand, res: _Result, notes: List[str], how: Optional
             "model shape estimated from --params: %d layers, hidden %d, %d heads, FFN %d, vocab %d; "
             "give --model FILE.yaml for the real shape" % (m.layers, m.hidden, m.heads, m.ffn, m.vocab)
         )
+    if m.gated_assumed:
+        notes.append(
+            "%s gives no `gated:`: planned as a GPT-style 2-matrix MLP; add `gated: true` for a "
+            "SwiGLU/GeGLU model (Llama, Mistral, Qwen), which has 1.5x the MLP weights" % (m.source or m.name)
+        )
     if m.is_mla and not ctx.train:
         notes.append("MLA's compressed KV cache is replicated on every TP rank (not sharded)")
     if ctx.train and not req.global_batch:
@@ -313,6 +333,8 @@ def _build(ctx: _Ctx, best: _Cand, res: _Result, notes: List[str], how: Optional
         )
     if res.batch_note:
         notes.append(res.batch_note)
+    if ctx.train:
+        notes.append(band_words(m.is_moe, req.precision))
     alts = []
     for c in res.ranked[1 : 1 + TOP_ALTERNATIVES]:
         why = "%.1f%% slower: %s" % (100.0 * (best.tokens_per_s / c.tokens_per_s - 1.0), _why_lost(ctx, c, best))

@@ -165,10 +165,10 @@ def _layout_rules(hw: Hardware, model: ModelSpec, lay: Layout, seq: int) -> List
             out.append("EP=%d needs a mixture-of-experts model; %s is dense" % (lay.ep, model.label))
         elif model.experts % lay.ep:
             out.append("EP=%d does not divide the %d experts" % (lay.ep, model.experts))
-        elif lay.dp % lay.ep:
+        elif (lay.dp * lay.cp * lay.tp) % lay.ep:
             out.append(
-                "EP=%d needs DP (%d) to be a multiple of it: expert parallelism reuses data-parallel "
-                "ranks" % (lay.ep, lay.dp)
+                "EP=%d must divide DP x CP x TP = %d: Megatron carves expert-parallel groups out of "
+                "the data-, context- and tensor-parallel ranks" % (lay.ep, lay.dp * lay.cp * lay.tp)
             )
     return out
 

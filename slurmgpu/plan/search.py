@@ -47,10 +47,11 @@ def _strategies(ctx: _Ctx, pp: int, n_dp: int) -> List[Tuple[int, str]]:
     elif n_dp == 1:
         zeros = [0]
     elif pp > 1:
-        zeros = [1]  # Megatron's distributed optimizer; ZeRO-2/3 do not combine with PP
+        zeros = [1]  # Megatron's distributed optimizer (FSDP + PP only when asked: torchtitan runs it)
     else:
         zeros = [1, 2, 3]
-    recs = [req.recompute] if req.recompute else ["selective", "full"]
+    # with FlashAttention `selective` (recompute the attention core) saves no memory over `none`
+    recs = [req.recompute] if req.recompute else ["none", "full"]
     return [(z, r) for r in recs for z in zeros]
 
 
@@ -97,11 +98,11 @@ def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True, base_bat
                     continue
                 eps = [1]
                 if m.is_moe and ctx.train:  # serving with EP (DP attention) only when pinned
-                    eps = [e for e in _divisors(math.gcd(dp, m.experts))]
+                    eps = [e for e in _divisors(math.gcd(dp * cp, m.experts))]
                 if "ep" in pins:
                     eps = [pins["ep"]]
                 for ep in eps:
-                    if ep > 1 and (not m.is_moe or m.experts % ep or dp % ep):
+                    if ep > 1 and (not m.is_moe or m.experts % ep or (dp * cp * tp) % ep):
                         continue
                     if ctx.train:
                         _train_layouts(
@@ -190,7 +191,9 @@ def _train_layouts(
         fitted = False
         n_mb = batch // (dp * mb)
         vps = [1]
-        if pp > 1 and n_mb % pp == 0 and (pp - 1) / n_mb > 0.02:
+        if ctx.req.virtual_stages:
+            vps = [ctx.req.virtual_stages]
+        elif pp > 1 and n_mb % pp == 0 and (pp - 1) / n_mb > 0.02:
             # interleaving needs whole rounds of micro-batches (Megatron); worth it only for a visible bubble
             vps += [v for v in (2, 4, 8) if v <= min(counts)]
         for zero, rec in strategies:
@@ -204,7 +207,7 @@ def _train_layouts(
                 cand = _train_candidate(ctx, lay, batch, zero, rec, mem, seg, vp)
                 if best is None or cand.step < best.step - 1e-12:
                     best = cand
-            if best is not None and rec == "selective" and zero <= 2:
+            if best is not None and rec in ("none", "selective") and zero <= 2:
                 break  # nothing later in the list is faster
         if best is not None:
             cur = ranked.get(_key(lay))
