@@ -184,7 +184,7 @@ function S.export(v)
   return {decision = v.decision, code = v.code, messages = v.messages, warnings = v.warnings,
           layout = v.layout, source = v.source, launcher = v.launcher, partitions = v.partitions,
           rules = v.rules, mode = v.mode, exempt = v.exempt, internal_error = v.internal_error,
-          unknown_partitions = v.unknown_partitions, notes = v.notes}
+          unknown_partitions = v.unknown_partitions, notes = v.notes, repair_segment = v.repair_segment}
 end
 
 slurmgpu_stub = S
