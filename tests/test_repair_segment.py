@@ -46,7 +46,7 @@ def _submit(tmp_path, site, writable: bool, lua: str):
     return res
 
 
-def test_repair_sets_the_segment_and_says_so(tmp_path, lua_version):
+def test_repair_sets_the_segment_and_says_so(tmp_path, lua_version):  # noqa: F811 (the fixture)
     res = _submit(tmp_path, _site(tmp_path, "25.11"), True, lua_version)
     assert res["rc"] == 0, res
     assert res["seg"] == 16
