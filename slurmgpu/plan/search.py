@@ -19,7 +19,7 @@ from .memory import (
     inference_memory,
     training_memory,
 )
-from .rules import _divisors, _tp_rules, segment_for
+from .rules import _divisors, _tp_rules, segment_for, segment_for_layout
 from .types import Rejection
 from .words import _mem_words, _short
 
@@ -104,6 +104,15 @@ def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True, base_bat
                 for ep in eps:
                     if ep > 1 and (not m.is_moe or m.experts % ep or (dp * cp * tp) % ep):
                         continue
+                    seg_l = seg
+                    if (cp > 1 or ep > 1) and hw.nt.nvlink_domain > hw.nt.gpus:
+                        # CP/EP groups must stay inside one NVLink domain too (NVL72)
+                        probe = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, nodes=nodes, gpus_per_node=gpn)
+                        seg_l, err = segment_for_layout(hw.nt, probe)
+                        if err:
+                            if want_rejects:
+                                rejected.append(Rejection(_short(probe), err, "rule"))
+                            continue
                     if ctx.train:
                         _train_layouts(
                             ctx,
@@ -114,7 +123,7 @@ def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True, base_bat
                             dp,
                             cp,
                             ep,
-                            seg,
+                            seg_l,
                             base_batch,
                             user_batch,
                             ranked,
@@ -123,7 +132,7 @@ def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True, base_bat
                         )
                     else:
                         _infer_layouts(
-                            ctx, nodes, gpn, tp, pp, dp, cp, ep, seg, user_batch, ranked, misses, batch_rejects
+                            ctx, nodes, gpn, tp, pp, dp, cp, ep, seg_l, user_batch, ranked, misses, batch_rejects
                         )
     if want_rejects:
         for reason, count in batch_rejects.items():
