@@ -49,15 +49,17 @@ def run_cli(*args):
 # -- the example ---------------------------------------------------------
 
 
-def test_llama3_70b_pretrain_on_two_h100_nodes_explains_why_not_and_the_smallest_that_fits():
+def test_llama3_70b_pretrain_on_one_h100_node_explains_why_not_and_the_smallest_that_fits():
+    # NeMo's distributed Adam keeps 14 B/param (16-bit master remainder): 2 nodes fit with full
+    # recompute, as NeMo runs Llama 2 70B SFT on 16 GPUs with TP4 PP4 DP1
     site = preset("dgx-h100")
     with pytest.raises(PlanError) as exc:
-        plan(site, "llama3-70b", nodes=2)
+        plan(site, "llama3-70b", nodes=1)
     msg = str(exc.value)
     assert "does not fit" in msg and "80 GB" in msg
-    assert "16 B/param x 70.6B = 1129 GB: 70.6 GB per GPU over 16 GPUs" in msg
+    assert "14 B/param x 70.6B = 988 GB: 123.5 GB per GPU over 8 GPUs" in msg
     smallest = int(msg.split("Smallest allocation that fits: ")[1].split()[0])
-    assert smallest >= 3
+    assert smallest >= 2
     # the claim is consistent with the planner itself: that allocation fits, one node less does not
     ok = plan(site, "llama3-70b", nodes=smallest)
     assert ok.memory_per_gpu_gb <= 0.9 * 80
@@ -175,7 +177,7 @@ def test_unknown_model_and_impossible_requests(tmp_path):
 
 def test_pinned_memory_misfit_gives_numbers():
     with pytest.raises(PlanError) as exc:
-        plan(preset("dgx-h100"), "llama3-70b", nodes=2, pins={"tp": 8, "pp": 2, "dp": 1})
+        plan(preset("dgx-h100"), "llama3-70b", nodes=1, pins={"tp": 8, "pp": 1, "dp": 1})
     assert "does not fit" in str(exc.value) and "GB per GPU" in str(exc.value)
 
 
@@ -462,6 +464,6 @@ def test_model_file_without_gated_says_so(tmp_path):
 
 def test_plan_states_its_error_band_and_fp8_mfu_basis():
     p = plan(preset("dgx-h100"), "llama3-70b", nodes=8, precision="fp8")
-    assert any("+-20% on published runs of this class" in n for n in p.notes)
+    assert any("+-25% on published runs of this class" in n for n in p.notes)
     assert any("MFU is against the FP8 peak" in n for n in p.notes)
     assert 0 < p.mfu < 1

@@ -47,3 +47,19 @@ def test_every_row_has_a_source_and_refusals_name_a_reason(results):
         assert r.row.source.strip(), r.row.name
         if r.refused:  # a refusal says what is wrong, not only that it failed
             assert "does not fit" in r.refused or "rule" in r.refused or "must" in r.refused, r.refused
+
+
+def test_no_published_recipe_is_refused(results):
+    # Llama 2 70B SFT on 16 H100s (TP4 PP4 DP1) was refused at 16 B/param; NeMo's distributed Adam
+    # keeps 14 (16-bit master remainders), which fits with full recompute
+    assert [r.row.name for r in results if r.refused] == []
+
+
+def test_free_choice_keeps_the_published_style_layout_within_the_band(results):
+    # a free choice that differs from the published-style layout lists it with its predicted gap
+    from slurmgpu.plan import make_plan
+
+    row = next(r.row for r in results if r.row.name == "n2407-llama3-8b")
+    p = make_plan(plan_accuracy.site_for(row.gpu, row.gpus), plan_accuracy.request(row, False))
+    assert any("published-style layout" in n for n in p.notes)
+    assert any("published-style layout" in a.why or "within the error band" in a.why for a in p.alternatives)

@@ -26,6 +26,13 @@ WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 # Optimizer bytes per trained parameter beyond the 16-bit weight and gradient (K in ZeRO):
 # fp32 master copy + state. Adam: 4 + 4 + 4; 8-bit Adam: 4 + 1 + 1; SGD with momentum: 4 + 4.
 OPTIMIZER_BYTES = {"adam": 12.0, "adam8bit": 6.0, "sgd": 8.0}
+# Framework memory profile of Megatron-style plans (ZeRO 0/1: NeMo's distributed Adam): with bf16
+# weights NeMo keeps only the low 16 bits of each fp32 master weight (`store_param_remainders`, set
+# by NeMo whenever optimizer state is fp32 and the model bf16); the bf16 weight is the high half, so
+# the master copy costs 2 bytes, not 4. Gradients are reduced in bf16 (`optim.grad_sync_dtype=bf16`
+# in NeMo's performance recipes): 2 + 2 + (2 + 8) = 14 bytes per parameter, the last 10 sharded
+# over DP x CP. FSDP/ZeRO-2/3 (torchtitan, DeepSpeed) keep a full fp32 master: the paper's 16.
+MASTER_REMAINDER_SAVING = 2.0
 NF4_BYTES = 0.5 + 0.127 / 8  # 4-bit weights + double-quantized block scales (QLoRA paper: 0.127 bit)
 LORA_RANK = 16
 OVERHEAD_GB = 2.0  # CUDA context, NCCL buffers, allocator reserve (a rule of thumb, not a measurement)
@@ -264,6 +271,8 @@ def training_memory(
     `stages` (stage_params for every stage) may be passed in by callers that cache it.
     """
     t, p, cp, ep = shape.tp, shape.pp, shape.cp, shape.ep
+    if zero <= 1 and optimizer_bytes >= OPTIMIZER_BYTES["adam"]:
+        optimizer_bytes -= MASTER_REMAINDER_SAVING  # NeMo's distributed Adam: see MASTER_REMAINDER_SAVING
     shard_dense = shape.dp * cp  # Megatron's distributed optimizer shards over DP x CP
     etp = expert_tp(t, shape.dp, cp, ep)
     shard_exp = max(1, shard_dense * t // (etp * ep))  # expert-DP: the ranks holding the same experts
