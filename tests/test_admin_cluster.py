@@ -34,6 +34,11 @@ def _cli(args, **env):
     return CliRunner().invoke(main, args, env=full)
 
 
+def _path(cluster) -> str:
+    """PATH that reaches this cluster's release of scontrol (a chroot release's wrappers first)."""
+    return cluster.env.get("PATH") or "/usr/bin:/bin"
+
+
 def _partial_site(tmp_path: Path, keep) -> Path:
     """The test-cluster site with only the partitions in `keep`."""
     data = yaml.safe_load(SITE_FILE.read_text())
@@ -56,7 +61,7 @@ def test_install_passes_the_check_and_replaces_our_own_filter(slurm_cluster, job
     site = load_site(str(SITE_FILE))
     job_submit(render_filter(site, "job_submit"))  # ours; the fixture restores the default afterwards
     conf = slurm_cluster.conf_dir
-    res = _cli(["admin", "install", "--site", str(SITE_FILE), "--conf-dir", str(conf)])
+    res = _cli(["admin", "install", "--site", str(SITE_FILE), "--conf-dir", str(conf)], PATH=_path(slurm_cluster))
     assert res.exit_code == 0, res.output
     # the check asked this cluster (slurm.conf in --conf-dir), not the environment's
     assert (
@@ -71,7 +76,10 @@ def test_install_passes_the_check_and_replaces_our_own_filter(slurm_cluster, job
 def test_the_dgx_preset_fails_against_the_test_cluster_naming_both_sides(slurm_cluster):
     conf = slurm_cluster.conf_dir
     before = slurm_cluster.job_submit_path.read_bytes()
-    res = _cli(["admin", "install", "--site", "dgx-h100", "--allow-preset", "--conf-dir", str(conf), "--force"])
+    res = _cli(
+        ["admin", "install", "--site", "dgx-h100", "--allow-preset", "--conf-dir", str(conf), "--force"],
+        PATH=_path(slurm_cluster),
+    )
     assert res.exit_code == 1, res.output
     assert "error: site 'dgx-h100' does not describe this cluster's partitions" in res.stderr
     assert "cluster partitions with GPUs that the site does not describe: gpu4, pcie" in res.stderr
@@ -81,7 +89,7 @@ def test_the_dgx_preset_fails_against_the_test_cluster_naming_both_sides(slurm_c
 
 
 def test_render_filter_checks_the_cluster_of_slurm_conf(slurm_cluster, tmp_path):
-    env = {"SLURM_CONF": str(slurm_cluster.conf_path)}
+    env = {"SLURM_CONF": str(slurm_cluster.conf_path), "PATH": _path(slurm_cluster)}
     partial = _partial_site(tmp_path, ("gpu", "gpu4"))
     res = _cli(["admin", "render-filter", "--site", str(partial), "--kind", "job_submit"], **env)
     assert res.exit_code == 1 and res.stdout == "", res.output

@@ -49,15 +49,17 @@ def run_cli(*args):
 # -- the issue's example ---------------------------------------------------------
 
 
-def test_llama3_70b_pretrain_on_two_h100_nodes_explains_why_not_and_the_smallest_that_fits():
+def test_llama3_70b_pretrain_on_one_h100_node_explains_why_not_and_the_smallest_that_fits():
+    # NeMo's distributed Adam keeps 14 B/param (16-bit master remainder): 2 nodes fit with full
+    # recompute, as NeMo runs Llama 2 70B SFT on 16 GPUs with TP4 PP4 DP1
     site = preset("dgx-h100")
     with pytest.raises(PlanError) as exc:
-        plan(site, "llama3-70b", nodes=2)
+        plan(site, "llama3-70b", nodes=1)
     msg = str(exc.value)
     assert "does not fit" in msg and "80 GB" in msg
-    assert "16 B/param x 70.6B = 1129 GB: 70.6 GB per GPU over 16 GPUs" in msg
+    assert "14 B/param x 70.6B = 988 GB: 123.5 GB per GPU over 8 GPUs" in msg
     smallest = int(msg.split("Smallest allocation that fits: ")[1].split()[0])
-    assert smallest >= 3
+    assert smallest >= 2
     # the claim is consistent with the planner itself: that allocation fits, one node less does not
     ok = plan(site, "llama3-70b", nodes=smallest)
     assert ok.memory_per_gpu_gb <= 0.9 * 80
@@ -175,7 +177,7 @@ def test_unknown_model_and_impossible_requests(tmp_path):
 
 def test_pinned_memory_misfit_gives_numbers():
     with pytest.raises(PlanError) as exc:
-        plan(preset("dgx-h100"), "llama3-70b", nodes=2, pins={"tp": 8, "pp": 2, "dp": 1})
+        plan(preset("dgx-h100"), "llama3-70b", nodes=1, pins={"tp": 8, "pp": 1, "dp": 1})
     assert "does not fit" in str(exc.value) and "GB per GPU" in str(exc.value)
 
 
@@ -260,7 +262,9 @@ def test_tp_time_scales_with_link_bandwidth(tmp_path):
     kw = dict(task="lora", nodes=2, pins={"tp": 8, "pp": 2, "micro_batch": 1}, recompute="selective")
     fast_p = plan(preset("dgx-h100"), "llama3-70b", **kw)
     slow_p = plan(slow, "llama3-70b", **kw)
-    assert slow_p.time_breakdown["tp"] == pytest.approx(2 * fast_p.time_breakdown["tp"], rel=1e-6)
+    # the bandwidth term doubles; the per-all-reduce latency term does not depend on the link
+    ratio = slow_p.time_breakdown["tp"] / fast_p.time_breakdown["tp"]
+    assert 1.95 < ratio < 2.0
     assert slow_p.time_breakdown["compute"] == pytest.approx(fast_p.time_breakdown["compute"], rel=1e-9)
 
 
@@ -410,3 +414,56 @@ def test_hardware_figures_come_from_the_gpu_table():
     pm = preset("perlmutter")
     assert hardware(pm, "gpu").hbm == 1555e9 and hardware(pm, "gpu-hbm80g").hbm == 2039e9
     assert any("no FP8" in n for n in hardware(pm, "gpu", "fp8").notes)
+
+
+# -- calibration (issue 17): rules no stricter than the frameworks ------------------------------
+
+
+def test_ep_may_exceed_dp_when_carved_from_dp_cp_tp():
+    """Mixtral 8x22B on 256 GPUs, NeMo's recipe TP2 PP4 CP8 DP4 EP8: EP 8 > DP 4 but divides DP x CP."""
+    p = plan(
+        preset("dgx-h100"),
+        "mixtral-8x22b",
+        gpus=256,
+        seq=65536,
+        global_batch=64,
+        precision="fp8",
+        pins={"tp": 2, "pp": 4, "cp": 8, "dp": 4, "ep": 8, "micro_batch": 1},
+        recompute="full",
+    )
+    assert (p.layout.ep, p.layout.dp) == (8, 4)
+    with pytest.raises(PlanError, match="must divide DP x CP x TP"):
+        plan(preset("dgx-h100"), "deepseek-v3", gpus=16, pins={"tp": 8, "pp": 1, "dp": 2, "ep": 32})
+
+
+def test_virtual_pipeline_can_be_pinned_and_names_its_rule():
+    kw = dict(gpus=64, global_batch=128, pins={"tp": 4, "pp": 4, "dp": 4, "micro_batch": 1})
+    p = plan(preset("dgx-h100"), "llama3-70b", virtual_stages=5, **kw)
+    assert p.virtual_stages == 5
+    with pytest.raises(PlanError, match="vpp-divides-layers"):
+        plan(preset("dgx-h100"), "llama3-70b", virtual_stages=3, **kw)
+
+
+def test_zero3_with_pipeline_is_planned_when_asked():
+    """torchtitan trains Llama 3.1 405B with FSDP + PP; the planner no longer refuses the pair."""
+    p = plan(preset("dgx-h100"), "llama3-70b", gpus=64, zero=3, pins={"tp": 8, "pp": 2, "dp": 4})
+    assert (p.zero, p.layout.pp) == (3, 2)
+
+
+def test_model_file_without_gated_says_so(tmp_path):
+    f = tmp_path / "m.yaml"
+    f.write_text("layers: 32\nhidden: 4096\nheads: 32\nffn: 11008\nvocab: 32000\nseq: 4096\n")
+    from slurmgpu.plan.models import load_model_file
+
+    p = plan(preset("dgx-h100"), load_model_file(str(f)), nodes=1)
+    assert any("gives no `gated:`" in n for n in p.notes)
+    g = tmp_path / "g.yaml"
+    g.write_text(f.read_text() + "gated: true\n")
+    assert not any("gated" in n for n in plan(preset("dgx-h100"), load_model_file(str(g)), nodes=1).notes)
+
+
+def test_plan_states_its_error_band_and_fp8_mfu_basis():
+    p = plan(preset("dgx-h100"), "llama3-70b", nodes=8, precision="fp8")
+    assert any("+-25% on published runs of this class" in n for n in p.notes)
+    assert any("MFU is against the FP8 peak" in n for n in p.notes)
+    assert 0 < p.mfu < 1

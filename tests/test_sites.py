@@ -285,7 +285,7 @@ def test_site_blocks_load_and_merge_like_flags(repo):
         ("perlmutter: {acount: x}", "acount", "sites.perlmutter.acount", "did you mean 'account'"),
         ("perlmutter: {model: llama3-8b}", "model", "sites.perlmutter.model", "cannot differ per site"),
         ("perlmutter: {launcher: srun}", "launcher", "sites.perlmutter.launcher", "cannot differ per site"),
-        ("perlmutter: {zzz: 1}", "zzz", "sites.perlmutter.zzz", "a site block may set partition"),
+        ("perlmutter: {zzz: 1}", "zzz", "sites.perlmutter.zzz", "a site block may set weights, container"),
         ("perlmutter: {time: later}", "time", "sites.perlmutter.time", "expected a Slurm time limit"),
         ('perlmutter: {sbatch: ["--nodes=2"]}', '"--nodes', "sites.perlmutter.sbatch[0]", "written by slurmgpu"),
         ("perlmutter: {env: {1BAD: x}}", "1BAD", "sites.perlmutter.env.1BAD", "not a valid environment"),

@@ -48,6 +48,14 @@ def gen(*args: str) -> str:
     return p.stdout
 
 
+def admin(*args: str) -> str:
+    """`slurmgpu admin ARGS` output."""
+    res = subprocess.run(
+        [sys.executable, "-m", "slurmgpu.cli", "admin", *args], capture_output=True, text=True, check=True
+    )
+    return res.stdout
+
+
 def placed_nodes(sbatch_stderr: str) -> List[str]:
     """The nodes `sbatch --test-only` says the job would start on."""
     m = re.search(r" on nodes (\S+) in partition ", sbatch_stderr)
@@ -195,14 +203,30 @@ def nvl(slurm_release, new_cluster):
     )
     blocks = blocks_from_site(site, p.name, part.nodes)
     with_blocks = slurm_release.version_tuple >= BLOCK_TOPOLOGY_FROM
-    cluster = new_cluster(
-        [part], topology_blocks=blocks if with_blocks else None, block_sizes=(nt.domain_nodes,) if with_blocks else ()
-    )
+    # topology.conf as `slurmgpu admin topology` writes it: block form where the release has
+    # topology/block, else the tree form (one IB leaf per rack)
+    hosts = "nvl[01-%02d]" % p.nodes
+    if with_blocks:
+        conf = ("topology/block", admin("topology", "--site", str(NVL_SITE), "--nodes", hosts))
+    else:
+        sw = ["--switch=%s=%s" % (b, ",".join(m)) for b, m in blocks.items()]
+        conf = ("topology/tree", admin("topology", "--form", "tree", *sw))
+    cluster = new_cluster([part], topology_conf=conf)
     cluster.start()
     try:
         yield cluster, site, blocks
     finally:
         cluster.stop()
+
+
+def test_admin_topology_loads_in_slurmctld(nvl):
+    """Block form on 23.11+ (BlockName per NVLink domain), tree form (SwitchName) on 22.05."""
+    cluster, site, blocks = nvl
+    out = cluster.run(["scontrol", "show", "topology"], check=True).stdout
+    key = "BlockName" if cluster.release.version_tuple >= BLOCK_TOPOLOGY_FROM else "SwitchName"
+    for name, members in blocks.items():
+        m = re.search(r"%s=%s .*Nodes=(\S+)" % (key, name), out)
+        assert m and sorted(parse_hostlist(m.group(1))) == list(members), out
 
 
 def test_block_topology_comes_from_the_site(nvl):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from slurmgpu import cli, vocab
+from slurmgpu import cli, jobfields, vocab
 from slurmgpu.job import launchers, spec
 from slurmgpu.nccl import FABRIC_TABLE
 from slurmgpu.plan import memory
@@ -31,12 +31,12 @@ def test_vocab_imports_nothing():
 
 def test_launchers_are_described_in_the_vocab_order():
     assert tuple(launchers.LAUNCHERS) == vocab.LAUNCHERS
-    assert launchers.NAMES is vocab.LAUNCHERS and spec.LAUNCHER_NAMES is vocab.LAUNCHERS
+    assert launchers.NAMES is vocab.LAUNCHERS and jobfields.by_key("launcher").choices is vocab.LAUNCHERS
     assert site.LAUNCHERS is vocab.LAUNCHERS
 
 
 def test_no_layer_keeps_its_own_copy():
-    assert spec.RUNTIMES is site.RUNTIMES is vocab.RUNTIMES
+    assert jobfields.CONTAINER_FIELDS[0].choices is site.RUNTIMES is vocab.RUNTIMES
     assert spec.PARALLEL_KEYS is plan.PIN_KEYS is vocab.PARALLEL_KEYS
     assert plan.TASKS is vocab.TASKS and plan.PRECISIONS is vocab.PRECISIONS and plan.RECOMPUTE is vocab.RECOMPUTE
     assert site.FABRICS is vocab.FABRICS and tuple(FABRIC_TABLE) == vocab.FABRICS

@@ -156,8 +156,27 @@ local function log_unknown(v)
   for i = 1, #lines do log(lines[i]) end
 end
 
+-- policy.repair_segment (Slurm 25.11+, where job_desc.segment_size is writable): set the
+-- --segment the policy computed and say so in the job's AdminComment.
+local function repair_segment(desc, v)
+  local k = v.repair_segment
+  if k == nil or v.code ~= SUCCESS then return end
+  local ok = pcall(function() desc.segment_size = k end)
+  if not ok or num(get(desc, "segment_size")) ~= k then
+    v.code = P.REJECT_CODE
+    v.decision = "reject"
+    v.messages[#v.messages + 1] = string.format(
+      "slurmgpu: this job needs --segment=%d and the controller could not set it; resubmit with --segment=%d.", k, k)
+    return
+  end
+  local note = string.format("slurmgpu: set --segment=%d (model-parallel groups inside one NVLink domain)", k)
+  local prev = str(get(desc, "admin_comment"))
+  pcall(function() desc.admin_comment = prev and (prev .. "; " .. note) or note end)
+end
+
 local function submit(desc, part_list, uid)
   local v, job = evaluate_desc(desc, part_list, uid)
+  repair_segment(desc, v)
   log(P.log_line(v, job))
   log_unknown(v)
   for i = 1, #v.messages do user(v.messages[i]) end

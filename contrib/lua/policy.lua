@@ -640,6 +640,7 @@ end
 -- The rules
 
 local LENIENCY = {enforce = 1, warn = 2, off = 3}
+local check_domain_groups
 
 local function mode_for(topo, part, launcher, pname)
   local m = part.mode or topo.mode or "enforce"
@@ -750,10 +751,83 @@ local function where_text(det, L)
   return format(" (%s %s)", clean(rec.name, 48), tostring(value))
 end
 
+-- The policy mode for one kind of group (site policy.groups: enforce | warn | off), nil if unset.
+local function group_mode(topo, kind)
+  local gm = type(topo) == "table" and type(topo.groups) == "table" and topo.groups[kind]
+  if gm and LENIENCY[gm] then return gm end
+  return nil
+end
+
+local GROUP_WORDS = {tp = "tensor-parallel", cp = "context-parallel", ep = "expert-parallel"}
+
+-- A multi-node NVLink domain (GB200 NVL72): every TP, CP and EP group must stay inside one
+-- domain, i.e. one --segment; PP and DP may cross racks. The spans are plan/placement.py's:
+-- TP groups are blocks of tp ranks, CP groups of tp*cp, EP groups (Megatron's expert mesh,
+-- expert TP = TP; torchtitan alike) of tp*ep; a block needs block / gcd(block, rpn) nodes.
+check_domain_groups = function(ctx, add, L, rpn, nmin, dn, part, label, where)
+  local dom, seg, tp = part.domain, ctx.det.segment, L.tp
+  local ok_node = function(t) return rpn % t == 0 end
+  if tp > dom then
+    add("reject", "tp-exceeds-domain", format(
+      "TP=%d%s is larger than the NVLink domain on %s. Fix: %s.",
+      tp, where(), label, tp_fix(tp, L.pp, function(t) return t <= dom and (t % rpn == 0 or rpn % t == 0) end)))
+    return
+  end
+  local list = {{"tp", tp, tp}, {"cp", L.cp, tp * L.cp}, {"ep", L.ep, tp * L.ep}}
+  local unit, need = 1, {}
+  for i = 1, #list do
+    local kind, size, block = list[i][1], list[i][2], list[i][3]
+    if size > 1 then
+      local u = floor(block / gcd(block, rpn)) -- '/' gives a float ("4.0") in Lua 5.3+
+      unit = floor(unit * u / gcd(unit, u))
+      if u > 1 then need[#need + 1] = {kind = kind, size = size, block = block, unit = u} end
+    end
+  end
+  -- the smallest segment of whole groups that fits one domain and cuts the job evenly
+  local K
+  local k = unit
+  while k <= dn do
+    if nmin <= k or nmin % k == 0 then K = k; break end
+    k = k + unit
+  end
+  for i = 1, #need do
+    local n = need[i]
+    local gm = group_mode(ctx.topo, n.kind)
+    local name = n.kind == "tp" and format("TP=%d%s", tp, where())
+      or format("%s=%d (%s groups of %d ranks with TP=%d)", string.upper(n.kind), n.size, GROUP_WORDS[n.kind],
+                n.block, tp)
+    if n.block > dom then
+      add("reject", n.kind .. "-exceeds-domain", format(
+        "%s spans %s, more than the NVLink domain on %s: its collectives would run over the network. "
+          .. "Fix: keep %s x TP at most %d GPUs.", name, plural(n.unit, "node"), label, string.upper(n.kind), dom), gm)
+    elseif not (seg and seg >= 1 and seg <= dn and (nmin <= seg or seg % n.unit == 0)) then
+      local fix
+      if K then
+        fix = format("add --segment=%d (each segment of %s is placed inside one NVLink domain)", K, plural(K, "node"))
+        if n.kind == "tp" then fix = fix .. ", or " .. tp_fix(tp, L.pp, ok_node) end
+      elseif n.kind == "tp" then
+        fix = tp_fix(tp, L.pp, ok_node)
+      else
+        fix = format("use a node count that is a multiple of %d (then --segment=%d)", unit, unit)
+      end
+      local why
+      if seg then
+        why = format("--segment=%d does not keep each %s group inside one domain", seg, string.upper(n.kind))
+      else
+        why = "the job does not ask to stay inside one NVLink domain (--segment)"
+      end
+      add("reject", n.kind .. "-needs-segment", format("%s spans nodes on %s and %s. Fix: %s.", name, label, why, fix),
+          gm, (seg == nil) and K or nil)
+    end
+  end
+end
+
 -- The TP placement rules for one partition. Returns a list of findings {sev, rule, text}.
 local function check_partition(ctx, pname, part)
   local job, det, out = ctx.job, ctx.det, {}
-  local function add(sev, rule, text) out[#out + 1] = {sev = sev, rule = rule, text = "slurmgpu: " .. text} end
+  local function add(sev, rule, text, gmode, repair)
+    out[#out + 1] = {sev = sev, rule = rule, text = "slurmgpu: " .. text, mode = gmode, repair = repair}
+  end
   local g = gpu_shape(job, part)
   local hw = part.gpus
   local gpn = g.per_node
@@ -829,7 +903,10 @@ local function check_partition(ctx, pname, part)
   end
 
   local dn = part.domain_nodes or 1
-  if tp > 1 and multi and not g.unknown and not (g.bad) then
+  local readable = multi and not g.unknown and not (g.bad)
+  if readable and dn > 1 and (tp > 1 or L.cp > 1 or L.ep > 1) then
+    check_domain_groups(ctx, add, L, rpn, nmin, dn, part, label, where)
+  elseif tp > 1 and readable then
     if dn <= 1 then
       -- the site's NVLink domain, as the planner uses it: 1 on PCIe-only nodes
       local d = part.domain
@@ -866,43 +943,6 @@ local function check_partition(ctx, pname, part)
         add("reject", "tp-spans-nodes", format(
           "TP=%d%s spans nodes on %s: with %s per node (%s) ranks %d-%d of one TP group land on nodes %d-%d. Fix: %s.",
           tp, where(), label, plural(rpn, "rank"), rpn_how, first, last, floor(first / rpn), floor(last / rpn), fix))
-      end
-    else
-      -- a multi-node NVLink domain (GB200 NVL72): fine inside one domain, i.e. one segment
-      local dom = part.domain
-      local seg = det.segment
-      local ok_node = function(t) return rpn % t == 0 end
-      if tp > dom then
-        add("reject", "tp-exceeds-domain", format(
-          "TP=%d%s is larger than the NVLink domain on %s. Fix: %s.",
-          tp, where(), label, tp_fix(tp, L.pp, function(t) return t <= dom and (t % rpn == 0 or rpn % t == 0) end)))
-      elseif rpn % tp ~= 0 then
-        local inside = false
-        if seg and seg >= 1 and seg <= dn and (nmin <= seg or (seg * rpn) % tp == 0) then inside = true end
-        if not inside then
-          local kbase = floor(tp / gcd(tp, rpn)) -- '/' gives a float ("4.0") in Lua 5.3+
-          local K
-          local k = kbase
-          while k <= dn do
-            if nmin <= k or nmin % k == 0 then K = k; break end
-            k = k + kbase
-          end
-          local fix
-          if K then
-            fix = format("add --segment=%d (each segment of %s is placed inside one NVLink domain), or %s",
-                         K, plural(K, "node"), tp_fix(tp, L.pp, ok_node))
-          else
-            fix = tp_fix(tp, L.pp, ok_node)
-          end
-          local why
-          if seg then
-            why = format("--segment=%d does not keep each TP group inside one domain", seg)
-          else
-            why = "the job does not ask to stay inside one NVLink domain (--segment)"
-          end
-          add("reject", "tp-needs-segment", format(
-            "TP=%d%s spans nodes on %s and %s. Fix: %s.", tp, where(), label, why, fix))
-        end
       end
     end
   end
@@ -1103,7 +1143,7 @@ function P.evaluate(job, topo)
   det.script_doc = type(job.script) == "string" and job.script ~= ""
   v.source = det.source
   v.launcher = det.launcher or ""
-  local ctx = {job = job, det = det, layouts = {}}
+  local ctx = {job = job, det = det, layouts = {}, topo = topo}
   local seen_m, seen_w, seen_r, seen_u = {}, {}, {}, {}
   local unknown = {}
   local strictest = nil
@@ -1120,11 +1160,22 @@ function P.evaluate(job, topo)
         local findings = check_partition(ctx, pname, part)
         for j = 1, #findings do
           local f = findings[j]
-          push_unique(v.rules, seen_r, f.rule)
-          if f.sev == "reject" and mode == "enforce" then
+          local fmode, fwhy = mode, why
+          if f.mode and LENIENCY[f.mode] > LENIENCY[fmode] then
+            fmode, fwhy = f.mode, "policy.groups." .. sub(f.rule, 1, 2)
+          end
+          if fmode ~= "off" then push_unique(v.rules, seen_r, f.rule) end
+          if fmode == "off" then -- luacheck: ignore 542 (this kind of group is not checked here)
+          elseif f.sev == "reject" and fmode == "enforce" and f.repair and topo.repair_segment
+              and (v.repair_segment == nil or v.repair_segment == f.repair) then
+            -- Slurm 25.11+: job_submit may write job_desc.segment_size, so the job is repaired
+            v.repair_segment = f.repair
+            push_unique(v.warnings, seen_w, f.text .. format(
+              " (repaired: this cluster set --segment=%d for the job)", f.repair))
+          elseif f.sev == "reject" and fmode == "enforce" then
             push_unique(v.messages, seen_m, f.text)
           elseif f.sev == "reject" then
-            push_unique(v.warnings, seen_w, f.text .. format(" (not enforced: warn-only for %s)", why))
+            push_unique(v.warnings, seen_w, f.text .. format(" (not enforced: warn-only for %s)", fwhy))
           else
             push_unique(v.warnings, seen_w, f.text)
           end

@@ -85,10 +85,18 @@ function S.job_desc(d)
     end,
     __newindex = function(_, k, v)
       if v == nil then error("bad argument #3 to '__newindex' (string expected, got nil)") end
+      if k == "segment_size" and not S.segment_writable then
+        -- before 25.11 _set_job_field does not know segment_size: it logs and drops the write
+        S.log[#S.log + 1] = "error: _set_job_field: unrecognized field: segment_size"
+        return
+      end
       fields[k] = v
     end,
   })
 end
+
+-- Slurm 25.11+ lets job_submit/lua write job_desc.segment_size (the local 22.05/24.11 do not).
+S.segment_writable = false
 
 -- part_list: plain table keyed by name; values are proxies.
 function S.part_list(parts)
@@ -126,7 +134,8 @@ end
 -- What slurmctld would get: slurm_job_submit's return value and the user messages.
 function S.submit(desc, parts, uid)
   S.reset()
-  local rc = slurm_job_submit(S.job_desc(desc), S.part_list(parts), uid)
+  S.last_desc = S.job_desc(desc) -- what the controller keeps (segment_size, admin_comment written)
+  local rc = slurm_job_submit(S.last_desc, S.part_list(parts), uid)
   return rc, S.user_msgs, S.log
 end
 
@@ -175,7 +184,7 @@ function S.export(v)
   return {decision = v.decision, code = v.code, messages = v.messages, warnings = v.warnings,
           layout = v.layout, source = v.source, launcher = v.launcher, partitions = v.partitions,
           rules = v.rules, mode = v.mode, exempt = v.exempt, internal_error = v.internal_error,
-          unknown_partitions = v.unknown_partitions, notes = v.notes}
+          unknown_partitions = v.unknown_partitions, notes = v.notes, repair_segment = v.repair_segment}
 end
 
 slurmgpu_stub = S

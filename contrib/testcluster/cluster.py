@@ -715,6 +715,7 @@ class TestCluster:
         writable_paths: Sequence[Union[str, os.PathLike]] = (),
         topology_blocks: Optional[Mapping[str, Sequence[str]]] = None,
         block_sizes: Sequence[int] = (),
+        topology_conf: Optional[Tuple[str, str]] = None,
     ) -> None:
         self.release = release or native_release()
         # host directories a chroot release sees at the same path: read-only,
@@ -724,6 +725,8 @@ class TestCluster:
         # topology/block (Slurm 23.11+): block name -> its nodes, BlockSizes
         self.topology_blocks = dict(topology_blocks or {})
         self.block_sizes = tuple(block_sizes)
+        # (TopologyPlugin, topology.conf text) as `slurmgpu admin topology` writes it
+        self.topology_conf = topology_conf
         self.partitions: Tuple[Partition, ...] = tuple(DEFAULT_PARTITIONS if partitions is None else partitions)
         self._shapes = _nodes_from_partitions(self.partitions)
         self.nodes: List[str] = [n.name for n in self._shapes]
@@ -1158,7 +1161,9 @@ class TestCluster:
         ]
         if self.munge_socket is not None:
             lines.append(f"AuthInfo=socket={self.munge_socket}")
-        if self.topology_blocks:
+        if self.topology_conf:
+            lines.append("TopologyPlugin=" + self.topology_conf[0])
+        elif self.topology_blocks:
             lines.append("TopologyPlugin=topology/block")
         if self.job_submit_enabled:
             lines.append("JobSubmitPlugins=lua")
@@ -1192,7 +1197,9 @@ class TestCluster:
         (d / "etc" / "slurm.conf").write_text("\n".join(lines) + "\n")
         (d / "etc" / "gres.conf").write_text("\n".join(gres) + "\n")
         (d / "etc" / "cgroup.conf").write_text(self._cgroup_conf())
-        if self.topology_blocks:
+        if self.topology_conf:
+            (d / "etc" / "topology.conf").write_text(self.topology_conf[1])
+        elif self.topology_blocks:
             topo = [f"BlockName={name} Nodes={','.join(members)}" for name, members in self.topology_blocks.items()]
             if self.block_sizes:
                 topo.append("BlockSizes=" + ",".join(map(str, self.block_sizes)))

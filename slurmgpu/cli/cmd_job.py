@@ -12,7 +12,7 @@ import click
 from .. import vocab
 from ..errors import SlurmgpuError
 from .app import _Group, main
-from .common import _LAUNCHERS, _RUNTIMES, _emit_json, _load_site, _write_atomic
+from .common import _LAUNCHERS, _emit_json, _load_site, _write_atomic, spec_field_options
 
 
 class _CommandWithProgram(click.Command):
@@ -42,11 +42,6 @@ def _job_options(f: Any, skip: Any = ()) -> Any:
             help="Site config (default: $SLURMGPU_SITE, "
             "/etc/slurmgpu/site.yaml, ~/.config/slurmgpu/site.yaml, then dgx-h100).",
         ),
-        click.option("--model", help="Catalogue model (llama3-70b), a size (13B) or a model YAML file."),
-        click.option("--launcher", type=click.Choice(_LAUNCHERS), help="How the program is started."),
-        click.option("--nodes", metavar="N|plan", help="Node count, or 'plan' to let the planner choose."),
-        click.option("--gpus", type=int, help="Total GPUs (instead of --nodes)."),
-        click.option("--job-name", "name", metavar="NAME", help="Slurm job name."),
         click.option(
             "-o",
             "--output",
@@ -55,85 +50,7 @@ def _job_options(f: Any, skip: Any = ()) -> Any:
             help="Write the script to FILE (atomically) instead of standard output.",
         ),
         click.option("--json", "as_json", is_flag=True, help="Print script, plan and policy verdict as JSON."),
-        click.option("--partition", help="Slurm partition (default: the site's)."),
-        click.option("--account", help="Slurm account."),
-        click.option("--qos", help="Slurm QOS."),
-        click.option("--constraint", help="Slurm --constraint (default: the partition's)."),
-        click.option("--time", metavar="D-HH:MM:SS", help="Time limit."),
-        click.option("--task", help="pretrain (default), finetune, serve... (what the planner sizes for)."),
-        click.option("--tp", type=int, help="Pin tensor parallelism."),
-        click.option("--pp", type=int, help="Pin pipeline parallelism."),
-        click.option("--dp", type=int, help="Pin data parallelism."),
-        click.option("--cp", type=int, help="Pin context parallelism."),
-        click.option("--ep", type=int, help="Pin expert parallelism."),
-        click.option("--micro-batch", type=int, help="Pin the micro-batch size."),
-        click.option("--seq", type=int, help="Sequence length."),
-        click.option("--global-batch", type=int, help="Global batch size (sequences)."),
-        click.option("--tokens", help="Training tokens, e.g. 2T."),
-        click.option("--precision", help="bf16 (default), fp8..."),
-        click.option(
-            "--fsdp/--no-fsdp", default=None, help="The program shards with FSDP (changes CUDA_DEVICE_MAX_CONNECTIONS)."
-        ),
-        click.option("--weights", metavar="ID|PATH", help="Checkpoint a serving engine (vllm, sglang) loads."),
-        click.option(
-            "--image", help="Container image (registry image or file; written in the site runtime's spelling)."
-        ),
-        click.option("--container", type=click.Choice(_RUNTIMES), help="Container runtime (default: the site's)."),
-        click.option(
-            "--mount",
-            "mounts",
-            multiple=True,
-            metavar="SRC:DST",
-            help="Container mount (repeatable); $USER, $HOME, $SCRATCH, $SLURM_JOB_ID expand on the node.",
-        ),
-        click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="Export in the job (repeatable)."),
-        click.option(
-            "--sbatch",
-            "sbatch",
-            multiple=True,
-            metavar="--OPT=VALUE",
-            help="Extra #SBATCH option (repeatable), e.g. --sbatch=--mail-type=END.",
-        ),
-        click.option(
-            "--checkpoint-dir",
-            metavar="DIR",
-            help="Checkpoint directory (exported, created); $USER, $HOME, $SCRATCH, $SLURM_JOB_ID expand on the node.",
-        ),
-        click.option(
-            "--preflight/--no-preflight",
-            default=None,
-            help="Run `slurmgpu preflight` on every node before the launch (default: on).",
-        ),
-        click.option("--requeue/--no-requeue", default=None, help="Checkpoint and requeue before the time limit."),
-        click.option(
-            "--grace",
-            type=int,
-            metavar="SECONDS",
-            help="With --requeue: how long before the limit the program is asked to save (default: twice the "
-            "checkpoint's write time at the site's requeue.checkpoint_gbps + KillWait + 60 s; 300 s without a model).",
-        ),
-        click.option(
-            "--max-requeues",
-            type=int,
-            metavar="N",
-            help="With --requeue: requeue at most N times after a checkpoint (SLURM_RESTART_COUNT; default 3).",
-        ),
-        click.option(
-            "--save-interval",
-            type=int,
-            metavar="STEPS",
-            help="Steps between periodic checkpoints (Megatron --save-interval; default 500 with --requeue).",
-        ),
-        click.option(
-            "--checkpoint-signal", metavar="SIG", help="Signal that asks the program to save (default TERM; not USR1)."
-        ),
-        click.option("--dependency", metavar="TYPE:JOBID", help="Slurm dependency, e.g. afterok:1234."),
-        click.option("--stdout", "log_output", metavar="PATH", help="The job's output file (default %x-%j.out)."),
-        click.option("--stderr", "log_error", metavar="PATH", help="The job's error file (default: with stdout)."),
-        click.option("--mem", help="Memory per node (default: all of it on whole nodes)."),
-        click.option("--cpus-per-task", type=int, help="CPUs per task (default: the node's CPUs / tasks)."),
-        click.option("--segment", type=int, help="Slurm --segment on topology/block sites (default: computed)."),
-        click.option("--template", metavar="NAME", help="Top-level template (default job.sh.j2)."),
+        *spec_field_options(),
         click.option(
             "--templates",
             "templates_dir",

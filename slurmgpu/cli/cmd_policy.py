@@ -324,3 +324,46 @@ def admin_install(
             else:
                 click.echo("  on every node that runs sbatch/salloc/srun (or use configless mode)")
     click.echo("check the log after the next submission: grep slurmgpu-filter slurmctld.log")
+
+
+@admin.command("topology")
+@click.option("--site", "site_name", metavar="NAME|PATH", help="Site config (default: the site in effect).")
+@click.option("--partition", metavar="NAME", help="Partition whose nodes to lay out (default: the site's default).")
+@click.option("--nodes", "hostlist", metavar="HOSTLIST", help="The partition's nodes in rack order, e.g. gb[001-036].")
+@click.option(
+    "--form",
+    type=click.Choice(["block", "yaml", "tree"]),
+    default="block",
+    show_default=True,
+    help="topology.conf block form (23.11+), topology.yaml (25.05+), or tree form for IB leaf switches.",
+)
+@click.option("--switch", "switches", multiple=True, metavar="NAME=HOSTLIST", help="An IB leaf switch (tree form).")
+def admin_topology(
+    site_name: Optional[str], partition: Optional[str], hostlist: Optional[str], form: str, switches: Any
+) -> None:
+    """Print Slurm's topology for the site: one block per NVLink domain, or IB leaf switches.
+
+    \b
+    Example:
+      slurmgpu admin topology --site gb200-nvl72 --nodes 'gb[001-036]' > /etc/slurm/topology.conf
+      slurmgpu admin topology --form tree --switch leaf1='n[01-04]' --switch leaf2='n[05-08]'
+    """
+    from ..discover.topology import block_conf, block_yaml, tree_conf
+    from ..slurm.parse import parse_hostlist
+
+    if form == "tree":
+        pairs = {}
+        for s in switches:
+            name, sep, hosts = s.partition("=")
+            if not sep or not name or not hosts:
+                raise SlurmgpuError("--switch wants NAME=HOSTLIST, got %r" % s)
+            pairs[name] = hosts
+        click.echo(tree_conf(pairs), nl=False)
+        return
+    site = _load_site(site_name)
+    pname = partition or site.default_partition
+    if not hostlist:
+        raise SlurmgpuError("--nodes HOSTLIST is needed: the site file gives node counts, not names")
+    nodes = parse_hostlist(hostlist)
+    text = block_conf(site, pname, nodes) if form == "block" else block_yaml(site, pname, nodes)
+    click.echo(text, nl=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import click
 
@@ -48,3 +48,30 @@ def _write_atomic(path: str, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def spec_field_options() -> List[Callable[[Any], Any]]:
+    """The click options that override job-spec fields, built from slurmgpu.jobfields (the one table)."""
+    from ..jobfields import CONTAINER_FIELDS, FIELDS, PARALLEL_HELP
+
+    out: List[Callable[[Any], Any]] = []
+    for f in tuple(FIELDS) + tuple(CONTAINER_FIELDS):
+        if f.flag is None:
+            continue
+        kw: Dict[str, Any] = {"help": f.help}
+        if f.metavar:
+            kw["metavar"] = f.metavar
+        decls = [f.flag, f.dest]
+        if f.cli == "switch":
+            decls = ["%s/--no-%s" % (f.flag, f.flag[2:]), f.dest]
+            kw["default"] = None
+        elif f.cli == "choice":
+            kw["type"] = click.Choice(f.choices)
+        elif f.kind == "int":
+            kw["type"] = int
+        if f.kind in ("strlist", "strmap"):
+            kw["multiple"] = True
+        out.append(click.option(*decls, **kw))
+    for key, help_text in PARALLEL_HELP.items():
+        out.append(click.option("--" + key.replace("_", "-"), key, type=int, help=help_text))
+    return out

@@ -126,11 +126,11 @@ def segment_for(
     """--segment on sites whose NVLink domain spans nodes (topology/block, NVL72).
 
     Both the choice and the check of a user's --segment are the planner's rule
-    (`plan.segment_for`, `plan.segment_error`: whole TP groups of tp / gcd(tp, GPUs per node)
-    nodes inside one domain), which is also the submit policy's.
+    (`plan.rules.segment_for_layout`: whole TP, CP and EP groups inside one domain, from
+    `plan.placement`), which is also the submit policy's.
     """
-    from ..plan import segment_error
-    from ..plan import segment_for as planned_segment
+    from ..plan.rules import layout_segment_error
+    from ..plan.rules import segment_for_layout as planned_segment
 
     if wanted is not None:
         if site.topology != "block":
@@ -146,13 +146,13 @@ def segment_for(
                     )
                 ]
             )
-        err = segment_error(node, layout.tp, layout.nodes, layout.gpus_per_node, wanted)
+        err = layout_segment_error(node, layout, wanted)
         if err:
             raise ConfigError([Issue("", None, None, "segment", err)])
         return wanted
     if planned is not None:
         return planned
-    seg, err = planned_segment(node, layout.tp, layout.nodes, layout.gpus_per_node)
+    seg, err = planned_segment(node, layout)
     if err:
         raise PlanError(err)
     return seg

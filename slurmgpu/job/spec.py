@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, Issue
+from ..jobfields import CONTAINER_FIELDS, FIELDS, SpecField
 from ..schema import Checker, Field
-from ..vocab import LAUNCHERS as LAUNCHER_NAMES
-from ..vocab import PARALLEL_KEYS, RUNTIMES
+from ..vocab import PARALLEL_KEYS
 
 SPEC_FILE = "slurmgpu.yaml"
 REPO_DIR = ".slurmgpu"
@@ -88,25 +88,7 @@ class ContainerSpec:
 # (queue names and accounts, the size in that site's GPUs, the image its runtime and GPUs need,
 # paths and environment). The job itself (model, launcher, program, arguments) is the same
 # everywhere. `image` is short for `container: {image: ...}`.
-SITE_FIELDS = (
-    "partition",
-    "account",
-    "qos",
-    "constraint",
-    "time",
-    "nodes",
-    "gpus",
-    "parallel",
-    "mem",
-    "cpus_per_task",
-    "segment",
-    "container",
-    "image",
-    "env",
-    "sbatch",
-    "checkpoint_dir",
-    "weights",
-)
+SITE_FIELDS = tuple(f.key for f in FIELDS if f.per_site) + ("image",)
 
 
 @dataclass(frozen=True)
@@ -340,66 +322,42 @@ def normal_signal(v: str) -> str:
 # ---------------------------------------------------------------------------
 # YAML
 
-_FIELDS = {
-    "name": Field("str"),
-    "model": Field("str"),
-    "task": Field("str", default="pretrain"),
-    "launcher": Field("str", default="torchrun", choices=LAUNCHER_NAMES),
-    "command": Field("any"),
-    "args": Field("strlist", default=tuple),
-    "weights": Field("str"),
-    "container": Field("map"),
-    "time": Field("any"),
-    "nodes": Field("any"),
-    "gpus": Field("int", positive=True),
-    "partition": Field("str"),
-    "account": Field("str"),
-    "qos": Field("str"),
-    "constraint": Field("str"),
-    "parallel": Field("map"),
-    "seq": Field("int", positive=True),
-    "global_batch": Field("int", positive=True),
-    "tokens": Field("any"),
-    "precision": Field("str", default="bf16"),
-    "fsdp": Field("bool", default=False),
-    "sbatch": Field("strlist", default=tuple),
-    "env": Field("strmap", default=dict),
-    "checkpoint_dir": Field("str"),
-    "preflight": Field("bool", default=True),
-    "requeue": Field("bool", default=False),
-    "grace": Field("int", positive=True),
-    "checkpoint_signal": Field("str", default="TERM"),
-    "max_requeues": Field("int", default=3, minimum=0),
-    "save_interval": Field("int", positive=True),
-    "dependency": Field("str"),
-    "output": Field("str"),
-    "error": Field("str"),
-    "mem": Field("any"),
-    "cpus_per_task": Field("int", positive=True),
-    "segment": Field("int", positive=True),
-    "template": Field("str", default=DEFAULT_TEMPLATE),
-    "sites": Field("map"),
+
+def check_mem(v: Any) -> Optional[str]:
+    if _MEM.match(str(v)):
+        return None
+    return "expected a Slurm memory size such as 0 (all), 512G or 64000M, got %r" % (v,)
+
+
+def check_grace(v: Any) -> Optional[str]:
+    bad = check_positive(v)
+    if bad is None and v > 65535:
+        return "Slurm's --signal accepts at most 65535 seconds, got %d" % v
+    return bad
+
+
+# The value checks jobfields.FIELDS names (`check=`), for slurmgpu.yaml values and flags alike.
+CHECKS: Dict[str, Callable[[Any], Optional[str]]] = {
+    "one_line": one_line,
+    "positive": check_positive,
+    "time": check_time,
+    "dependency": check_dependency,
+    "template": check_template,
+    "signal": check_signal,
+    "mem": check_mem,
+    "grace": check_grace,
+    "nonnegative": check_nonnegative,
 }
-_CONTAINER_FIELDS = {
-    "runtime": Field("str", choices=RUNTIMES),
-    "image": Field("str"),
-    "mounts": Field("strlist", default=tuple),
-    "mount_workdir": Field("bool", default=True),
-}
-_ONE_LINE = (
-    "name",
-    "model",
-    "weights",
-    "partition",
-    "account",
-    "qos",
-    "constraint",
-    "checkpoint_dir",
-    "output",
-    "error",
-    "task",
-    "precision",
-)
+
+
+def _schema(fields: Sequence[SpecField]) -> Dict[str, Field]:
+    return {f.key: Field(f.kind, default=f.default, choices=f.choices or None, positive=f.positive) for f in fields}
+
+
+_FIELDS = _schema(FIELDS)
+_CONTAINER_FIELDS = _schema(CONTAINER_FIELDS)
+# the fields read as they are (the others have their own code below)
+_PLAIN = tuple(f for f in FIELDS if f.kind in ("str", "int", "bool") and f.cli != "special")
 
 
 def load_spec(path: str) -> JobSpec:
@@ -423,45 +381,12 @@ def spec_from_data(data: Any, path: str, text: str = "") -> JobSpec:
     ck = Checker(path)
     v = ck.take(data, _FIELDS, "")
     kw: Dict[str, Any] = {}
-    for key in (
-        "name",
-        "model",
-        "task",
-        "launcher",
-        "weights",
-        "partition",
-        "account",
-        "qos",
-        "constraint",
-        "seq",
-        "global_batch",
-        "precision",
-        "fsdp",
-        "checkpoint_dir",
-        "preflight",
-        "requeue",
-        "grace",
-        "max_requeues",
-        "save_interval",
-        "dependency",
-        "output",
-        "error",
-        "cpus_per_task",
-        "segment",
-        "template",
-        "gpus",
-    ):
-        if v[key] is not None:
-            kw[key] = v[key]
-    for key in _ONE_LINE:
-        if key in kw:
-            _report(ck, data, key, one_line(kw[key]))
-    if "dependency" in kw:
-        _report(ck, data, "dependency", check_dependency(kw["dependency"]))
-    if "template" in kw:
-        _report(ck, data, "template", check_template(kw["template"]))
-    if "grace" in kw and kw["grace"] > 65535:
-        ck.error(data, "grace", "grace", "Slurm's --signal accepts at most 65535 seconds, got %d" % kw["grace"])
+    for f in _PLAIN:
+        if v[f.key] is None:
+            continue
+        kw[f.key] = v[f.key]
+        if f.check and f.check != "positive":  # positive ints: the schema checked them
+            _report(ck, data, f.key, CHECKS[f.check](kw[f.key]))
     sig = v["checkpoint_signal"]
     if sig is not None:
         _report(ck, data, "checkpoint_signal", check_signal(sig))
@@ -492,10 +417,8 @@ def spec_from_data(data: Any, path: str, text: str = "") -> JobSpec:
             ck.error(data, "tokens", "tokens", "expected a token count such as 2T or 1.5e12, got %r" % (v["tokens"],))
         kw["tokens"] = tok
     if v["mem"] is not None:
-        mem = str(v["mem"])
-        if not _MEM.match(mem):
-            ck.error(data, "mem", "mem", "expected a Slurm memory size such as 0 (all), 512G or 64000M, got %r" % mem)
-        kw["mem"] = mem
+        kw["mem"] = str(v["mem"])
+        _report(ck, data, "mem", check_mem(kw["mem"]))
 
     par = ck.take(v["parallel"], {k: Field("int", positive=True) for k in PARALLEL_KEYS}, "parallel", data, "parallel")
     kw["parallel"] = {k: par[k] for k in PARALLEL_KEYS if par[k] is not None}
@@ -733,41 +656,14 @@ def apply_overrides(spec: JobSpec, flags: Mapping[str, Any]) -> JobSpec:
         return False
 
     kw: Dict[str, Any] = {}
-    simple: Dict[str, Tuple[str, Optional[Callable[[Any], Optional[str]]]]] = {
-        "name": ("--job-name", one_line),
-        "model": ("--model", one_line),
-        "task": ("--task", one_line),
-        "launcher": ("--launcher", None),
-        "weights": ("--weights", one_line),
-        "partition": ("--partition", one_line),
-        "account": ("--account", one_line),
-        "qos": ("--qos", one_line),
-        "constraint": ("--constraint", one_line),
-        "seq": ("--seq", check_positive),
-        "global_batch": ("--global-batch", check_positive),
-        "precision": ("--precision", one_line),
-        "checkpoint_dir": ("--checkpoint-dir", one_line),
-        "dependency": ("--dependency", check_dependency),
-        "output": ("--output", one_line),
-        "error": ("--error", one_line),
-        "gpus": ("--gpus", check_positive),
-        "cpus_per_task": ("--cpus-per-task", check_positive),
-        "segment": ("--segment", check_positive),
-        "template": ("--template", check_template),
-        "grace": ("--grace", check_positive),
-        "max_requeues": ("--max-requeues", check_nonnegative),
-        "save_interval": ("--save-interval", check_positive),
-        "time": ("--time", check_time),
-    }
-    for key, (flag, check) in simple.items():
-        value = flags.get(key)
-        if value is None:
+    for f in FIELDS:
+        value = flags.get(f.key)
+        if f.flag is None or value is None or f.cli == "special":
             continue
-        if check is None or not bad(flag, check(value)):
-            kw[key] = value
-    for key in ("fsdp", "preflight", "requeue"):
-        if flags.get(key) is not None:
-            kw[key] = bool(flags[key])
+        if f.cli == "switch":
+            kw[f.key] = bool(value)
+        elif f.check is None or not bad(f.flag, CHECKS[f.check](value)):
+            kw[f.key] = str(value) if f.kind == "any" else value
     if flags.get("checkpoint_signal") is not None and not bad(
         "--checkpoint-signal", check_signal(flags["checkpoint_signal"])
     ):
@@ -776,10 +672,6 @@ def apply_overrides(spec: JobSpec, flags: Mapping[str, Any]) -> JobSpec:
         n, msg = parse_nodes(flags["nodes"])
         if not bad("--nodes", msg):
             kw["nodes"] = n
-    if flags.get("mem") is not None and not bad(
-        "--mem", None if _MEM.match(str(flags["mem"])) else "expected a Slurm memory size such as 0, 512G or 64000M"
-    ):
-        kw["mem"] = str(flags["mem"])
     if flags.get("tokens") is not None:
         from ..schema import parse_size
 

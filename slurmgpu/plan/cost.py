@@ -7,8 +7,21 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from .hardware import GEMM_EFF, LATENCY_S, LINK_WORDS, Hardware
-from .layout import Layout
+from .hardware import (
+    ATTN_S0,
+    DP_EXPOSED,
+    EP_A2A_EFF,
+    FP8_CAST_BYTES,
+    GEMM_T0,
+    GEMM_W0,
+    LATENCY_S,
+    LAYER_OVERHEAD_S,
+    LINK_WORDS,
+    MEM_PASSES,
+    TP_EXPOSED,
+    Hardware,
+)
+from .layout import Layout, expert_tp
 from .memory import (
     NF4_BYTES,
     OPTIMIZER_BYTES,
@@ -16,6 +29,7 @@ from .memory import (
     MemoryBreakdown,
     StageParams,
     kv_cache_bytes,
+    layer_act_base,
     lora_params,
     stage_layers,
     stage_params,
@@ -105,6 +119,13 @@ class _Ctx:
         self.f_dense = scale * 6.0 * m.dense_layer_params  # a dense layer's matmuls
         self.f_shared = scale * 6.0 * m.moe_layer_shared_params  # MoE layer: attention, router, shared experts
         self.f_experts = scale * 6.0 * m.experts_active * m.expert_params  # MoE layer: routed experts
+        # FlashAttention skips the masked half of causal attention: time goes with half the model FLOPs;
+        # it has no weights, so LoRA does not shrink its backward
+        self.attn_time_flops = 6.0 * self.seq * m.attn_width
+        # memory-bound bytes per token of one layer (fwd + bwd): passes over what the layer stores
+        cast = FP8_CAST_BYTES * m.hidden if req.precision == "fp8" and hw.peak > hw.peak_bf16 else 0.0
+        self.mem_dense = MEM_PASSES * layer_act_base(m, False) * m.hidden + cast
+        self.mem_moe = MEM_PASSES * layer_act_base(m, True) * m.hidden + cast if m.is_moe else 0.0
         self._counts: Dict[int, List[int]] = {}
         self._stages: Dict[int, List[StageParams]] = {}
         self._lora: Dict[Tuple[int, int], float] = {}
@@ -158,7 +179,12 @@ class _Ctx:
 def _eff(ctx: _Ctx, tp: int, tokens: float, width: Optional[float] = None) -> float:
     """GEMM efficiency: large-GEMM share of peak, less for narrow (TP-split) or short (few-token) GEMMs."""
     w = (width or ctx.model.hidden) / tp
-    return GEMM_EFF * w / (w + 128.0) * tokens / (tokens + 256.0)
+    return ctx.hw.gemm_eff * w / (w + GEMM_W0) * tokens / (tokens + GEMM_T0)
+
+
+def _attn_rate(ctx: _Ctx, keys: float) -> float:
+    """FlashAttention FLOP/s: BF16 (FP8 does not apply), lower for short sequences (fewer tiles)."""
+    return ctx.hw.peak_bf16 * ctx.hw.attn_eff * keys / (keys + ATTN_S0)
 
 
 def _eff_expert(ctx: _Ctx, tp: int, ep: int, tokens: float) -> float:
@@ -169,6 +195,12 @@ def _eff_expert(ctx: _Ctx, tp: int, ep: int, tokens: float) -> float:
     m = ctx.model
     per_expert = tokens * m.experts_active / m.experts * ep
     return _eff(ctx, tp, per_expert, m.expert_ffn)
+
+
+def _expert_dp(tp: int, dp: int, cp: int, ep: int) -> Tuple[int, int]:
+    """(expert-TP, expert-DP) of a stage: EP x expert-TP x expert-DP = TP x CP x DP (Megatron)."""
+    etp = expert_tp(tp, dp, cp, ep)
+    return etp, max(1, tp * dp * cp // (etp * ep))
 
 
 def _train_candidate(
@@ -191,18 +223,20 @@ def _train_candidate(
     tokens_gpu = mb * s / cp
     slow = QLORA_SLOWDOWN if ctx.task == "qlora" else 1.0
     eff = _eff(ctx, tp, tokens_gpu) * slow
-    eff_e = _eff_expert(ctx, tp, ep, tokens_gpu) * slow if m.is_moe else eff
+    etp, edp = _expert_dp(tp, dp, cp, ep)
+    eff_e = _eff_expert(ctx, etp, ep, tokens_gpu) * slow if m.is_moe else eff
     rate = hw.peak * eff
     rate_e = hw.peak * eff_e
     sc = ctx.flops_scale
-    attn_f = sc * ctx.attn_flops
-    # seconds per token (per TP rank) of one dense / one MoE layer, and of recomputing it
-    t_dense = (ctx.f_dense + attn_f) / rate
-    t_moe = (ctx.f_shared + attn_f) / rate + ctx.f_experts / rate_e
+    # seconds per token (per TP rank) of one dense / one MoE layer, and of recomputing it: linear
+    # GEMMs at the requested precision, FlashAttention at BF16, memory-bound work at HBM speed
+    t_attn = ctx.attn_time_flops / _attn_rate(ctx, s / cp)
+    t_dense = ctx.f_dense / rate + t_attn + ctx.mem_dense / hw.hbm
+    t_moe = (ctx.f_shared / rate + ctx.f_experts / rate_e + t_attn + ctx.mem_moe / hw.hbm) if m.is_moe else 0.0
     if recompute == "full":  # one more forward pass (a third of fwd+bwd)
         rc_dense, rc_moe = t_dense / 3.0, t_moe / 3.0
     elif recompute == "selective":  # the attention core's forward
-        rc_dense = rc_moe = attn_f / 3.0 / rate
+        rc_dense = rc_moe = t_attn / 3.0
     else:
         rc_dense = rc_moe = 0.0
     link_bytes = 0.0
@@ -214,21 +248,20 @@ def _train_candidate(
     pp_bw, pp_fab, _ = ctx.group(tp * cp * dp, pp, gpn, seg)
     n_dp = dp * cp
     dp_bw, dp_fab, _ = ctx.group(tp, n_dp, gpn, seg)
-    edp = max(1, n_dp // ep)
-    edp_bw, edp_fab, _ = ctx.group(tp * cp * ep, edp, gpn, seg)
+    edp_bw, edp_fab, _ = ctx.group(etp * ep, edp, gpn, seg)
 
     ar_payload = mb * (s / cp) * m.hidden * 2.0
     n_ar = 4 + (2 if recompute == "full" else 0)
     kv_w = m.heads * (2 * m.hd + m.rope_head_dim) if m.is_mla else 2 * m.kv_heads * m.hd
     cp_layer = 3.0 * (cp - 1) * mb * (s / cp) * kv_w * 2.0 / tp
-    attn_layer_t = sc * ctx.attn_flops * mb * s / (tp * cp) / rate
+    attn_layer_t = t_attn * mb * s / (tp * cp)
     ep_payload = 4.0 * mb * (s / cp) / tp * m.experts_active * m.hidden * 2.0 * (ep - 1) / ep
     if recompute == "full":
         ep_payload *= 1.5
     ep_t_layer = 0.0
     if ep > 1:
         near = (ep_k - 1) / (ep - 1)
-        ep_t_layer = ep_payload * near / hw.link_bw + ep_payload * (1 - near) / (hw.nic_node / gpn)
+        ep_t_layer = (ep_payload * near / hw.link_bw + ep_payload * (1 - near) / (hw.nic_node / gpn)) / EP_A2A_EFF
 
     worst = None
     for i in sorted({0, counts.index(max(counts)), pp - 1}):
@@ -240,11 +273,12 @@ def _train_candidate(
         )
         rc = tok * (sp_.dense_layers * rc_dense + sp_.moe_layers * rc_moe)
         tp_bytes = n_i * n_ar * 2.0 * (tp - 1) / tp * ar_payload if tp > 1 else 0.0
-        t_tp = tp_bytes / tp_bw if tp > 1 else 0.0
+        t_tp = TP_EXPOSED * (tp_bytes / tp_bw + n_i * n_ar * LATENCY_S) if tp > 1 else 0.0
         cp_bytes = n_i * cp_layer
         t_cp = n_i * max(0.0, cp_layer / cp_bw - attn_layer_t) if cp > 1 else 0.0
         t_ep = sp_.moe_layers * ep_t_layer
         ep_bytes = sp_.moe_layers * ep_payload
+        comp += n_i * LAYER_OVERHEAD_S
         t_mb = comp + rc + t_tp + t_cp + t_ep
         row = (t_mb, i, sp_, comp, rc, t_tp, t_cp, t_ep, tp_bytes, cp_bytes, ep_bytes)
         if worst is None or t_mb > worst[0]:
@@ -265,12 +299,12 @@ def _train_candidate(
         if lora:
             dense_b, exp_b = 2.0 * ctx.lora(sp_) / tp, 0.0
         else:
-            dense_b, exp_b = 2.0 * (sp_.dense + sp_.embed) / tp, 2.0 * sp_.experts / (tp * ep)
+            dense_b, exp_b = 2.0 * (sp_.dense + sp_.embed) / tp, 2.0 * sp_.experts / (etp * ep)
         if zero >= 3 and n_dp > 1:
             # FSDP: every micro-batch all-gathers the weights for forward and again for backward and
             # reduce-scatters the gradients, one ring per layer each time (n - 1 hop latencies each)
             wd = wbytes * (sp_.dense + sp_.embed) / tp if lora else dense_b
-            we = wbytes * sp_.experts / (tp * ep) if lora else exp_b
+            we = wbytes * sp_.experts / (etp * ep) if lora else exp_b
             vol_mb = (n_dp - 1) / n_dp * (2 * wd + dense_b)
             vol_e_mb = (edp - 1) / edp * (2 * we + exp_b) if edp > 1 else 0.0
             per_mb = vol_mb / dp_bw + (vol_e_mb / edp_bw if vol_e_mb else 0.0) + 3 * counts[i] * (n_dp - 1) * LATENCY_S
@@ -284,7 +318,8 @@ def _train_candidate(
             if n_dp > 1:  # Megatron buckets max(40M, 1M x DP) parameters; each bucket is a reduce-scatter
                 bucket = 2.0 * max(40e6, 1e6 * n_dp)  # + all-gather ring of n - 1 hops each
                 t_sync += 2 * math.ceil((dense_b + exp_b) / bucket) * (n_dp - 1) * LATENCY_S
-            exposed = max(0.0, t_sync - (comp + rc))  # hidden behind the last backward / first forward
+            # hidden behind the backward pass except the last bucket and what compute cannot cover
+            exposed = max(0.0, t_sync - (comp + rc)) + DP_EXPOSED * min(t_sync, comp + rc)
         if exposed >= dp_exposed:
             dp_exposed, t_dp_total = exposed, t_sync
             dp_bytes_total = vol + vol_e
@@ -320,7 +355,7 @@ def _train_candidate(
         ("pp_p2p", pp_exposed),
         ("dp", dp_exposed),
     )
-    mfu = ctx.model_flops_tok * tokens / (step * lay.world * hw.peak_bf16)
+    mfu = ctx.model_flops_tok * tokens / (step * lay.world * hw.peak)  # against the precision's peak
     detail = (
         ("eff", eff),
         ("eff_e", eff_e),

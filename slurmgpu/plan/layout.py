@@ -66,3 +66,13 @@ def tp_group_nodes(layout: Layout, ranks_per_node: int) -> List[List[int]]:
         nodes = sorted({node_of(r, ranks_per_node) for r in group})
         out.append(nodes)
     return out
+
+
+def expert_tp(tp: int, dp: int, cp: int, ep: int) -> int:
+    """Tensor-parallel width of the routed experts (Megatron's expert_tensor_parallel_size).
+
+    Megatron folds EP x expert-TP x expert-DP onto the TP x CP x DP ranks of a stage: experts keep
+    the attention's TP while EP divides DP x CP, otherwise they run unsplit (expert-TP 1), as
+    NeMo's DeepSeek-V3 recipe (TP 2, EP 64 over DP 32) does.
+    """
+    return tp if ep <= 1 or (dp * cp) % ep == 0 else 1

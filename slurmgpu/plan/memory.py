@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .layout import expert_tp
 from .models import ModelSpec
 
 GB = 1e9
@@ -25,6 +26,13 @@ WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 # Optimizer bytes per trained parameter beyond the 16-bit weight and gradient (K in ZeRO):
 # fp32 master copy + state. Adam: 4 + 4 + 4; 8-bit Adam: 4 + 1 + 1; SGD with momentum: 4 + 4.
 OPTIMIZER_BYTES = {"adam": 12.0, "adam8bit": 6.0, "sgd": 8.0}
+# Framework memory profile of Megatron-style plans (ZeRO 0/1: NeMo's distributed Adam): with bf16
+# weights NeMo keeps only the low 16 bits of each fp32 master weight (`store_param_remainders`, set
+# by NeMo whenever optimizer state is fp32 and the model bf16); the bf16 weight is the high half, so
+# the master copy costs 2 bytes, not 4. Gradients are reduced in bf16 (`optim.grad_sync_dtype=bf16`
+# in NeMo's performance recipes): 2 + 2 + (2 + 8) = 14 bytes per parameter, the last 10 sharded
+# over DP x CP. FSDP/ZeRO-2/3 (torchtitan, DeepSpeed) keep a full fp32 master: the paper's 16.
+MASTER_REMAINDER_SAVING = 2.0
 NF4_BYTES = 0.5 + 0.127 / 8  # 4-bit weights + double-quantized block scales (QLoRA paper: 0.127 bit)
 LORA_RANK = 16
 OVERHEAD_GB = 2.0  # CUDA context, NCCL buffers, allocator reserve (a rule of thumb, not a measurement)
@@ -99,12 +107,24 @@ def model_states_bytes(
 
 
 def activation_bytes_per_layer(
-    s: float, b: float, h: float, a: float, t: int = 1, sp: bool = False, recompute: str = "none", base: float = 34.0
+    s: float,
+    b: float,
+    h: float,
+    a: float,
+    t: int = 1,
+    sp: bool = False,
+    recompute: str = "none",
+    base: float = 34.0,
+    flash: bool = False,
 ) -> float:
-    """Korthikanti et al. Table 2, generalised: `base` is 34 for a 4h GeLU MLP."""
+    """Korthikanti et al. Table 2, generalised: `base` is 34 for a 4h GeLU MLP.
+
+    `flash`: FlashAttention keeps no s x s scores (only O(s) softmax statistics), so `none` stores
+    what `selective` does; the planner always assumes it (every framework it plans for uses it).
+    """
     if recompute == "full":
         return 2.0 * s * b * h / (t if sp else 1)
-    scores = 0.0 if recompute == "selective" else 5.0 * a * s / h
+    scores = 0.0 if recompute == "selective" or flash else 5.0 * a * s / h
     if sp or t == 1:
         return s * b * h * (base + scores) / t
     return s * b * h * (10.0 + (base - 10.0) / t + scores / t)
@@ -251,16 +271,19 @@ def training_memory(
     `stages` (stage_params for every stage) may be passed in by callers that cache it.
     """
     t, p, cp, ep = shape.tp, shape.pp, shape.cp, shape.ep
+    if zero <= 1 and optimizer_bytes >= OPTIMIZER_BYTES["adam"]:
+        optimizer_bytes -= MASTER_REMAINDER_SAVING  # NeMo's distributed Adam: see MASTER_REMAINDER_SAVING
     shard_dense = shape.dp * cp  # Megatron's distributed optimizer shards over DP x CP
-    shard_exp = max(1, shard_dense // ep)
+    etp = expert_tp(t, shape.dp, cp, ep)
+    shard_exp = max(1, shard_dense * t // (etp * ep))  # expert-DP: the ranks holding the same experts
     counts = counts if counts is not None else stage_layers(model.layers, p)
     s_loc = shape.seq / cp
     b = shape.micro_batch
     h, a, v = model.hidden, model.heads, model.vocab
     sp = t > 1
-    act_dense = activation_bytes_per_layer(s_loc, b, h, a, t, sp, recompute, layer_act_base(model, False))
+    act_dense = activation_bytes_per_layer(s_loc, b, h, a, t, sp, recompute, layer_act_base(model, False), True)
     act_moe = (
-        activation_bytes_per_layer(s_loc, b, h, a, t, sp, recompute, layer_act_base(model, True))
+        activation_bytes_per_layer(s_loc, b, h, a, t, sp, recompute, layer_act_base(model, True), True)
         if model.is_moe
         else 0.0
     )
@@ -272,7 +295,7 @@ def training_memory(
     for i in sorted({0, counts.index(full), p - 1}):
         sp_ = stages[i] if stages is not None else stage_params(model, counts, i)
         per_dense = (sp_.dense + sp_.embed) / t
-        per_exp = sp_.experts / (t * ep)
+        per_exp = sp_.experts / (etp * ep)
         in_flight = min(p - i, shape.micro_batches)
         if interleave > 1:
             in_flight *= 1.0 + (p - 1) / float(p * interleave)

@@ -44,6 +44,7 @@ class ModelSpec:
     v_head_dim: Optional[int] = None  # MLA: value head width (default head_dim)
     title: str = ""
     source: str = ""
+    gated_assumed: bool = False  # a model file without `gated:` (planned as a 2-matrix GPT-style MLP)
 
     # -- derived shape ------------------------------------------------------
     @property
@@ -537,6 +538,7 @@ def load_model_file(path: str) -> ModelSpec:
     ck.raise_if_any()
     ffn = v["ffn"] or 4 * hidden
     gated = v["gated"]
+    gated_assumed = gated is None
     if gated is None:
         gated = False
     name = v["name"] or os.path.splitext(os.path.basename(path))[0]
@@ -554,6 +556,7 @@ def load_model_file(path: str) -> ModelSpec:
         moe_ffn=v["moe_ffn"],
         head_dim=v["head_dim"],
         gated=gated,
+        gated_assumed=gated_assumed,
         tied_embeddings=v["tied_embeddings"],
         shared_experts=v["shared_experts"],
         dense_layers=v["dense_layers"],

@@ -10,6 +10,7 @@ from ..site import NodeType, Partition, Site
 from .hardware import Hardware, hardware
 from .layout import Layout
 from .models import ModelSpec
+from .placement import choose_segment, spans
 
 
 def _nodes_word(n: int) -> str:
@@ -61,6 +62,39 @@ def segment_error(nt: NodeType, tp: int, nodes: int, gpn: int, segment: int) -> 
         "--segment=%d does not keep TP groups inside one %d-node NVLink domain for a %d-node job: TP=%d on "
         "%d GPUs per node needs %d node%s per group (tp / gcd(tp, %d)), so the segment must be a multiple of "
         "%d, divide %d and be at most %d" % (segment, dn, nodes, tp, gpn, tn, "s" if tn > 1 else "", gpn, tn, nodes, dn)
+    )
+
+
+def segment_for_layout(
+    nt: NodeType, layout: Layout, ranks_per_node: Optional[int] = None, etp: Optional[int] = None
+) -> Tuple[Optional[int], Optional[str]]:
+    """The --segment that keeps every TP, CP and EP group of `layout` inside one NVLink domain.
+
+    Dense and MoE alike: the unit is the least common multiple of each group's span in nodes
+    (`placement.group_unit`: TP tp, CP tp*cp, EP etp*ep ranks); PP and DP may cross domains.
+    For MLPerf's Llama 3.1 405B (TP4 CP2 on 4-GPU trays, 1,280 nodes) that is 16-node segments.
+    """
+    if nt.nvlink_domain <= nt.gpus or layout.nodes <= 1:
+        return None, None
+    return choose_segment(nt.domain_nodes, nt.nvlink_domain, layout.nodes, spans(layout, ranks_per_node, etp=etp))
+
+
+def layout_segment_error(
+    nt: NodeType, layout: Layout, segment: int, ranks_per_node: Optional[int] = None, etp: Optional[int] = None
+) -> Optional[str]:
+    """Why an explicit --segment lets some TP/CP/EP group of `layout` leave its NVLink domain."""
+    from .placement import segment_unit_of
+
+    sp = spans(layout, ranks_per_node, etp=etp)
+    unit = segment_unit_of(sp)
+    dn, nodes = nt.domain_nodes, layout.nodes
+    if segment >= 1 and segment % unit == 0 and segment <= dn and (segment >= nodes or nodes % segment == 0):
+        return None
+    what = ", ".join("%s=%d needs %d-node blocks" % (s.kind.upper(), s.size, s.unit) for s in sp) or "no group"
+    return (
+        "--segment=%d does not keep the model-parallel groups inside one %d-node NVLink domain for a %d-node job "
+        "(%s): the segment must be a multiple of %d, divide %d and be at most %d"
+        % (segment, dn, nodes, what, unit, nodes, dn)
     )
 
 
@@ -165,11 +199,16 @@ def _layout_rules(hw: Hardware, model: ModelSpec, lay: Layout, seq: int) -> List
             out.append("EP=%d needs a mixture-of-experts model; %s is dense" % (lay.ep, model.label))
         elif model.experts % lay.ep:
             out.append("EP=%d does not divide the %d experts" % (lay.ep, model.experts))
-        elif lay.dp % lay.ep:
+        elif (lay.dp * lay.cp * lay.tp) % lay.ep:
             out.append(
-                "EP=%d needs DP (%d) to be a multiple of it: expert parallelism reuses data-parallel "
-                "ranks" % (lay.ep, lay.dp)
+                "EP=%d must divide DP x CP x TP = %d: Megatron carves expert-parallel groups out of "
+                "the data-, context- and tensor-parallel ranks" % (lay.ep, lay.dp * lay.cp * lay.tp)
             )
+    if not out and nt.nvlink_domain > nt.gpus and lay.nodes > 1 and (lay.cp > 1 or lay.ep > 1):
+        # NVL72: CP and EP groups need NVLink as much as TP (EP all-to-alls across racks stall)
+        _, err = segment_for_layout(nt, lay)
+        if err:
+            out.append(err)
     return out
 
 

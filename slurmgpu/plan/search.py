@@ -19,7 +19,7 @@ from .memory import (
     inference_memory,
     training_memory,
 )
-from .rules import _divisors, _tp_rules, segment_for
+from .rules import _divisors, _tp_rules, segment_for, segment_for_layout
 from .types import Rejection
 from .words import _mem_words, _short
 
@@ -47,10 +47,11 @@ def _strategies(ctx: _Ctx, pp: int, n_dp: int) -> List[Tuple[int, str]]:
     elif n_dp == 1:
         zeros = [0]
     elif pp > 1:
-        zeros = [1]  # Megatron's distributed optimizer; ZeRO-2/3 do not combine with PP
+        zeros = [1]  # Megatron's distributed optimizer (FSDP + PP only when asked: torchtitan runs it)
     else:
         zeros = [1, 2, 3]
-    recs = [req.recompute] if req.recompute else ["selective", "full"]
+    # with FlashAttention `selective` (recompute the attention core) saves no memory over `none`
+    recs = [req.recompute] if req.recompute else ["none", "full"]
     return [(z, r) for r in recs for z in zeros]
 
 
@@ -97,12 +98,21 @@ def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True, base_bat
                     continue
                 eps = [1]
                 if m.is_moe and ctx.train:  # serving with EP (DP attention) only when pinned
-                    eps = [e for e in _divisors(math.gcd(dp, m.experts))]
+                    eps = [e for e in _divisors(math.gcd(dp * cp, m.experts))]
                 if "ep" in pins:
                     eps = [pins["ep"]]
                 for ep in eps:
-                    if ep > 1 and (not m.is_moe or m.experts % ep or dp % ep):
+                    if ep > 1 and (not m.is_moe or m.experts % ep or (dp * cp * tp) % ep):
                         continue
+                    seg_l = seg
+                    if (cp > 1 or ep > 1) and hw.nt.nvlink_domain > hw.nt.gpus:
+                        # CP/EP groups must stay inside one NVLink domain too (NVL72)
+                        probe = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, nodes=nodes, gpus_per_node=gpn)
+                        seg_l, err = segment_for_layout(hw.nt, probe)
+                        if err:
+                            if want_rejects:
+                                rejected.append(Rejection(_short(probe), err, "rule"))
+                            continue
                     if ctx.train:
                         _train_layouts(
                             ctx,
@@ -113,7 +123,7 @@ def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True, base_bat
                             dp,
                             cp,
                             ep,
-                            seg,
+                            seg_l,
                             base_batch,
                             user_batch,
                             ranked,
@@ -122,7 +132,7 @@ def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True, base_bat
                         )
                     else:
                         _infer_layouts(
-                            ctx, nodes, gpn, tp, pp, dp, cp, ep, seg, user_batch, ranked, misses, batch_rejects
+                            ctx, nodes, gpn, tp, pp, dp, cp, ep, seg_l, user_batch, ranked, misses, batch_rejects
                         )
     if want_rejects:
         for reason, count in batch_rejects.items():
@@ -190,7 +200,9 @@ def _train_layouts(
         fitted = False
         n_mb = batch // (dp * mb)
         vps = [1]
-        if pp > 1 and n_mb % pp == 0 and (pp - 1) / n_mb > 0.02:
+        if ctx.req.virtual_stages:
+            vps = [ctx.req.virtual_stages]
+        elif pp > 1 and n_mb % pp == 0 and (pp - 1) / n_mb > 0.02:
             # interleaving needs whole rounds of micro-batches (Megatron); worth it only for a visible bubble
             vps += [v for v in (2, 4, 8) if v <= min(counts)]
         for zero, rec in strategies:
@@ -204,7 +216,7 @@ def _train_layouts(
                 cand = _train_candidate(ctx, lay, batch, zero, rec, mem, seg, vp)
                 if best is None or cand.step < best.step - 1e-12:
                     best = cand
-            if best is not None and rec == "selective" and zero <= 2:
+            if best is not None and rec in ("none", "selective") and zero <= 2:
                 break  # nothing later in the list is faster
         if best is not None:
             cur = ranked.get(_key(lay))

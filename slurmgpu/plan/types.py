@@ -42,6 +42,7 @@ class PlanRequest:
     recompute: Optional[str] = None  # none | selective | full; default: selective, full if needed
     optimizer: str = "adam"  # adam (16 B/param with weights and grads) | adam8bit | sgd
     target_days: Optional[float] = None  # with tokens: smallest allocation that trains in time
+    virtual_stages: Optional[int] = None  # interleaved pipeline chunks per GPU (Megatron VPP); default: searched
 
 
 @dataclass(frozen=True)

@@ -131,6 +131,10 @@ def topology_table(site: Site) -> Dict[str, Any]:
         "topology": site.topology,
         "mode": pol.mode,
         "on_internal_error": pol.on_internal_error,
+        # per kind of group (tp/cp/ep) on multi-node NVLink domains; the repair writes
+        # job_desc.segment_size, which job_submit/lua allows from 25.11 (the loader checks it)
+        "groups": dict(sorted(pol.groups.items())),
+        "repair_segment": bool(pol.repair_segment),
         "launchers": dict(sorted(pol.launchers.items())),
         "exempt_users": list(pol.exempt_users),
         "exempt_accounts": list(pol.exempt_accounts),

@@ -37,6 +37,8 @@ class Verdict:
     # and one admin-facing note for each; slurmctld logs each name once
     unknown_partitions: Tuple[str, ...] = ()
     notes: Tuple[str, ...] = ()
+    # the --segment job_submit wrote into the job (site policy.repair_segment, Slurm 25.11+)
+    repair_segment: Optional[int] = None
 
     @property
     def accepted(self) -> bool:
@@ -53,6 +55,7 @@ class Verdict:
             "launcher": self.launcher,
             "partitions": list(self.partitions),
             "rules": list(self.rules),
+            "repair_segment": self.repair_segment,
             "mode": self.mode,
             "slurm_code": self.slurm_code,
             "exempt": self.exempt,
@@ -78,6 +81,7 @@ def verdict_from_data(d: Mapping[str, Any]) -> Verdict:
         rules=tuple(d.get("rules") or ()),
         mode=str(d.get("mode") or ""),
         slurm_code=int(d.get("code") or 0),
+        repair_segment=int(d["repair_segment"]) if d.get("repair_segment") else None,
         exempt=bool(d.get("exempt")),
         internal_error=d.get("internal_error"),
         lines=messages + warnings,

@@ -38,6 +38,10 @@ class GpuFacts:
     hbm_gbs: float = 0.0  # memory bandwidth, GB/s, vendor datasheet (the planner's decode speed); 0: unknown
     hbm_smaller: Optional[Tuple[float, float]] = None  # (memory_gb, GB/s): parts with less memory are slower
     fp8: bool = True  # FP8 tensor cores (the planner doubles the BF16 peak for fp8)
+    # share of the BF16 / FP8 peak that large training GEMMs sustain (cuBLAS/Transformer Engine), and
+    # of the BF16 peak FlashAttention sustains; 0: unknown (the planner's defaults). Architecture-level
+    # estimates, bounded by public GEMM benchmarks and fitted on bench/data/calibration_runs.tsv.
+    gemm_eff: Tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     def hbm_for(self, memory_gb: float) -> float:
         """The memory bandwidth of the part with this much memory (A100 40 GB: HBM2, 1555 GB/s)."""
@@ -55,6 +59,14 @@ class GpuFacts:
         if self.memory_ambiguous or re.search(r"\d+GB$", self.model):
             return self.model
         return "%s-%gGB" % (self.model, self.memory_gb)
+
+
+# Large-GEMM share of the BF16 and FP8 peaks and FlashAttention's share of the BF16 peak, by
+# architecture (GpuFacts.gemm_eff). Estimates within what public GEMM and FlashAttention benchmarks
+# show, fitted on bench/data/calibration_runs.tsv (bench/plan_accuracy.py).
+AMPERE_EFF = (0.80, 0.0, 0.33)
+HOPPER_EFF = (0.78, 0.66, 0.33)
+BLACKWELL_EFF = (0.75, 0.55, 0.33)
 
 
 def _f(
@@ -92,6 +104,7 @@ GPU_TABLE: Dict[str, GpuFacts] = {
             "dgx-h100 preset (H100 SXM datasheet: 80 GB, 989 TFLOP/s dense BF16; NVLink4 900 GB/s)",
             aliases=("h100_sxm", "h100_sxm5", "h100_80gb", "h100_80gb_hbm3"),
             hbm_gbs=3350,
+            gemm_eff=HOPPER_EFF,
         ),
         _f(
             "h100_pcie",
@@ -119,6 +132,7 @@ GPU_TABLE: Dict[str, GpuFacts] = {
             "dgx-h200 preset (BasePOD RA: 141 GB; NVLink4 900 GB/s; H200 datasheet: same tensor rate as H100 SXM)",
             aliases=("h200_sxm", "h200_sxm5", "h200_141gb"),
             hbm_gbs=4800,
+            gemm_eff=HOPPER_EFF,
         ),
         _f(
             "gh200",
@@ -133,6 +147,7 @@ GPU_TABLE: Dict[str, GpuFacts] = {
             memory_choices=(96, 144),
             note="4 GH200 per node (Alps, JUPITER, Isambard-AI); 144 GB HBM3e variants exist",
             hbm_gbs=4000,
+            gemm_eff=HOPPER_EFF,
         ),
         _f(
             "a100",
@@ -149,6 +164,7 @@ GPU_TABLE: Dict[str, GpuFacts] = {
             memory_choices=(40, 64, 80),
             note="sold as 40 GB and 80 GB (Leonardo: 64 GB); the smaller size is assumed until checked",
             hbm_gbs=2039,
+            gemm_eff=AMPERE_EFF,
             hbm_smaller=(80, 1555),
             fp8=False,
         ),
@@ -179,6 +195,7 @@ GPU_TABLE: Dict[str, GpuFacts] = {
             "dgx-b200 preset (DGX B200 user guide: 180 GB; NVLink5 1.8 TB/s; BF16 = half the sparse figure, UNVERIFIED)",
             unverified=("bf16_tflops",),
             hbm_gbs=8000,
+            gemm_eff=BLACKWELL_EFF,
         ),
         _f(
             "gb200",
@@ -193,6 +210,7 @@ GPU_TABLE: Dict[str, GpuFacts] = {
             unverified=("gpu_memory_gb", "bf16_tflops"),
             note="one NVLink domain spans a rack: the site needs topology: block",
             hbm_gbs=8000,
+            gemm_eff=BLACKWELL_EFF,
         ),
         _f(
             "mi250x",

@@ -120,7 +120,21 @@ _POLICY_FIELDS = {
     "exempt_accounts": Field("strlist", default=tuple),
     "exempt_qos": Field("strlist", default=tuple),
     "on_internal_error": Field("str", default="accept", choices=("accept", "reject")),
+    "groups": Field("strmap", default=dict),
+    "repair_segment": Field("bool", default=False),
 }
+
+
+GROUP_KINDS = ("tp", "cp", "ep")  # groups that must stay inside one NVLink domain (plan/placement.py)
+SEGMENT_WRITABLE_FROM = (25, 11)  # job_desc.segment_size writable in job_submit/lua
+
+
+def _version_tuple(v: Optional[str]) -> Optional[Tuple[int, int]]:
+    parts = str(v or "").split(".")
+    try:
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        return None
 
 
 def _resolve_extends(ref: str, child_file: str) -> str:
@@ -247,6 +261,30 @@ def site_from_data(data: Any, path: str) -> Site:
             ck.error(src, launcher, lp, "unknown launcher; expected one of: %s" % ", ".join(LAUNCHERS))
         if mode not in POLICY_MODES:
             ck.error(src, launcher, lp, "must be one of %s, got %r" % (", ".join(POLICY_MODES), mode))
+    for kind, mode in (pol["groups"] or {}).items():
+        src = pol_raw.get("groups") if isinstance(pol_raw, dict) else None
+        if kind not in GROUP_KINDS:
+            ck.error(
+                src,
+                kind,
+                join("policy.groups", kind),
+                "unknown group kind; expected one of: %s" % ", ".join(GROUP_KINDS),
+            )
+        elif mode not in POLICY_MODES:
+            ck.error(
+                src, kind, join("policy.groups", kind), "must be one of %s, got %r" % (", ".join(POLICY_MODES), mode)
+            )
+    if pol["repair_segment"]:
+        ver = _version_tuple(top["slurm_version"])
+        if ver is None or ver < SEGMENT_WRITABLE_FROM:
+            ck.error(
+                pol_raw,
+                "repair_segment",
+                "policy.repair_segment",
+                "job_submit.lua may write job_desc.segment_size only from Slurm 25.11; slurm_version is %s "
+                '(set slurm_version: "25.11" or later, or leave repair_segment off: jobs without --segment are '
+                "rejected with the exact --segment to add)" % (top["slurm_version"] or "not set"),
+            )
     ck.raise_if_any()
 
     name = top["name"] or Path(path).stem
@@ -278,6 +316,8 @@ def site_from_data(data: Any, path: str) -> Site:
             exempt_accounts=tuple(pol["exempt_accounts"] or ()),
             exempt_qos=tuple(pol["exempt_qos"] or ()),
             on_internal_error=pol["on_internal_error"],
+            groups=dict(pol["groups"] or {}),
+            repair_segment=bool(pol["repair_segment"]),
         ),
         preflight=SitePreflight(
             min_bandwidth_fraction=float(pre["min_bandwidth_fraction"]), min_free_gb=float(pre["min_free_gb"])

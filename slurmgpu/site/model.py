@@ -150,10 +150,16 @@ class SitePolicy:
     exempt_accounts: Tuple[str, ...] = ()
     exempt_qos: Tuple[str, ...] = ()
     on_internal_error: str = "accept"
+    # per kind of communication group (tp, cp, ep): enforce | warn | off, at most as strict as mode
+    groups: Mapping[str, str] = field(default_factory=dict)
+    # Slurm 25.11+: job_submit sets a missing --segment instead of rejecting (AdminComment says so)
+    repair_segment: bool = False
 
     def to_dict(self) -> Dict[str, Any]:
         return {
             "mode": self.mode,
+            "groups": dict(self.groups),
+            "repair_segment": self.repair_segment,
             "launchers": dict(self.launchers),
             "exempt_users": list(self.exempt_users),
             "exempt_accounts": list(self.exempt_accounts),

@@ -1,0 +1,341 @@
+"""The job spec's fields, in one table: the slurmgpu.yaml key, its type and default, the check its
+value gets, whether a `sites.<name>:` block may set it, and the CLI flag that overrides it.
+
+`job.spec` builds its YAML checker, `apply_overrides` and the per-site field list from this
+table, and `cli` builds the flags gen, submit, diff and plan share from it, so a new field is one
+row. It is data only and imports nothing but `vocab`: the CLI reads it without loading the job
+layer, which keeps `slurmgpu --help` fast on a login node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional, Tuple, Union
+
+from .vocab import LAUNCHERS, RUNTIMES
+
+Default = Union[None, str, int, bool, Callable[[], object]]
+
+
+@dataclass(frozen=True)
+class SpecField:
+    """One field of the job spec (or of its `container:` block)."""
+
+    key: str  # the JobSpec attribute and the slurmgpu.yaml key
+    kind: str  # the schema.Field kind: str, int, bool, any, map, strlist, strmap
+    default: Default = None
+    choices: Tuple[str, ...] = ()
+    positive: bool = False
+    check: Optional[str] = None  # the value check in job.spec.CHECKS, for YAML and flag values alike
+    per_site: bool = False  # a `sites.<name>:` block may set it
+    flag: Optional[str] = None  # the CLI flag that overrides it (None: slurmgpu.yaml only)
+    param: Optional[str] = None  # the click parameter name, where it is not the key
+    metavar: Optional[str] = None
+    help: str = ""
+    # how the flag is spelled and merged: "value" (replaces), "int", "choice", "switch"
+    # (--x/--no-x), "append" (repeatable, added after the spec's), "special" (job.spec's own code)
+    cli: str = "value"
+
+    @property
+    def dest(self) -> str:
+        return self.param or self.key
+
+
+_PATH_VARS_HELP = "$USER, $HOME, $SCRATCH, $SLURM_JOB_ID expand on the node"
+
+FIELDS: Tuple[SpecField, ...] = (
+    SpecField("name", "str", check="one_line", flag="--job-name", param="name", metavar="NAME", help="Slurm job name."),
+    SpecField(
+        "model",
+        "str",
+        check="one_line",
+        flag="--model",
+        help="Catalogue model (llama3-70b), a size (13B) or a model YAML file.",
+    ),
+    SpecField(
+        "task",
+        "str",
+        default="pretrain",
+        check="one_line",
+        flag="--task",
+        help="pretrain (default), finetune, serve... (what the planner sizes for).",
+    ),
+    SpecField(
+        "launcher",
+        "str",
+        default="torchrun",
+        choices=LAUNCHERS,
+        flag="--launcher",
+        cli="choice",
+        help="How the program is started.",
+    ),
+    SpecField("command", "any", cli="special"),  # the program after `--`
+    SpecField("args", "strlist", default=tuple),
+    SpecField(
+        "weights",
+        "str",
+        check="one_line",
+        per_site=True,
+        flag="--weights",
+        metavar="ID|PATH",
+        help="Checkpoint a serving engine (vllm, sglang) loads.",
+    ),
+    SpecField("container", "map", per_site=True),  # its own fields: CONTAINER_FIELDS
+    SpecField("time", "any", check="time", per_site=True, flag="--time", metavar="D-HH:MM:SS", help="Time limit."),
+    SpecField(
+        "nodes",
+        "any",
+        per_site=True,
+        flag="--nodes",
+        metavar="N|plan",
+        cli="special",
+        help="Node count, or 'plan' to let the planner choose.",
+    ),
+    SpecField(
+        "gpus",
+        "int",
+        positive=True,
+        check="positive",
+        per_site=True,
+        flag="--gpus",
+        cli="int",
+        help="Total GPUs (instead of --nodes).",
+    ),
+    SpecField(
+        "partition",
+        "str",
+        check="one_line",
+        per_site=True,
+        flag="--partition",
+        help="Slurm partition (default: the site's).",
+    ),
+    SpecField("account", "str", check="one_line", per_site=True, flag="--account", help="Slurm account."),
+    SpecField("qos", "str", check="one_line", per_site=True, flag="--qos", help="Slurm QOS."),
+    SpecField(
+        "constraint",
+        "str",
+        check="one_line",
+        per_site=True,
+        flag="--constraint",
+        help="Slurm --constraint (default: the partition's).",
+    ),
+    SpecField("parallel", "map", per_site=True),  # its flags: PARALLEL_FLAGS
+    SpecField("seq", "int", positive=True, check="positive", flag="--seq", cli="int", help="Sequence length."),
+    SpecField(
+        "global_batch",
+        "int",
+        positive=True,
+        check="positive",
+        flag="--global-batch",
+        cli="int",
+        help="Global batch size (sequences).",
+    ),
+    SpecField("tokens", "any", flag="--tokens", cli="special", help="Training tokens, e.g. 2T."),
+    SpecField("precision", "str", default="bf16", check="one_line", flag="--precision", help="bf16 (default), fp8..."),
+    SpecField(
+        "fsdp",
+        "bool",
+        default=False,
+        flag="--fsdp",
+        cli="switch",
+        help="The program shards with FSDP (changes CUDA_DEVICE_MAX_CONNECTIONS).",
+    ),
+    SpecField(
+        "sbatch",
+        "strlist",
+        default=tuple,
+        per_site=True,
+        flag="--sbatch",
+        metavar="--OPT=VALUE",
+        cli="special",
+        help="Extra #SBATCH option (repeatable), e.g. --sbatch=--mail-type=END.",
+    ),
+    SpecField(
+        "env",
+        "strmap",
+        default=dict,
+        per_site=True,
+        flag="--env",
+        metavar="NAME=VALUE",
+        cli="special",
+        help="Export in the job (repeatable).",
+    ),
+    SpecField(
+        "checkpoint_dir",
+        "str",
+        check="one_line",
+        per_site=True,
+        flag="--checkpoint-dir",
+        metavar="DIR",
+        help="Checkpoint directory (exported, created); %s." % _PATH_VARS_HELP,
+    ),
+    SpecField(
+        "preflight",
+        "bool",
+        default=True,
+        flag="--preflight",
+        cli="switch",
+        help="Run `slurmgpu preflight` on every node before the launch (default: on).",
+    ),
+    SpecField(
+        "requeue",
+        "bool",
+        default=False,
+        flag="--requeue",
+        cli="switch",
+        help="Checkpoint and requeue before the time limit.",
+    ),
+    SpecField(
+        "grace",
+        "int",
+        positive=True,
+        check="grace",
+        flag="--grace",
+        metavar="SECONDS",
+        cli="int",
+        help="With --requeue: how long before the limit the program is asked to save (default: twice the "
+        "checkpoint's write time at the site's requeue.checkpoint_gbps + KillWait + 60 s; 300 s without a model).",
+    ),
+    SpecField(
+        "max_requeues",
+        "int",
+        default=3,
+        check="nonnegative",
+        flag="--max-requeues",
+        metavar="N",
+        cli="int",
+        help="With --requeue: requeue at most N times after a checkpoint (SLURM_RESTART_COUNT; default 3).",
+    ),
+    SpecField(
+        "save_interval",
+        "int",
+        positive=True,
+        check="positive",
+        flag="--save-interval",
+        metavar="STEPS",
+        cli="int",
+        help="Steps between periodic checkpoints (Megatron --save-interval; default 500 with --requeue).",
+    ),
+    SpecField(
+        "checkpoint_signal",
+        "str",
+        default="TERM",
+        check="signal",
+        flag="--checkpoint-signal",
+        metavar="SIG",
+        cli="special",
+        help="Signal that asks the program to save (default TERM; not USR1).",
+    ),
+    SpecField(
+        "dependency",
+        "str",
+        check="dependency",
+        flag="--dependency",
+        metavar="TYPE:JOBID",
+        help="Slurm dependency, e.g. afterok:1234.",
+    ),
+    SpecField(
+        "output",
+        "str",
+        check="one_line",
+        flag="--stdout",
+        param="log_output",
+        metavar="PATH",
+        help="The job's output file (default %x-%j.out).",
+    ),
+    SpecField(
+        "error",
+        "str",
+        check="one_line",
+        flag="--stderr",
+        param="log_error",
+        metavar="PATH",
+        help="The job's error file (default: with stdout).",
+    ),
+    SpecField(
+        "mem",
+        "any",
+        check="mem",
+        per_site=True,
+        flag="--mem",
+        help="Memory per node (default: all of it on whole nodes).",
+    ),
+    SpecField(
+        "cpus_per_task",
+        "int",
+        positive=True,
+        check="positive",
+        per_site=True,
+        flag="--cpus-per-task",
+        cli="int",
+        help="CPUs per task (default: the node's CPUs / tasks).",
+    ),
+    SpecField(
+        "segment",
+        "int",
+        positive=True,
+        check="positive",
+        per_site=True,
+        flag="--segment",
+        cli="int",
+        help="Slurm --segment on topology/block sites (default: computed).",
+    ),
+    SpecField(
+        "template",
+        "str",
+        default="job.sh.j2",
+        check="template",
+        flag="--template",
+        metavar="NAME",
+        help="Top-level template (default job.sh.j2).",
+    ),
+    SpecField("sites", "map"),  # per-site blocks: the fields above with per_site=True
+)
+
+CONTAINER_FIELDS: Tuple[SpecField, ...] = (
+    SpecField(
+        "runtime",
+        "str",
+        choices=RUNTIMES,
+        flag="--container",
+        param="container",
+        cli="choice",
+        help="Container runtime (default: the site's).",
+    ),
+    SpecField(
+        "image",
+        "str",
+        check="one_line",
+        flag="--image",
+        cli="special",
+        help="Container image (registry image or file; written in the site runtime's spelling).",
+    ),
+    SpecField(
+        "mounts",
+        "strlist",
+        default=tuple,
+        flag="--mount",
+        param="mounts",
+        metavar="SRC:DST",
+        cli="special",
+        help="Container mount (repeatable); %s." % _PATH_VARS_HELP,
+    ),
+    SpecField("mount_workdir", "bool", default=True),
+)
+
+# `parallel:` keys (vocab.PARALLEL_KEYS, in that order) and their pin flags (--tp, --micro-batch, ...)
+PARALLEL_HELP = {
+    "tp": "Pin tensor parallelism.",
+    "pp": "Pin pipeline parallelism.",
+    "dp": "Pin data parallelism.",
+    "cp": "Pin context parallelism.",
+    "ep": "Pin expert parallelism.",
+    "micro_batch": "Pin the micro-batch size.",
+}
+
+
+def by_key(key: str) -> SpecField:
+    for f in FIELDS:
+        if f.key == key:
+            return f
+    raise KeyError(key)

@@ -1,0 +1,82 @@
+"""Placement of every communication group, and the --segment computed from the group spans."""
+
+import itertools
+from dataclasses import replace
+
+import pytest
+
+from slurmgpu.plan import Layout, PlanRequest, get_model, make_plan
+from slurmgpu.plan.placement import choose_segment, crossings, group_nodes, groups, segment_unit_of, spans
+from slurmgpu.plan.rules import check_layout_rules, layout_segment_error, segment_for_layout
+from slurmgpu.site import load_site
+from slurmgpu.site.presets import preset_dir
+
+
+def _gb200(nodes: int):
+    site = load_site(str(preset_dir() / "gb200-nvl72.yaml"))
+    part = replace(site.partitions["gpu"], nodes=nodes, max_nodes_per_job=nodes)
+    return replace(site, partitions={"gpu": part})
+
+
+def test_megatron_groups_tp_innermost_then_cp_and_the_expert_mesh():
+    lay = Layout(tp=2, cp=2, dp=2, ep=2, pp=2, nodes=4, gpus_per_node=4)
+    assert groups(lay, "tp")[:2] == [[0, 1], [2, 3]]
+    assert groups(lay, "cp")[:3] == [[0, 2], [1, 3], [4, 6]]
+    assert groups(lay, "dp")[0] == [0, 4]
+    assert groups(lay, "pp")[0] == [0, 8]
+    # expert mesh etp-ep-edp-pp with etp = tp: EP carved out of CP x DP
+    assert groups(lay, "ep")[:3] == [[0, 2], [1, 3], [4, 6]]
+    assert group_nodes(lay, "pp")[0] == [0, 2]  # PP stages on different nodes
+
+
+@pytest.mark.parametrize("tp,cp,ep,rpn", list(itertools.product((1, 2, 3, 4, 6, 8), (1, 2, 3), (1, 2, 4, 8), (4, 2))))
+def test_the_span_formula_matches_the_explicit_placement(tp, cp, ep, rpn):
+    dp = 24
+    nodes = tp * cp * dp * 2 // rpn
+    lay = Layout(tp=tp, cp=cp, dp=dp, ep=ep, pp=2, nodes=nodes, gpus_per_node=rpn)
+    unit = segment_unit_of(spans(lay))
+    for seg in range(1, nodes + 1):
+        if nodes % seg:
+            continue
+        crossed = crossings(lay, nodes, seg, rpn)
+        assert (not crossed) == (seg % unit == 0), (seg, unit, crossed)
+
+
+def test_mlperf_llama_405b_on_1280_gb200_nodes_gets_16_node_segments():
+    site = _gb200(1280)
+    nt = site.node_types["gb200-tray"]
+    lay = Layout(tp=4, cp=2, pp=8, dp=80, nodes=1280, gpus_per_node=4)
+    assert segment_for_layout(nt, lay) == (16, None)  # = TP*PP*CP / GPUs per node, as MLPerf v5.1 sets it
+    assert not crossings(lay, nt.domain_nodes, 16)
+    plan = make_plan(site, PlanRequest(model=get_model("llama3.1-405b"), nodes=1280, pins={"tp": 4, "cp": 2, "pp": 8}))
+    assert (plan.layout.tp, plan.layout.cp, plan.layout.pp) == (4, 2, 8)
+    assert plan.segment == 16
+
+
+def test_deepseek_v3_ep64_gets_16_node_segments_and_ep128_is_refused():
+    site = _gb200(256)
+    nt = site.node_types["gb200-tray"]
+    lay = Layout(tp=1, pp=16, dp=64, ep=64, nodes=256, gpus_per_node=4)
+    assert segment_for_layout(nt, lay) == (16, None)  # 64 expert ranks = 16 trays, one rack
+    plan = make_plan(site, PlanRequest(model=get_model("deepseek-v3"), nodes=256, pins={"tp": 1, "pp": 16, "ep": 64}))
+    assert plan.layout.ep == 64 and plan.segment == 16
+    wide = Layout(tp=1, pp=8, dp=128, ep=128, nodes=256, gpus_per_node=4)
+    errs = check_layout_rules(site, "gpu", get_model("deepseek-v3"), wide)
+    assert any("EP group" in e and "more than one 72-GPU NVLink domain" in e for e in errs), errs
+    # unpinned, the planner never picks an EP group that leaves a rack
+    free = make_plan(site, PlanRequest(model=get_model("deepseek-v3"), nodes=256))
+    assert free.layout.tp * free.layout.ep <= 72 and free.segment
+
+
+def test_no_segment_says_which_node_counts_would_work():
+    sp = spans(Layout(tp=1, dp=80, ep=32, nodes=20, gpus_per_node=4))
+    seg, err = choose_segment(18, 72, 20, sp)
+    assert seg is None and "16 or 24 nodes would work" in err, err
+
+
+def test_explicit_segment_must_hold_whole_ep_groups():
+    nt = _gb200(32).node_types["gb200-tray"]
+    lay = Layout(tp=1, dp=128, ep=32, nodes=32, gpus_per_node=4)
+    assert layout_segment_error(nt, lay, 16) is None
+    err = layout_segment_error(nt, lay, 4)
+    assert err and "EP=32 needs 8-node blocks" in err
