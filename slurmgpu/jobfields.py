@@ -197,6 +197,16 @@ FIELDS: Tuple[SpecField, ...] = (
         "checkpoint's write time at the site's requeue.checkpoint_gbps + KillWait + 60 s; 300 s without a model).",
     ),
     SpecField(
+        "checkpoint_signal",
+        "str",
+        default="TERM",
+        check="signal",
+        flag="--checkpoint-signal",
+        metavar="SIG",
+        cli="special",
+        help="Signal that asks the program to save (default TERM; not USR1).",
+    ),
+    SpecField(
         "max_requeues",
         "int",
         default=3,
@@ -215,16 +225,6 @@ FIELDS: Tuple[SpecField, ...] = (
         metavar="STEPS",
         cli="int",
         help="Steps between periodic checkpoints (Megatron --save-interval; default 500 with --requeue).",
-    ),
-    SpecField(
-        "checkpoint_signal",
-        "str",
-        default="TERM",
-        check="signal",
-        flag="--checkpoint-signal",
-        metavar="SIG",
-        cli="special",
-        help="Signal that asks the program to save (default TERM; not USR1).",
     ),
     SpecField(
         "dependency",

@@ -1159,8 +1159,12 @@ class TestCluster:
             "BatchStartTimeout=20",
             "CompleteWait=0",
         ]
+        # cred_expire is also how long a requeued job waits before it may start again (Slurm sets its
+        # BeginTime to now + cred_expire + 1; default 120 s); 10 s keeps requeue tests short.
+        auth_info = ["cred_expire=10"]
         if self.munge_socket is not None:
-            lines.append(f"AuthInfo=socket={self.munge_socket}")
+            auth_info.insert(0, f"socket={self.munge_socket}")
+        lines.append("AuthInfo=" + ",".join(auth_info))
         if self.topology_conf:
             lines.append("TopologyPlugin=" + self.topology_conf[0])
         elif self.topology_blocks:
