@@ -7,7 +7,7 @@ import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .. import __version__
 from ..errors import ConfigError, Issue
@@ -17,6 +17,11 @@ from ..render import PATH_VARS, TemplateDir, comment, render
 from ..site import NodeType, Site, preset_dir
 from .launchers import Launcher, Options, get_launcher
 from .sizing import Sizing, _check_size, segment_for
+
+if TYPE_CHECKING:
+    from ..plan import ModelSpec
+    from ..site import Partition
+    from .spec import JobSpec, Where
 
 
 @dataclass(frozen=True)
@@ -134,7 +139,7 @@ def site_ref(site: Site) -> str:
     return str(Path(site.source).resolve())
 
 
-def build_request(site: Site, spec: Any, sizing: Sizing, regen: str = "") -> Tuple[RenderRequest, Tuple[str, ...]]:
+def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") -> Tuple[RenderRequest, Tuple[str, ...]]:
     """Turn site + layout + spec into the frozen data the templates print; also return warnings."""
     warnings: List[str] = []
     layout = sizing.layout
@@ -184,7 +189,7 @@ def build_request(site: Site, spec: Any, sizing: Sizing, regen: str = "") -> Tup
     return req, tuple(warnings)
 
 
-def _requeue(site: Site, spec: Any, sizing: Sizing, launcher: Launcher, warnings: List[str]) -> Optional[Requeue]:
+def _requeue(site: Site, spec: JobSpec, sizing: Sizing, launcher: Launcher, warnings: List[str]) -> Optional[Requeue]:
     """The checkpoint signal's lead time and path for this launcher; None without --requeue."""
     if not spec.requeue:
         return None
@@ -229,7 +234,7 @@ def _requeue(site: Site, spec: Any, sizing: Sizing, launcher: Launcher, warnings
 
 
 def launch_argv(
-    launcher: Launcher, spec: Any, sizing: Sizing, fsdp: bool, grace: Optional[int] = None
+    launcher: Launcher, spec: JobSpec, sizing: Sizing, fsdp: bool, grace: Optional[int] = None
 ) -> Tuple[str, ...]:
     """Entry point, the user's arguments, then what the plan decided (model shape, layout)."""
     from . import launchers as L
@@ -261,18 +266,25 @@ def launch_argv(
     return tuple(argv) + tuple(planned)
 
 
-def _exit_duration(spec: Any, grace: Optional[int]) -> Optional[int]:
+def _exit_duration(spec: JobSpec, grace: Optional[int]) -> Optional[int]:
     """Megatron --exit-duration-in-mins: the walltime minus the lead, so it saves before TimeLimit
     even if the signal is lost (its clock starts after initialisation, so the signal normally wins)."""
     if not spec.requeue or not spec.time or grace is None:
         return None
     from .spec import time_seconds
 
-    return max(1, (time_seconds(spec.time) - grace) // 60)
+    limit = time_seconds(spec.time)
+    return None if limit is None else max(1, (limit - grace) // 60)
 
 
 def _sbatch(
-    site: Site, part: Any, node: NodeType, spec: Any, sizing: Sizing, launcher: Launcher, requeue: Optional[Requeue]
+    site: Site,
+    part: Partition,
+    node: NodeType,
+    spec: JobSpec,
+    sizing: Sizing,
+    launcher: Launcher,
+    requeue: Optional[Requeue],
 ) -> Sbatch:
     """The #SBATCH values: the layout's size, the launcher's tasks, the site's and spec's choices."""
     layout = sizing.layout
@@ -331,7 +343,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", os.path.basename(text.rstrip("/"))).strip("-") or "job"
 
 
-def _container(site: Site, node: NodeType, spec: Any, warnings: List[str]) -> ContainerPlan:
+def _container(site: Site, node: NodeType, spec: JobSpec, warnings: List[str]) -> ContainerPlan:
     """The container the job runs in, with the image in the runtime's own spelling (slurmgpu.images).
 
     An image the site cannot run (no runtime, the other runtime's file format, a CUDA build on
@@ -342,8 +354,9 @@ def _container(site: Site, node: NodeType, spec: Any, warnings: List[str]) -> Co
 
     runtime = spec.container.runtime or site.container.runtime
     image = spec.container.image or site.container.image
+    at: Where
     if spec.container.image:
-        at = getattr(spec.container, "image_at", None) or ("container.image", None, None, "")
+        at = spec.container.image_at or ("container.image", None, None, "")
     else:
         at = (site.source, None, None, "container.image")
     mounts = tuple(site.container.mounts) + tuple(spec.container.mounts)
@@ -353,10 +366,10 @@ def _container(site: Site, node: NodeType, spec: Any, warnings: List[str]) -> Co
                 Issue(
                     *at,
                     (
-                        "site %s runs no container runtime (its config says container.runtime: none), so nothing would run "
-                        "image %s; to run on the host there, say so for that site (sites: {%s: {container: {runtime: none}}} "
-                        "in slurmgpu.yaml, or --container none), or choose a runtime it has (--container apptainer|pyxis)"
-                        % (site.name, image, site.name)
+                        "site %s runs no container runtime (its config says container.runtime: none), so nothing "
+                        "would run image %s; to run on the host there, say so for that site (sites: {%s: {container: "
+                        "{runtime: none}}} in slurmgpu.yaml, or --container none), or choose a runtime it has "
+                        "(--container apptainer|pyxis)" % (site.name, image, site.name)
                     ),
                 )
             ]
@@ -380,7 +393,7 @@ def _container(site: Site, node: NodeType, spec: Any, warnings: List[str]) -> Co
             "(--image IMAGE to use one)" % (site.name, runtime)
         )
         runtime = "none"
-    if runtime == "none":
+    if runtime == "none" or not image:  # no image: runtime was set to "none" above
         return ContainerPlan(runtime="none")
     try:
         spelled = spell(image, runtime, site.name, node.vendor, node.gpu_model)
@@ -396,7 +409,7 @@ def _container(site: Site, node: NodeType, spec: Any, warnings: List[str]) -> Co
 
 
 def megatron_model_args(
-    launcher: Launcher, model: Any, user_argv: Sequence[str], seq: Optional[int]
+    launcher: Launcher, model: Optional[ModelSpec], user_argv: Sequence[str], seq: Optional[int]
 ) -> Tuple[str, ...]:
     """The model's shape as Megatron arguments, so the planned job is the job that runs."""
     if launcher.name != "megatron" or model is None:
