@@ -284,10 +284,10 @@ def _container(site: Site, node: NodeType, spec: Any, warnings: List[str]) -> Co
                 Issue(
                     *at,
                     (
-                        "site %s runs no container runtime (its config says container.runtime: none), so nothing would run "
-                        "image %s; to run on the host there, say so for that site (sites: {%s: {container: {runtime: none}}} "
-                        "in slurmgpu.yaml, or --container none), or choose a runtime it has (--container apptainer|pyxis)"
-                        % (site.name, image, site.name)
+                        "site %s runs no container runtime (its config says container.runtime: none), so nothing "
+                        "would run image %s; to run on the host there, say so for that site (sites: {%s: {container: "
+                        "{runtime: none}}} in slurmgpu.yaml, or --container none), or choose a runtime it has "
+                        "(--container apptainer|pyxis)" % (site.name, image, site.name)
                     ),
                 )
             ]
