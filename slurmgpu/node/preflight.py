@@ -817,7 +817,7 @@ def render_table(agg: Aggregate, site: str = "") -> str:
                 out.append(" " * (w[0] + 2) + "fix: " + r[5])
     if agg.other_lines:
         out.append("other output of the preflight step:")
-        out.extend("  " + l for l in agg.other_lines[:20])
+        out.extend("  " + ln for ln in agg.other_lines[:20])
         if len(agg.other_lines) > 20:
             out.append("  ... (%d more lines)" % (len(agg.other_lines) - 20))
     if not agg.ok:
