@@ -64,7 +64,8 @@ def _loader_class():
                 try:
                     hash(key)
                 except TypeError:
-                    raise ConfigError([Issue(*self._loc(key_node), "", "a mapping key must be a plain value")])
+                    msg = "a mapping key must be a plain value"
+                    raise ConfigError([Issue(*self._loc(key_node), "", msg)]) from None
                 if id(key_node) not in explicit:
                     merged.add(key)
                 elif key in merged:

@@ -113,7 +113,7 @@ class InstallPlan:
                 tofile="%s (rendered for site %s)" % (self.path, self.site),
             )
         )
-        return "".join(l if l.endswith("\n") else l + "\n\\ No newline at end of file\n" for l in lines)
+        return "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines)
 
 
 def plan_install(site: Site, conf_dir: Union[str, Path], kind: str = "job_submit") -> InstallPlan:

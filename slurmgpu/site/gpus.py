@@ -176,7 +176,8 @@ GPU_TABLE: Dict[str, GpuFacts] = {
             "nvlink",
             1800,
             None,
-            "dgx-b200 preset (DGX B200 user guide: 180 GB; NVLink5 1.8 TB/s; BF16 = half the sparse figure, UNVERIFIED)",
+            "dgx-b200 preset (DGX B200 user guide: 180 GB; NVLink5 1.8 TB/s; "
+            "BF16 = half the sparse figure, UNVERIFIED)",
             unverified=("bf16_tflops",),
             hbm_gbs=8000,
         ),

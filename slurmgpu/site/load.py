@@ -207,7 +207,7 @@ def site_from_data(data: Any, path: str) -> Site:
             "no partition named '%s' (defined: %s)" % (default, ", ".join(partitions)),
         )
 
-    for pname, p in partitions.items():
+    for p in partitions.values():
         nt = node_types.get(p.node_type)
         if nt and nt.nvlink_domain > nt.gpus and top["topology"] != "block":
             ck.error(

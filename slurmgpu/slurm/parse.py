@@ -262,7 +262,7 @@ def parse_scontrol_records(text: str, first_key: str) -> List[Dict[str, str]]:
             records[-1].append(line)
     out = []
     for rec in records:
-        out.append(_tokens_to_dict(" ".join(l.strip() for l in rec)))
+        out.append(_tokens_to_dict(" ".join(ln.strip() for ln in rec)))
     return out
 
 
