@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def _f(
     link_gbs: float,
     domain: Optional[int],
     source: str,
-    **kw,
+    **kw: Any,
 ) -> GpuFacts:
     return GpuFacts(key, model, vendor, memory_gb, bf16, link, link_gbs, domain, source, **kw)
 
