@@ -13,7 +13,7 @@ PyYAML, which costs more than the rest of loading a site.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .errors import ConfigError, Issue
 
@@ -154,10 +154,11 @@ def _parser_id() -> Optional[str]:
 
     try:
         spec = importlib.util.find_spec("yaml")
-        st = os.stat(spec.origin) if spec is not None and spec.origin else None
+        origin = spec.origin if spec is not None else None
+        st = os.stat(origin) if origin else None
     except (ImportError, ValueError, OSError):
         return None
-    return None if st is None else "%s:%d:%d" % (spec.origin, st.st_size, st.st_mtime_ns)
+    return None if st is None else "%s:%d:%d" % (origin, st.st_size, st.st_mtime_ns)
 
 
 def _scalar(v: Any) -> Any:
@@ -179,7 +180,12 @@ def _encode(v: Any, depth: int = 0) -> Any:
 
 
 def _loc(raw: Any) -> Optional[Loc]:
-    return (raw[0], raw[1], raw[2]) if raw else None
+    return _loc3(raw) if raw else None
+
+
+def _loc3(raw: Sequence[Any]) -> Loc:
+    """A cached position; a missing one raises, and the damaged entry is parsed again."""
+    return (raw[0], raw[1], raw[2])
 
 
 def _decode(v: Any) -> Any:
@@ -191,13 +197,13 @@ def _decode(v: Any) -> Any:
         for k, x, loc in v["m"]:
             d[k] = _decode(x)
             if loc:
-                d.locs[k] = _loc(loc)
+                d.locs[k] = _loc3(loc)
         return d
     seq = LocList()
     seq.loc = _loc(v["at"])
     for x, loc in v["s"]:
         seq.append(_decode(x))
-        seq.locs.append(_loc(loc))
+        seq.locs.append(_loc3(loc))
     return seq
 
 
@@ -264,13 +270,15 @@ def deep_merge(base: Any, override: Any) -> Any:
     if isinstance(base, dict) and isinstance(override, dict):
         out = LocDict()
         out.loc = getattr(override, "loc", None) or getattr(base, "loc", None)
+        base_locs = getattr(base, "locs", {})
         for key, value in base.items():
             out[key] = value
-            if key in getattr(base, "locs", {}):
-                out.locs[key] = base.locs[key]
+            if key in base_locs:
+                out.locs[key] = base_locs[key]
+        override_locs = getattr(override, "locs", {})
         for key, value in override.items():
             out[key] = deep_merge(out[key], value) if key in out else value
-            if key in getattr(override, "locs", {}):
-                out.locs[key] = override.locs[key]
+            if key in override_locs:
+                out.locs[key] = override_locs[key]
         return out
     return override
