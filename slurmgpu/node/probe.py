@@ -226,7 +226,7 @@ def nvlink_summary(topo: Topology) -> Tuple[str, int, Optional[int]]:
     if not gpus:
         return "pcie", 1, None
     peers = []
-    counts = []
+    counts: List[int] = []
     for g in gpus:
         nv = [o for o in gpus if o != g and topo.link(g, o).startswith("NV")]
         peers.append(len(nv))
