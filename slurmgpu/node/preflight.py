@@ -28,7 +28,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, Issue, SlurmgpuError
 from ..nccl import lint_env, parse_devlist
-from ..site import NodeType, Site, SitePreflight
+from ..site import Nic, NodeType, Site, SitePreflight
 from ..slurm import NOT_FOUND, CommandResult, compress_hostlist
 from .probe import NetIf, ProbeResult, probe, read_net_sysfs
 
@@ -361,7 +361,7 @@ def check_nvlink(node: str, nt: NodeType, facts: ProbeResult) -> List[CheckResul
     ]
 
 
-Wanted = List[Tuple[str, Optional[int], Any]]  # (device, port or None, the site's Nic or None)
+Wanted = List[Tuple[str, Optional[int], Optional[Nic]]]  # (device, port or None, the site's Nic or None)
 
 
 def _rdma_wanted(nt: NodeType, facts: ProbeResult, environ: Mapping[str, str]) -> Tuple[str, Wanted]:
