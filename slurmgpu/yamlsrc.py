@@ -18,6 +18,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .errors import ConfigError, Issue
 
 Loc = Tuple[str, int, int]
+# A position given to a mapping built after parsing (a merged site block): the line may be unknown.
+Pos = Tuple[str, Optional[int], Optional[int]]
 
 
 class LocDict(dict):
@@ -25,8 +27,8 @@ class LocDict(dict):
 
     def __init__(self, *args: Any, **kw: Any):
         super().__init__(*args, **kw)
-        self.locs: Dict[Any, Loc] = {}
-        self.loc: Optional[Loc] = None
+        self.locs: Dict[Any, Pos] = {}
+        self.loc: Optional[Pos] = None
 
 
 class LocList(list):
@@ -73,7 +75,7 @@ def _loader_class():
                 elif key in data:
                     first = data.locs[key]
                     raise ConfigError(
-                        [Issue(*self._loc(key_node), str(key), "duplicate key (first defined on line %d)" % first[1])]
+                        [Issue(*self._loc(key_node), str(key), "duplicate key (first defined on line %s)" % first[1])]
                     )
                 data[key] = self.construct_object(value_node, deep=True)
                 data.locs[key] = self._loc(key_node)
