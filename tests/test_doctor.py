@@ -230,7 +230,7 @@ def test_output_patterns_expand_like_slurm():
 
 def test_job_id_reads_stdout_and_stderr_and_the_batch_script(tmp_path):
     (tmp_path / "myjob-41.out").write_text(read("socket-timeout.log"))
-    no_stamp = "".join(l for l in read("address-in-use.log").splitlines(True) if not l.startswith("# slurmgpu"))
+    no_stamp = "".join(ln for ln in read("address-in-use.log").splitlines(True) if not ln.startswith("# slurmgpu"))
     (tmp_path / "myjob-41.err").write_text(no_stamp)
     r = Replay(
         {

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from ..render import PathArg
 from .diff import Column, compare, render_text
 from .generate import Generated, check_policy, generate
 from .images import ImageError, parse_image, spell
-from .launchers import NAMES, Launcher, Options, PathArg, get_launcher
+from .launchers import NAMES, Launcher, Options, get_launcher
 from .request import RenderRequest, build_request, render_request
 from .sizing import Sizing, layout_from_pins, plan_layout, plan_request, segment_for, suggestion
 from .spec import (

@@ -7,7 +7,7 @@ import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .. import __version__
 from ..errors import ConfigError, Issue
@@ -17,6 +17,11 @@ from ..render import PATH_VARS, TemplateDir, comment, render
 from ..site import NodeType, Site, preset_dir
 from .launchers import Launcher, Options, get_launcher
 from .sizing import Sizing, _check_size, segment_for
+
+if TYPE_CHECKING:
+    from ..plan import ModelSpec
+    from ..site import Partition
+    from .spec import JobSpec, Where
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,7 @@ def site_ref(site: Site) -> str:
     return str(Path(site.source).resolve())
 
 
-def build_request(site: Site, spec: Any, sizing: Sizing, regen: str = "") -> Tuple[RenderRequest, Tuple[str, ...]]:
+def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") -> Tuple[RenderRequest, Tuple[str, ...]]:
     """Turn site + layout + spec into the frozen data the templates print; also return warnings."""
     warnings: List[str] = []
     layout = sizing.layout
@@ -175,7 +180,7 @@ def build_request(site: Site, spec: Any, sizing: Sizing, regen: str = "") -> Tup
     return req, tuple(warnings)
 
 
-def launch_argv(launcher: Launcher, spec: Any, sizing: Sizing, fsdp: bool) -> Tuple[str, ...]:
+def launch_argv(launcher: Launcher, spec: JobSpec, sizing: Sizing, fsdp: bool) -> Tuple[str, ...]:
     """Entry point, the user's arguments, then what the plan decided (model shape, layout)."""
     from . import launchers as L
 
@@ -204,7 +209,7 @@ def launch_argv(launcher: Launcher, spec: Any, sizing: Sizing, fsdp: bool) -> Tu
     return tuple(argv) + tuple(planned)
 
 
-def _sbatch(site: Site, part: Any, node: NodeType, spec: Any, sizing: Sizing, launcher: Launcher) -> Sbatch:
+def _sbatch(site: Site, part: Partition, node: NodeType, spec: JobSpec, sizing: Sizing, launcher: Launcher) -> Sbatch:
     """The #SBATCH values: the layout's size, the launcher's tasks, the site's and spec's choices."""
     layout = sizing.layout
     tpn = launcher.tasks_per_node(layout.gpus_per_node)
@@ -262,7 +267,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", os.path.basename(text.rstrip("/"))).strip("-") or "job"
 
 
-def _container(site: Site, node: NodeType, spec: Any, warnings: List[str]) -> ContainerPlan:
+def _container(site: Site, node: NodeType, spec: JobSpec, warnings: List[str]) -> ContainerPlan:
     """The container the job runs in, with the image in the runtime's own spelling (slurmgpu.images).
 
     An image the site cannot run (no runtime, the other runtime's file format, a CUDA build on
@@ -273,8 +278,9 @@ def _container(site: Site, node: NodeType, spec: Any, warnings: List[str]) -> Co
 
     runtime = spec.container.runtime or site.container.runtime
     image = spec.container.image or site.container.image
+    at: Where
     if spec.container.image:
-        at = getattr(spec.container, "image_at", None) or ("container.image", None, None, "")
+        at = spec.container.image_at or ("container.image", None, None, "")
     else:
         at = (site.source, None, None, "container.image")
     mounts = tuple(site.container.mounts) + tuple(spec.container.mounts)
@@ -284,10 +290,10 @@ def _container(site: Site, node: NodeType, spec: Any, warnings: List[str]) -> Co
                 Issue(
                     *at,
                     (
-                        "site %s runs no container runtime (its config says container.runtime: none), so nothing would run "
-                        "image %s; to run on the host there, say so for that site (sites: {%s: {container: {runtime: none}}} "
-                        "in slurmgpu.yaml, or --container none), or choose a runtime it has (--container apptainer|pyxis)"
-                        % (site.name, image, site.name)
+                        "site %s runs no container runtime (its config says container.runtime: none), so nothing "
+                        "would run image %s; to run on the host there, say so for that site (sites: {%s: {container: "
+                        "{runtime: none}}} in slurmgpu.yaml, or --container none), or choose a runtime it has "
+                        "(--container apptainer|pyxis)" % (site.name, image, site.name)
                     ),
                 )
             ]
@@ -311,7 +317,7 @@ def _container(site: Site, node: NodeType, spec: Any, warnings: List[str]) -> Co
             "(--image IMAGE to use one)" % (site.name, runtime)
         )
         runtime = "none"
-    if runtime == "none":
+    if runtime == "none" or not image:  # no image: runtime was set to "none" above
         return ContainerPlan(runtime="none")
     try:
         spelled = spell(image, runtime, site.name, node.vendor, node.gpu_model)
@@ -327,7 +333,7 @@ def _container(site: Site, node: NodeType, spec: Any, warnings: List[str]) -> Co
 
 
 def megatron_model_args(
-    launcher: Launcher, model: Any, user_argv: Sequence[str], seq: Optional[int]
+    launcher: Launcher, model: Optional[ModelSpec], user_argv: Sequence[str], seq: Optional[int]
 ) -> Tuple[str, ...]:
     """The model's shape as Megatron arguments, so the planned job is the job that runs."""
     if launcher.name != "megatron" or model is None:
