@@ -155,7 +155,7 @@ def test_oom_advice_gives_the_estimate_and_the_planners_layout(site):
 
 
 def test_oom_advice_when_the_job_is_too_small_names_the_node_count(site):
-    text = read("cuda-oom.log").replace("llama3.1-8b", "llama3.1-70b")
+    text = read("cuda-oom.log").replace("llama3.1-8b", "llama3.1-405b")  # 405B cannot fit in 16 GPUs
     adv = " ".join(diagnose(text, site=site).matches[0].advice)
     m = re.search(r"No layout of 16 GPUs fits .*the planner needs (\d+) nodes: tp=(\d+) pp=(\d+) dp=(\d+)", adv)
     assert m, adv
