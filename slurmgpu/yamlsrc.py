@@ -13,11 +13,13 @@ PyYAML, which costs more than the rest of loading a site.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .errors import ConfigError, Issue
 
 Loc = Tuple[str, int, int]
+# A position given to a mapping built after parsing (a merged site block): the line may be unknown.
+Pos = Tuple[str, Optional[int], Optional[int]]
 
 
 class LocDict(dict):
@@ -25,8 +27,8 @@ class LocDict(dict):
 
     def __init__(self, *args: Any, **kw: Any):
         super().__init__(*args, **kw)
-        self.locs: Dict[Any, Loc] = {}
-        self.loc: Optional[Loc] = None
+        self.locs: Dict[Any, Pos] = {}
+        self.loc: Optional[Pos] = None
 
 
 class LocList(list):
@@ -64,7 +66,8 @@ def _loader_class():
                 try:
                     hash(key)
                 except TypeError:
-                    raise ConfigError([Issue(*self._loc(key_node), "", "a mapping key must be a plain value")])
+                    msg = "a mapping key must be a plain value"
+                    raise ConfigError([Issue(*self._loc(key_node), "", msg)]) from None
                 if id(key_node) not in explicit:
                     merged.add(key)
                 elif key in merged:
@@ -72,7 +75,7 @@ def _loader_class():
                 elif key in data:
                     first = data.locs[key]
                     raise ConfigError(
-                        [Issue(*self._loc(key_node), str(key), "duplicate key (first defined on line %d)" % first[1])]
+                        [Issue(*self._loc(key_node), str(key), "duplicate key (first defined on line %s)" % first[1])]
                     )
                 data[key] = self.construct_object(value_node, deep=True)
                 data.locs[key] = self._loc(key_node)
@@ -153,10 +156,11 @@ def _parser_id() -> Optional[str]:
 
     try:
         spec = importlib.util.find_spec("yaml")
-        st = os.stat(spec.origin) if spec is not None and spec.origin else None
+        origin = spec.origin if spec is not None else None
+        st = os.stat(origin) if origin else None
     except (ImportError, ValueError, OSError):
         return None
-    return None if st is None else "%s:%d:%d" % (spec.origin, st.st_size, st.st_mtime_ns)
+    return None if st is None else "%s:%d:%d" % (origin, st.st_size, st.st_mtime_ns)
 
 
 def _scalar(v: Any) -> Any:
@@ -178,7 +182,12 @@ def _encode(v: Any, depth: int = 0) -> Any:
 
 
 def _loc(raw: Any) -> Optional[Loc]:
-    return (raw[0], raw[1], raw[2]) if raw else None
+    return _loc3(raw) if raw else None
+
+
+def _loc3(raw: Sequence[Any]) -> Loc:
+    """A cached position; a missing one raises, and the damaged entry is parsed again."""
+    return (raw[0], raw[1], raw[2])
 
 
 def _decode(v: Any) -> Any:
@@ -190,13 +199,13 @@ def _decode(v: Any) -> Any:
         for k, x, loc in v["m"]:
             d[k] = _decode(x)
             if loc:
-                d.locs[k] = _loc(loc)
+                d.locs[k] = _loc3(loc)
         return d
     seq = LocList()
     seq.loc = _loc(v["at"])
     for x, loc in v["s"]:
         seq.append(_decode(x))
-        seq.locs.append(_loc(loc))
+        seq.locs.append(_loc3(loc))
     return seq
 
 
@@ -263,13 +272,15 @@ def deep_merge(base: Any, override: Any) -> Any:
     if isinstance(base, dict) and isinstance(override, dict):
         out = LocDict()
         out.loc = getattr(override, "loc", None) or getattr(base, "loc", None)
+        base_locs = getattr(base, "locs", {})
         for key, value in base.items():
             out[key] = value
-            if key in getattr(base, "locs", {}):
-                out.locs[key] = base.locs[key]
+            if key in base_locs:
+                out.locs[key] = base_locs[key]
+        override_locs = getattr(override, "locs", {})
         for key, value in override.items():
             out[key] = deep_merge(out[key], value) if key in out else value
-            if key in getattr(override, "locs", {}):
-                out.locs[key] = override.locs[key]
+            if key in override_locs:
+                out.locs[key] = override_locs[key]
         return out
     return override

@@ -155,7 +155,7 @@ def test_oom_advice_gives_the_estimate_and_the_planners_layout(site):
 
 
 def test_oom_advice_when_the_job_is_too_small_names_the_node_count(site):
-    text = read("cuda-oom.log").replace("llama3.1-8b", "llama3.1-70b")
+    text = read("cuda-oom.log").replace("llama3.1-8b", "llama3.1-405b")  # 405B cannot fit in 16 GPUs
     adv = " ".join(diagnose(text, site=site).matches[0].advice)
     m = re.search(r"No layout of 16 GPUs fits .*the planner needs (\d+) nodes: tp=(\d+) pp=(\d+) dp=(\d+)", adv)
     assert m, adv
@@ -230,7 +230,7 @@ def test_output_patterns_expand_like_slurm():
 
 def test_job_id_reads_stdout_and_stderr_and_the_batch_script(tmp_path):
     (tmp_path / "myjob-41.out").write_text(read("socket-timeout.log"))
-    no_stamp = "".join(l for l in read("address-in-use.log").splitlines(True) if not l.startswith("# slurmgpu"))
+    no_stamp = "".join(ln for ln in read("address-in-use.log").splitlines(True) if not ln.startswith("# slurmgpu"))
     (tmp_path / "myjob-41.err").write_text(no_stamp)
     r = Replay(
         {

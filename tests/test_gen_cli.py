@@ -45,11 +45,11 @@ def run(*args, input=None):
 
 
 def sbatch_lines(text):
-    return [l for l in text.splitlines() if l.startswith("#SBATCH ")]
+    return [ln for ln in text.splitlines() if ln.startswith("#SBATCH ")]
 
 
 def stamp_of(text):
-    line = next(l for l in text.splitlines() if l.startswith("# slurmgpu: "))
+    line = next(ln for ln in text.splitlines() if ln.startswith("# slurmgpu: "))
     return dict(kv.split("=") for kv in line[len("# slurmgpu: ") :].split())
 
 
@@ -263,7 +263,7 @@ def test_regenerate_line_reproduces_the_script(repo):
     ]
     first = subprocess.run([sys.executable, "-m", "slurmgpu.cli"] + args, capture_output=True, text=True, cwd=repo)
     assert first.returncode == 0, first.stderr
-    line = next(l for l in first.stdout.splitlines() if l.startswith("# Regenerate: "))
+    line = next(ln for ln in first.stdout.splitlines() if ln.startswith("# Regenerate: "))
     argv = shlex.split(line[len("# Regenerate: ") :])
     assert argv[:2] == ["slurmgpu", "gen"]
     again = subprocess.run([sys.executable, "-m", "slurmgpu.cli"] + argv[1:], capture_output=True, text=True, cwd=repo)
@@ -277,7 +277,7 @@ def test_regenerate_line_reproduces_the_script(repo):
         (["--segment", "2", "--nodes", "2", "--", "train.py"], "error: segment: --segment needs a topology/block site"),
         (
             ["--site", "gb200-nvl72", "--segment", "3", "--nodes", "4", "--", "train.py"],
-            "error: segment: --segment=3 does not keep TP groups",
+            "error: segment: --segment=3 does not tile the 4-node job",
         ),
         (["--container", "pyxis", "--", "train.py"], "error: container.image: container runtime pyxis needs an image"),
         (["--requeue", "--time", "5:00", "--", "train.py"], "error: grace: the checkpoint signal comes 300 s before"),
@@ -286,7 +286,7 @@ def test_regenerate_line_reproduces_the_script(repo):
 def test_error_messages_name_the_field_once(repo, args, want):
     r = run("gen", *args)
     assert r.exit_code == 2
-    err = [l for l in r.stderr.splitlines() if l.startswith("error: ")]
+    err = [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")]
     assert len(err) == 1 and err[0].startswith(want), r.stderr
 
 
@@ -316,7 +316,8 @@ def test_templates_list_show_eject_and_use(repo):
     ejected.write_text(ejected.read_text() + "# site-specific tweak\n")
     r = run("templates", "list")
     assert any(
-        l.startswith("parts/rendezvous.j2") and "repo" in l and "overrides built-in" in l for l in r.stdout.splitlines()
+        ln.startswith("parts/rendezvous.j2") and "repo" in ln and "overrides built-in" in ln
+        for ln in r.stdout.splitlines()
     )
     r = run("templates", "show", "parts/rendezvous.j2")
     assert r.stdout.endswith("# site-specific tweak\n") and "(repo)" in r.stderr
@@ -380,7 +381,7 @@ def test_init_then_gen_as_the_readme_says(repo):
     assert spec.command == ("train.py",) and spec.model == "llama3-8b"
     assert 'command: ["train.py"]   # placeholder' in (repo / "slurmgpu.yaml").read_text()
     assert "train.py is a placeholder" in r.stderr
-    nxt = [l for l in r.stderr.splitlines() if l.startswith("next: ")]
+    nxt = [ln for ln in r.stderr.splitlines() if ln.startswith("next: ")]
     assert nxt == ["next: slurmgpu gen -o job.sbatch"]
     argv = shlex.split(nxt[0][len("next: ") :])
     assert argv[0] == "slurmgpu"
@@ -398,7 +399,7 @@ def test_init_next_names_the_spec_and_site_when_not_the_defaults(repo, tmp_path)
     r = run("init", "--dir", str(other), "--site", "aws-p5", "--launcher", "srun")
     assert r.exit_code == 0, r.stderr
     assert "placeholder (there is no" not in r.stderr  # train.py exists there
-    nxt = [l for l in r.stderr.splitlines() if l.startswith("next: ")][0]
+    nxt = [ln for ln in r.stderr.splitlines() if ln.startswith("next: ")][0]
     argv = shlex.split(nxt[len("next: ") :])
     assert argv == ["slurmgpu", "gen", str((other / "slurmgpu.yaml").resolve()), "--site", "aws-p5", "-o", "job.sbatch"]
     r = run(*argv[1:])

@@ -253,7 +253,7 @@ def test_hostile_values_reach_the_program_verbatim(tmp_path, stubs, launcher, co
 def test_hostile_values_stay_in_sbatch_comments(tmp_path):
     spec = hostile_spec(tmp_path, "torchrun", CONTAINERS["none"])
     text, _ = generate("dgx-h100", spec)
-    header = [l for l in text.splitlines() if l.startswith("#SBATCH")]
+    header = [ln for ln in text.splitlines() if ln.startswith("#SBATCH")]
     assert '#SBATCH --job-name="pwn\\"; touch PWNED_name; echo \\" #x"' in header
     assert '#SBATCH --output="logs/%x $(touch PWNED_out).out"' in header
     assert '#SBATCH "--comment=$(touch PWNED_sb) # not a comment"' in header

@@ -50,7 +50,7 @@ def rendezvous_snippet(launcher):
     req, _ = J.build_request(site, spec, J.plan_layout(site, spec), "slurmgpu gen big")
     lines = J.render_request(req, J.search_path(None, None, site)).splitlines()
     assert "set -euo pipefail" in lines
-    start = next(i for i, l in enumerate(lines) if l.startswith("# --- rendezvous"))
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("# --- rendezvous"))
     end = lines.index("export MASTER_ADDR MASTER_PORT", start)
     return "\n".join(["set -euo pipefail"] + lines[start : end + 1] + ['printf "%s\\n" "$MASTER_ADDR"']) + "\n"
 

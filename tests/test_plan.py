@@ -372,8 +372,8 @@ def test_diagram_marks_tp_groups_and_stages():
     lay = Layout(tp=8, pp=2, dp=1, nodes=2, gpus_per_node=8)
     pic = render(lay, stage_layers=(40, 40))
     lines = pic.splitlines()
-    n0 = next(l for l in lines if l.startswith("node 0"))
-    n1 = next(l for l in lines if l.startswith("node 1"))
+    n0 = next(ln for ln in lines if ln.startswith("node 0"))
+    n1 = next(ln for ln in lines if ln.startswith("node 1"))
     assert n0.count("[") == 1 and n0.count("]") == 1 and "PP 0" in n0
     assert "PP 1" in n1 and " 15 ]" in n1
     assert "Layers per stage: 0: 0-39, 1: 40-79" in pic

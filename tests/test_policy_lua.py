@@ -125,7 +125,9 @@ def test_cases_through_slurm_job_submit(tmp_path, lua_version):
 SAFETY = r"""
 local parts = %(parts)s
 local good = %(good)s
-local function raising() return setmetatable({}, {__index = function(_, k) error("field " .. tostring(k) .. " exploded") end}) end
+local function raising()
+  return setmetatable({}, {__index = function(_, k) error("field " .. tostring(k) .. " exploded") end})
+end
 local function desc_with(over)
   local d = {}
   for k, v in pairs(good) do d[k] = v end
@@ -148,7 +150,8 @@ local variants = {
 }
 for i = 1, 12 do
   S.reset()
-  local ok, rc = pcall(slurm_job_submit, variants[i], (i %% 2 == 0) and parts or "nonsense", (i %% 3 == 0) and "uid" or 1000)
+  local ok, rc = pcall(slurm_job_submit, variants[i], (i %% 2 == 0) and parts or "nonsense",
+                       (i %% 3 == 0) and "uid" or 1000)
   out({ok = ok, rc = rc, t = type(rc), msgs = S.user_msgs})
 end
 -- a log_user that raises (as 22.05 does on a nil argument)
@@ -272,7 +275,8 @@ CLI_SHAPES = (
     + r"""
 pre({type = "sbatch", nodes = "2", ["gpus-per-node"] = "8", wrap = "srun x --tensor-model-parallel-size 16", argv = {}})
 pre({type = "sbatch", nodes = "2", ["gpus-per-node"] = "h100:4", wrap = "srun x --tp 4", argv = {}})
-pre({type = "salloc", nodes = "2", gres = "gres:gpu:8", wrap = "invalid-context", export = "invalid-context", argv = {}})
+pre({type = "salloc", nodes = "2", gres = "gres:gpu:8", wrap = "invalid-context", export = "invalid-context",
+     argv = {}})
 pre({type = "srun", nodes = "1-0", argv = {"python", "x.py", "--tensor-model-parallel-size", "8"}})
 pre(nil)
 slurmgpu_filter.topo.partitions.gpu.gpus = {}
@@ -417,11 +421,13 @@ submit({script = script, het_job_offset = 0, min_nodes = 1, max_nodes = 1, tres_
 submit({het_job_offset = 1, min_nodes = 2, max_nodes = 2, tres_per_node = "gres:gpu:8", environment = {},
         user_id = 1000})
 -- a component 1 not preceded by its component 0 (another call in between) does not inherit it
-submit({script = script, het_job_offset = 0, min_nodes = 1, tres_per_node = "gres:gpu:8", environment = {}, user_id = 1000})
+submit({script = script, het_job_offset = 0, min_nodes = 1, tres_per_node = "gres:gpu:8", environment = {},
+        user_id = 1000})
 submit({script = "#!/bin/bash\ntrue\n", min_nodes = 1, tres_per_node = "gres:gpu:8", environment = {}, user_id = 1000})
 submit({het_job_offset = 1, min_nodes = 2, tres_per_node = "gres:gpu:8", environment = {}, user_id = 1000})
 -- nor does another user's component
-submit({script = script, het_job_offset = 0, min_nodes = 1, tres_per_node = "gres:gpu:8", environment = {}, user_id = 1000})
+submit({script = script, het_job_offset = 0, min_nodes = 1, tres_per_node = "gres:gpu:8", environment = {},
+        user_id = 1000})
 submit({het_job_offset = 1, min_nodes = 2, tres_per_node = "gres:gpu:8", environment = {}, user_id = 1001})
 """
 

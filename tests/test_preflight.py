@@ -315,7 +315,7 @@ def report(dgx, d, node):
 
 
 def lines_of(*records: str, label: str = ""):
-    return [label + l for r in records for l in r.splitlines()]
+    return [label + ln for r in records for ln in r.splitlines()]
 
 
 def test_aggregate_puts_failing_nodes_first_and_merges_passing_ones(dgx):
@@ -331,7 +331,7 @@ def test_aggregate_puts_failing_nodes_first_and_merges_passing_ones(dgx):
     out = table.splitlines()
     assert out[0] == "slurmgpu preflight: 4 nodes, 2 FAILED (gpu[02,04]) (site dgx-h100)"
     assert out[1].split() == ["NODE", "CHECK", "STATUS", "FOUND", "EXPECTED"]
-    body = [l for l in out[2:] if l.strip() and not l.lstrip().startswith("fix:")]
+    body = [ln for ln in out[2:] if ln.strip() and not ln.lstrip().startswith("fix:")]
     assert body[0].startswith("gpu04") and "no report" in body[0]
     assert body[1].startswith("gpu02") and "mlx5_3 port 1: DOWN" in body[1]
     assert body[2].startswith("gpu[01,03]") and "checks passed" in body[2]
@@ -342,7 +342,7 @@ def test_identical_failures_are_one_row(dgx):
     env = {"SLURM_NODEID": "1", "NCCL_NET_GDR_LEVEL": "PBH"}
     recs = [pf.run_checks(dgx, facts(DGX, n), env, NO_CONTAINER, node=n).record() for n in ("a1", "a2", "a3")]
     table = pf.render_table(pf.parse_records(lines_of(*recs)))
-    assert len([l for l in table.splitlines() if "NCCL_NET_GDR_LEVEL=PBH" in l]) == 1
+    assert len([ln for ln in table.splitlines() if "NCCL_NET_GDR_LEVEL=PBH" in ln]) == 1
     assert "a[1-3]" in table
 
 
@@ -365,7 +365,7 @@ def test_record_round_trip_and_short_lines(dgx):
     assert pf.parse_records(lines_of(rep.record())).reports == [rep]
     big = noisy_report("gpu02", 200)
     lines = lines_of(big.record())
-    assert len(lines) > 3 and max(len(l) for l in lines) < 1000  # srun splits lines of 1 KiB and more
+    assert len(lines) > 3 and max(len(ln) for ln in lines) < 1000  # srun splits lines of 1 KiB and more
     assert pf.parse_records(lines).reports == [big]
 
 
@@ -373,11 +373,11 @@ def test_interleaved_record_lines_are_reassembled_and_broken_ones_reported(dgx):
     a = lines_of(noisy_report("gpu01", 40).record())
     b = lines_of(report(dgx, HCA_DOWN, "gpu02").record())
     assert len(a) > 2
-    mixed = [l for pair in zip(a, b) for l in pair] + a[len(b) :] + b[len(a) :]
+    mixed = [ln for pair in zip(a, b) for ln in pair] + a[len(b) :] + b[len(a) :]
     agg = pf.parse_records(mixed, ["gpu01", "gpu02"])
     assert [r.node for r in agg.reports] == ["gpu01", "gpu02"] and agg.missing == []
     agg = pf.parse_records(a[:-1] + b, ["gpu01", "gpu02"])
-    assert agg.missing == ["gpu01"] and any("unreadable preflight record from gpu01" in l for l in agg.other_lines)
+    assert agg.missing == ["gpu01"] and any("unreadable preflight record from gpu01" in ln for ln in agg.other_lines)
 
 
 @settings(max_examples=100, deadline=None)
@@ -439,7 +439,7 @@ def test_cli_record_then_aggregate_exit_codes(tmp_path):
             env=dict(base, SLURMD_NODENAME=node, SLURM_NODEID=str(i)),
         )
         assert p.returncode == (0 if node == "gpu01" else 1), p.stderr
-        assert all(l.startswith(pf.RECORD_PREFIX + node + " ") for l in p.stdout.splitlines())
+        assert all(ln.startswith(pf.RECORD_PREFIX + node + " ") for ln in p.stdout.splitlines())
         recs.append(p.stdout)
     p = cli("preflight", "--aggregate", "-", "--nodes", "gpu[01-02]", stdin="".join(recs))
     assert p.returncode == 1 and "gpu02  hca" in p.stdout

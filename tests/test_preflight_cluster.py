@@ -104,7 +104,7 @@ def test_preflight_runs_on_every_node_then_the_launcher(slurm_cluster, site_file
     assert res.ok, res.stdout
     out = res.stdout
     assert "slurmgpu preflight: 2 nodes, all checks passed (site testdgx)" in out
-    table_row = [l for l in out.splitlines() if l.split()[1:3] == ["all", "ok"]]
+    table_row = [ln for ln in out.splitlines() if ln.split()[1:3] == ["all", "ok"]]
     assert table_row, out
     # both allocated nodes reported (merged into one row), and only then did the launcher run
     from slurmgpu.slurm import parse_hostlist
@@ -130,10 +130,10 @@ def test_down_hca_on_one_node_stops_the_job_before_the_launcher(slurm_cluster, s
     assert "LAUNCHER STARTED" not in out
     assert "2 nodes, 1 FAILED (%s)" % bad in out, out
     lines = out.splitlines()
-    fail_row = next(i for i, l in enumerate(lines) if l.startswith(bad + " ") and " hca " in l)
+    fail_row = next(i for i, ln in enumerate(lines) if ln.startswith(bad + " ") and " hca " in ln)
     assert "FAIL" in lines[fail_row] and "mlx5_3 port 1: DOWN" in lines[fail_row]
     assert "--exclude=%s" % bad in lines[fail_row + 1] and "fix:" in lines[fail_row + 1]
-    ok_row = next(i for i, l in enumerate(lines) if l.startswith(good + " ") and "checks passed" in l)
+    ok_row = next(i for i, ln in enumerate(lines) if ln.startswith(good + " ") and "checks passed" in ln)
     assert fail_row < ok_row  # failing nodes first
     assert "preflight failed; launcher not started" in out
 

@@ -771,7 +771,7 @@ def test_spec_errors_are_located(tmp_path):
         (8, "parallel.xp", "unknown key"),
         (9, "contianer", "did you mean 'container'"),
     ):
-        assert any(l.startswith("%s:%d:" % (p, line)) and field in l and words in l for l in text.splitlines()), (
+        assert any(ln.startswith("%s:%d:" % (p, line)) and field in ln and words in ln for ln in text.splitlines()), (
             line,
             field,
             text,

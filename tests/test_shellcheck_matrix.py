@@ -132,7 +132,7 @@ def test_directives_are_explained():
     spec = _spec("vllm", "apptainer", 2, 1)
     req, _ = J.build_request(site, spec, J.plan_layout(site, spec), "x")
     text = J.render_request(req, J.search_path(None, None, site))
-    directives = [l for l in text.splitlines() if l.lstrip().startswith("# shellcheck")]
+    directives = [ln for ln in text.splitlines() if ln.lstrip().startswith("# shellcheck")]
     assert directives == [
         "# shellcheck disable=SC2016 # single quotes in this script are deliberate: the text inside stays literal"
     ]

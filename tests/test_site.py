@@ -133,7 +133,7 @@ def test_preset_loads_and_is_consistent(name: str):
     assert s.name == name
     assert s.description
     assert s.default_partition in s.partitions
-    for pname, p in s.partitions.items():
+    for p in s.partitions.values():
         nt = s.node_types[p.node_type]
         assert 1 <= p.max_nodes_per_job <= p.nodes
         assert nt.fabric in FABRICS and nt.link in LINKS

@@ -54,11 +54,11 @@ def write_spec(repo, text):
 
 
 def sbatch(text, opt):
-    return [l for l in text.splitlines() if l.startswith("#SBATCH %s" % opt)]
+    return [ln for ln in text.splitlines() if ln.startswith("#SBATCH %s" % opt)]
 
 
 def image_line(text):
-    return next(l for l in text.splitlines() if l.startswith("SLURMGPU_IMAGE="))
+    return next(ln for ln in text.splitlines() if ln.startswith("SLURMGPU_IMAGE="))
 
 
 # ---------------------------------------------------------------------------
@@ -456,14 +456,14 @@ def test_diff_text_side_by_side_and_all(repo):
     assert lines[0].startswith("slurmgpu diff: dgx-h100 vs lumi-g (spec slurmgpu.yaml): ")
     head = lines[2]
     assert head.index("dgx-h100") < head.index("lumi-g")
-    runtime = next(l for l in lines if "runtime" in l)
+    runtime = next(ln for ln in lines if "runtime" in ln)
     assert runtime.split() == ["*", "runtime", "pyxis", "apptainer"]
-    assert not any(l.split()[:2] == ["*", "launcher"] for l in lines if l.strip())  # same: hidden
+    assert not any(ln.split()[:2] == ["*", "launcher"] for ln in lines if ln.strip())  # same: hidden
     r = run("diff", "--site", "dgx-h100", "--site", "lumi-g", "--all")
     assert "--all shows the rest" not in r.stdout
-    launcher = next(l for l in r.stdout.splitlines() if "launcher" in l)
+    launcher = next(ln for ln in r.stdout.splitlines() if "launcher" in ln)
     assert launcher.startswith("    launcher ") and launcher.count("torchrun (1 task per node)") == 2
-    runtime = next(l for l in r.stdout.splitlines() if "runtime" in l)
+    runtime = next(ln for ln in r.stdout.splitlines() if "runtime" in ln)
     assert runtime.startswith("  * runtime ")
 
 
@@ -485,7 +485,7 @@ def test_diff_with_model_flags_shows_the_layout_per_site(repo):
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
     rows = {(x["section"], x["key"]): x["values"] for x in d["rows"]}
-    for i, site in enumerate(("dgx-h100", "lumi-g")):
+    for i, _site in enumerate(("dgx-h100", "lumi-g")):
         req = d["requests"][i]
         assert rows[("layout", "pp")][i] == str(req["layout"]["pp"])
         assert rows[("launch", "--pipeline-model-parallel-size")][i] == str(req["layout"]["pp"])
@@ -604,6 +604,6 @@ def test_the_worked_example_in_the_docs_renders_on_three_sites(repo):
     # Without its lumi-g block the CUDA image is refused there, as the docs say.
     (repo / "slurmgpu.yaml").write_text(spec.split("  lumi-g:")[0])
     r = run("gen", "--site", "lumi-g")
-    doc_error = next(l for l in GEN_MD.read_text().splitlines() if "is a CUDA (NVIDIA) build" in l)
+    doc_error = next(ln for ln in GEN_MD.read_text().splitlines() if "is a CUDA (NVIDIA) build" in ln)
     assert r.exit_code == 2
     assert r.stderr.splitlines()[-1] == doc_error.replace("/home/me/sft/slurmgpu.yaml", str(repo / "slurmgpu.yaml"))

@@ -638,7 +638,7 @@ class Guarded:
             if states and all(s == "idle" for s in states.values()):
                 return
             time.sleep(0.25)
-        assert False, "nodes not idle (drained?): %s\n%s" % (states, self.c.logs())
+        raise AssertionError("nodes not idle (drained?): %s\n%s" % (states, self.c.logs()))
 
 
 @pytest.fixture(scope="module")

@@ -1235,7 +1235,7 @@ class TestCluster:
             try:
                 _write_atomic(self.root / "etc" / "hosts", Path(_HOSTS_FILE).read_text())
             except OSError as e:
-                raise ClusterError(f"cannot write the chroot's /etc/hosts: {e}")
+                raise ClusterError(f"cannot write the chroot's /etc/hosts: {e}") from e
 
     # ------------------------------------------------------- chroot releases
     def _prepare_root(self) -> None:
@@ -1304,7 +1304,7 @@ class TestCluster:
         try:
             names = sorted({Path(p).name for p in listing.read_text().split() if p.startswith("/usr/bin/")})
         except OSError as e:
-            raise ClusterError(f"cannot list the chroot's Slurm clients: {e}")
+            raise ClusterError(f"cannot list the chroot's Slurm clients: {e}") from e
         bin_dir = self.bin_dir
         assert bin_dir is not None
         bin_dir.mkdir(mode=0o755)

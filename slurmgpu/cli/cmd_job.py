@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Any, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 import click
 
@@ -13,6 +14,10 @@ from .. import vocab
 from ..errors import SlurmgpuError
 from .app import _Group, main
 from .common import _LAUNCHERS, _emit_json, _load_site, _write_atomic, spec_field_options
+
+if TYPE_CHECKING:
+    from ..job import Generated, JobSpec
+    from ..site import Site
 
 
 class _CommandWithProgram(click.Command):
@@ -89,7 +94,7 @@ def _regen_command(ctx: click.Context) -> str:
     return "slurmgpu gen" + "".join(" " + shquote(a) for a in out)
 
 
-def _job_spec(ctx: Optional[click.Context], kw: Any) -> Any:
+def _job_spec(ctx: Optional[click.Context], kw: Dict[str, Any]) -> Tuple[Path, JobSpec, Dict[str, Any]]:
     """The spec file (or the repo's slurmgpu.yaml) and the flags that override it -> (repo root, spec, flags)."""
     from ..job import JobSpec, find_repo, load_spec
 
@@ -109,7 +114,7 @@ def _job_spec(ctx: Optional[click.Context], kw: Any) -> Any:
     return root, spec, flags
 
 
-def _spec_for_site(spec: Any, flags: Any, site: Any, known: Any = ()) -> Any:
+def _spec_for_site(spec: JobSpec, flags: Dict[str, Any], site: Site, known: Sequence[str] = ()) -> JobSpec:
     """Precedence: flags > the spec's sites.<site> block > its top-level fields."""
     from ..job import apply_overrides, for_site
 
@@ -125,7 +130,7 @@ def _spec_for_site(spec: Any, flags: Any, site: Any, known: Any = ()) -> Any:
     return apply_overrides(spec, flags)
 
 
-def _build_job(ctx: click.Context, kw: Any) -> Any:
+def _build_job(ctx: click.Context, kw: Dict[str, Any]) -> Tuple[Site, JobSpec, Generated]:
     """Spec file (or the repo's slurmgpu.yaml) + the site's block + flags -> (site, spec, generated)."""
     from ..job import generate, search_path
 
@@ -136,7 +141,7 @@ def _build_job(ctx: click.Context, kw: Any) -> Any:
     return site, spec, generate(site, spec, dirs, regen=_regen_command(ctx))
 
 
-def _summary(gen: Any) -> None:
+def _summary(gen: Generated) -> None:
     """The plan, on standard error (standard output carries the script)."""
     req = gen.request
     lay = req.layout
@@ -170,7 +175,7 @@ def _summary(gen: Any) -> None:
 @main.command("gen", cls=_CommandWithProgram)
 @_job_options
 @click.pass_context
-def gen_cmd(ctx: click.Context, out_file: Optional[str], as_json: bool, **kw: Any) -> None:
+def gen_cmd(ctx: click.Context, /, out_file: Optional[str], as_json: bool, **kw: Any) -> None:
     """Write the batch script for a job: plan it, render it for the site, check it.
 
     SPEC is a slurmgpu.yaml (default: the repo's, if any); flags override its
@@ -212,7 +217,7 @@ def gen_cmd(ctx: click.Context, out_file: Optional[str], as_json: bool, **kw: An
 )
 @click.pass_context
 def submit_cmd(
-    ctx: click.Context, out_file: Optional[str], as_json: bool, test_only: bool, chain: int, **kw: Any
+    ctx: click.Context, /, out_file: Optional[str], as_json: bool, test_only: bool, chain: int, **kw: Any
 ) -> None:
     """Generate the script (as `gen` does) and submit it with sbatch; print the job id.
 
@@ -284,7 +289,7 @@ def submit_cmd(
 )
 @functools.partial(_job_options, skip=("site_name", "out_file", "as_json"))
 @click.pass_context
-def diff_cmd(ctx: click.Context, sites: Any, show_all: bool, as_json: bool, **kw: Any) -> None:
+def diff_cmd(ctx: click.Context, /, sites: Any, show_all: bool, as_json: bool, **kw: Any) -> None:
     """Show what changes when the same job is generated for other sites.
 
     Takes the spec (SPEC, else the repo's slurmgpu.yaml) and the flags `gen` takes, applies
@@ -503,7 +508,7 @@ def templates_list(templates_dir: Optional[str], site_name: Optional[str], as_js
     from ..render import template_names
 
     _root, dirs = _template_dirs(templates_dir, site_name)
-    rows = [
+    rows: List[Dict[str, Any]] = [
         {"name": n, "source": d.label, "path": os.path.join(d.path, n), "overrides": [s.label for s in shadowed]}
         for n, d, shadowed in template_names(dirs)
     ]

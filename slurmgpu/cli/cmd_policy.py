@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import click
 
 from ..errors import SlurmgpuError
 from .app import _Group, main
 from .common import _emit_json, _load_site
+
+if TYPE_CHECKING:
+    from ..site import Site
 
 
 @main.command("check", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": True})
@@ -118,7 +121,7 @@ def admin() -> None:
     """
 
 
-def _cluster_check(s: Any, skip: bool, slurm_conf: Optional[str] = None) -> None:
+def _cluster_check(s: Site, skip: bool, slurm_conf: Optional[str] = None) -> None:
     """Refuse a site whose partitions do not match the live cluster's; warn when scontrol
     cannot reach a cluster (the filter is then rendered unchecked)."""
     if skip:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional
 
 import click
 
@@ -36,7 +36,7 @@ def site_list(as_json: bool) -> None:
     """
     from ..site import load_site, preset_dir, preset_names
 
-    rows = []
+    rows: List[Dict[str, Any]] = []
     for name in preset_names():
         s = load_site(str(preset_dir() / (name + ".yaml")))
         nt = s.node_type_of()

@@ -1,10 +1,29 @@
-"""A site draft from a live cluster."""
+"""A site draft from a live cluster.
+
+The names below load their module on first use (PEP 562), so importing one layer never
+imports the rest of it: start-up time is a feature on a login node."""
 
 from __future__ import annotations
 
-from .cluster import build_draft, discover, group_nodes, pyslurm_mismatch, pyslurm_status, read_cluster
-from .draft import check, render, scalar
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from .cluster import build_draft, discover, group_nodes, pyslurm_mismatch, pyslurm_status, read_cluster
+    from .draft import check, render, scalar
+
+# exported name -> (module, name in it)
+_EXPORTS = {
+    "build_draft": (".cluster", "build_draft"),
+    "check": (".draft", "check"),
+    "discover": (".cluster", "discover"),
+    "group_nodes": (".cluster", "group_nodes"),
+    "pyslurm_mismatch": (".cluster", "pyslurm_mismatch"),
+    "pyslurm_status": (".cluster", "pyslurm_status"),
+    "read_cluster": (".cluster", "read_cluster"),
+    "render": (".draft", "render"),
+    "scalar": (".draft", "scalar"),
+}
 __all__ = [
     "build_draft",
     "check",
@@ -16,3 +35,13 @@ __all__ = [
     "render",
     "scalar",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError("module %r has no attribute %r" % (__name__, name)) from None
+    value = getattr(import_module(module, __name__), attr)
+    globals()[name] = value
+    return value

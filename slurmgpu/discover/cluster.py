@@ -400,6 +400,7 @@ def _link_values(
         if facts and facts.nvlink_domain and facts.nvlink_domain > g.gpus:
             dom = facts.nvlink_domain  # a multi-node domain is invisible from inside one node
         if dom > g.gpus:
+            assert facts is not None  # only the GPU table makes a domain larger than one node
             why = "gpus.py '%s': spans %d nodes" % (facts.key, dom // g.gpus)
         elif dom == probe.nvlink_domain:
             why = "probe of %s" % probe.hostname
@@ -609,7 +610,7 @@ def build_draft(
     probes = probes or {}
     pl = plan(facts, only)
     groups = {g.name: g for g in pl.groups}
-    first_part = {}
+    first_part: Dict[str, str] = {}
     for p, nt, _ in pl.partitions:
         first_part.setdefault(nt, p.name)
     node_types = {g.name: _node_type_values(g, probes.get(g.name), first_part[g.name]) for g in pl.groups}
@@ -695,7 +696,7 @@ def probe_nodes(
     cmd = list(probe_command) or ["slurmgpu", "probe", "--json"]
     results: Dict[str, ProbeResult] = {}
     notes: List[str] = []
-    part_of = {}
+    part_of: Dict[str, str] = {}
     for p, nt, _ in pl.partitions:
         part_of.setdefault(nt, p.name)
     for g in pl.groups:

@@ -1,29 +1,78 @@
-"""The user's job: spec -> sized layout -> render request -> script -> policy verdict -> submit."""
+"""The user's job: spec -> sized layout -> render request -> script -> policy verdict -> submit.
+
+The names below load their module on first use (PEP 562), so importing one layer never
+imports the rest of it: start-up time is a feature on a login node."""
 
 from __future__ import annotations
 
-from .diff import Column, compare, render_text
-from .generate import Generated, check_policy, generate
-from .images import ImageError, parse_image, spell
-from .launchers import NAMES, Launcher, Options, PathArg, get_launcher
-from .request import RenderRequest, build_request, render_request
-from .sizing import Sizing, layout_from_pins, plan_layout, plan_request, segment_for, suggestion
-from .spec import (
-    PLACEHOLDER_PROGRAM,
-    REPO_DIR,
-    SPEC_FILE,
-    ContainerSpec,
-    JobSpec,
-    apply_overrides,
-    find_repo,
-    for_site,
-    load_spec,
-    scaffold,
-)
-from .templates import REPO_TEMPLATES, builtin_dir, search_path
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from ..render import PathArg
+    from .diff import Column, compare, render_text
+    from .generate import Generated, check_policy, generate
+    from .images import ImageError, parse_image, spell
+    from .launchers import NAMES, Launcher, Options, get_launcher
+    from .request import RenderRequest, build_request, render_request
+    from .sizing import Sizing, layout_from_pins, plan_layout, plan_request, segment_for, suggestion
+    from .spec import (
+        PLACEHOLDER_PROGRAM,
+        REPO_DIR,
+        SPEC_FILE,
+        ContainerSpec,
+        JobSpec,
+        apply_overrides,
+        find_repo,
+        for_site,
+        load_spec,
+        scaffold,
+    )
+    from .templates import REPO_TEMPLATES, builtin_dir, search_path
+
+# A name that is also a submodule's name is bound now: once any sibling imported the
+# submodule, the package attribute would otherwise be the module, not the function.
+from .generate import generate  # noqa: E402
+
+# exported name -> (module, name in it)
+_EXPORTS = {
+    "Column": (".diff", "Column"),
+    "ContainerSpec": (".spec", "ContainerSpec"),
+    "Generated": (".generate", "Generated"),
+    "ImageError": (".images", "ImageError"),
+    "JobSpec": (".spec", "JobSpec"),
+    "Launcher": (".launchers", "Launcher"),
+    "NAMES": (".launchers", "NAMES"),
+    "Options": (".launchers", "Options"),
+    "PLACEHOLDER_PROGRAM": (".spec", "PLACEHOLDER_PROGRAM"),
+    "PathArg": ("..render", "PathArg"),
+    "REPO_DIR": (".spec", "REPO_DIR"),
+    "REPO_TEMPLATES": (".templates", "REPO_TEMPLATES"),
+    "RenderRequest": (".request", "RenderRequest"),
+    "SPEC_FILE": (".spec", "SPEC_FILE"),
+    "Sizing": (".sizing", "Sizing"),
+    "apply_overrides": (".spec", "apply_overrides"),
+    "build_request": (".request", "build_request"),
+    "builtin_dir": (".templates", "builtin_dir"),
+    "check_policy": (".generate", "check_policy"),
+    "compare": (".diff", "compare"),
+    "find_repo": (".spec", "find_repo"),
+    "for_site": (".spec", "for_site"),
+    "get_launcher": (".launchers", "get_launcher"),
+    "layout_from_pins": (".sizing", "layout_from_pins"),
+    "load_spec": (".spec", "load_spec"),
+    "parse_image": (".images", "parse_image"),
+    "plan_layout": (".sizing", "plan_layout"),
+    "plan_request": (".sizing", "plan_request"),
+    "render_request": (".request", "render_request"),
+    "render_text": (".diff", "render_text"),
+    "scaffold": (".spec", "scaffold"),
+    "search_path": (".templates", "search_path"),
+    "segment_for": (".sizing", "segment_for"),
+    "spell": (".images", "spell"),
+    "suggestion": (".sizing", "suggestion"),
+}
 __all__ = [
-    "render_request",
     "Column",
     "ContainerSpec",
     "Generated",
@@ -53,6 +102,7 @@ __all__ = [
     "parse_image",
     "plan_layout",
     "plan_request",
+    "render_request",
     "render_text",
     "scaffold",
     "search_path",
@@ -60,3 +110,13 @@ __all__ = [
     "spell",
     "suggestion",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError("module %r has no attribute %r" % (__name__, name)) from None
+    value = getattr(import_module(module, __name__), attr)
+    globals()[name] = value
+    return value

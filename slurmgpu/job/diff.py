@@ -9,7 +9,10 @@ label. A site whose job cannot be generated keeps its column, with the error.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:
+    from .request import RenderRequest
 
 SECTIONS = ("site", "layout", "sbatch", "env", "container", "launch")
 
@@ -33,7 +36,7 @@ class Column:
     """One site's side: its request (None if the job failed there), warnings and error."""
 
     site: str
-    request: Any = None  # render.RenderRequest
+    request: Optional[RenderRequest] = None
     warnings: Tuple[str, ...] = ()
     error: Optional[str] = None
     exit_code: int = 0
@@ -75,7 +78,7 @@ def _s(v: Any) -> Optional[str]:
     return None if v is None else str(v)
 
 
-def request_rows(req: Any) -> List[Tuple[str, str, Optional[str]]]:
+def request_rows(req: RenderRequest) -> List[Tuple[str, str, Optional[str]]]:
     """(section, key, value) for everything a site can change about a job, in script order."""
     from ..render import arg_groups, shquote
 

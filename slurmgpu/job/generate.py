@@ -4,13 +4,17 @@ so `gen` never writes a script its cluster would reject."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple
 
 from ..errors import PlanError, PolicyRejection
 from ..render import TemplateDir
 from ..site import Site
 from .request import RenderRequest, build_request, render_request
 from .sizing import Sizing, _model, layout_from_pins, plan_layout, suggestion
+
+if TYPE_CHECKING:
+    from ..policy import Verdict
+    from .spec import JobSpec
 
 
 @dataclass(frozen=True)
@@ -21,8 +25,8 @@ class Generated:
     request: RenderRequest
     sizing: Sizing
     warnings: Tuple[str, ...] = ()
-    verdict: Any = None
-    spec: Any = None
+    verdict: Optional[Verdict] = None
+    spec: Optional[JobSpec] = None
 
     def to_dict(self) -> Dict[str, Any]:
         plan = self.sizing.plan
@@ -39,7 +43,7 @@ class Generated:
         }
 
 
-def generate(site: Site, spec: Any, dirs: Sequence[TemplateDir], regen: str = "") -> Generated:
+def generate(site: Site, spec: JobSpec, dirs: Sequence[TemplateDir], regen: str = "") -> Generated:
     """Plan, render and check a job; raises PolicyRejection for a layout the filter would refuse."""
     try:
         sizing = plan_layout(site, spec)
@@ -53,7 +57,7 @@ def generate(site: Site, spec: Any, dirs: Sequence[TemplateDir], regen: str = ""
     return Generated(script=script, request=req, sizing=sizing, warnings=tuple(warns), verdict=verdict, spec=spec)
 
 
-def _refuse_pinned_tp(site: Site, spec: Any, dirs: Sequence[TemplateDir], regen: str) -> None:
+def _refuse_pinned_tp(site: Site, spec: JobSpec, dirs: Sequence[TemplateDir], regen: str) -> None:
     """The planner refused a pinned TP: if the submit filter would refuse it too, say it in the
     filter's words (plus the planner's suggestion), as for a job planned without a model."""
     if "tp" not in spec.parallel:
@@ -62,7 +66,8 @@ def _refuse_pinned_tp(site: Site, spec: Any, dirs: Sequence[TemplateDir], regen:
 
     try:
         node = site.node_type_of(spec.partition or site.default_partition)
-        probe = Sizing(layout=layout_from_pins(node, spec.nodes, spec.gpus, spec.parallel), model=_model(spec.model))
+        layout = layout_from_pins(node, spec.nodes, spec.gpus, spec.parallel)
+        probe = Sizing(layout=layout, model=_model(spec.model) if spec.model else None)
         req, _ = build_request(site, spec, probe, regen)
         script = render_request(req, dirs)
     except SlurmgpuError:
@@ -70,7 +75,7 @@ def _refuse_pinned_tp(site: Site, spec: Any, dirs: Sequence[TemplateDir], regen:
     check_policy(site, spec, script, probe)
 
 
-def check_policy(site: Site, spec: Any, script: str, sizing: Sizing) -> Any:
+def check_policy(site: Site, spec: JobSpec, script: str, sizing: Sizing) -> Verdict:
     """Run the submit filter's rules on the script; on reject add the planner's suggestion."""
     from ..policy import check_script
 

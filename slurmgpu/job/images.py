@@ -120,7 +120,7 @@ def pyxis_spelling(ref: ImageRef) -> str:
     """pyxis --container-image: [USER@][REGISTRY#]IMAGE[:TAG], or a squashfs file."""
     return (
         ((ref.user + "@") if ref.user else "")
-        + ("" if ref.docker_hub else ref.registry + "#")
+        + ("" if ref.docker_hub or ref.registry is None else ref.registry + "#")
         + ref.path
         + _suffix(ref)
     )

@@ -306,9 +306,10 @@ def check_conflicts(
                     None,
                     "command",
                     (
-                        "%s: slurmgpu sets %s itself; remove it from the program arguments and use the spec's `parallel:` "
-                        "block, seq/global_batch, or the --tp/--pp/--cp/--ep/--micro-batch/--seq/--global-batch flags, so "
-                        "the script's stamp matches what runs" % (launcher.name, ", ".join(bad))
+                        "%s: slurmgpu sets %s itself; remove it from the program arguments and use the spec's "
+                        "`parallel:` block, seq/global_batch, or the --tp/--pp/--cp/--ep/--micro-batch/--seq/"
+                        "--global-batch flags, so the script's stamp matches what runs"
+                        % (launcher.name, ", ".join(bad))
                     ),
                 )
             ]

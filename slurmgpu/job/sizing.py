@@ -4,15 +4,21 @@ suggestion shown when a pinned layout is refused."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Tuple
 
 from ..errors import ConfigError, Issue, PlanError
 from ..plan import Layout
 from ..site import NodeType, Site
 from .launchers import Launcher, get_launcher
 
+if TYPE_CHECKING:
+    from ..plan import ModelSpec, PlanRequest
+    from ..plan.types import Plan
+    from ..site import Partition
+    from .spec import JobSpec
 
-def _model(ref: str) -> Any:
+
+def _model(ref: str) -> ModelSpec:
     from ..plan import get_model, model_from_params
     from ..schema import parse_size
 
@@ -63,12 +69,12 @@ class Sizing:
     """The layout a script is rendered for: planned (with the plan) or pinned."""
 
     layout: Layout
-    plan: Any = None  # slurmgpu.plan.Plan when a model was planned
-    model: Any = None
+    plan: Optional[Plan] = None  # when a model was planned
+    model: Optional[ModelSpec] = None
     notes: Tuple[str, ...] = ()
 
 
-def plan_layout(site: Site, spec: Any) -> Sizing:
+def plan_layout(site: Site, spec: JobSpec) -> Sizing:
     """Plan the job with the planner when the spec names a model; otherwise honour the pins."""
     partition = spec.partition or site.default_partition
     node = site.node_type_of(partition)
@@ -97,7 +103,7 @@ def plan_layout(site: Site, spec: Any) -> Sizing:
     return Sizing(layout=plan.layout, plan=plan, model=model, notes=tuple(plan.explanation))
 
 
-def plan_request(site: Site, spec: Any, model: Any, **extra: Any) -> Any:
+def plan_request(site: Site, spec: JobSpec, model: ModelSpec, **extra: Any) -> PlanRequest:
     """The planner's request for a spec (`gen` and `plan` ask the same question); `extra` sets the
     planner-only knobs (optimizer, zero, recompute, target_days)."""
     from ..plan import PlanRequest
@@ -158,7 +164,7 @@ def segment_for(
     return seg
 
 
-def _check_size(spec: Any, part: Any, layout: Layout, launcher: Launcher) -> None:
+def _check_size(spec: JobSpec, part: Partition, layout: Layout, launcher: Launcher) -> None:
     from . import launchers as L
     from .spec import time_seconds
 
@@ -186,7 +192,7 @@ def _check_size(spec: Any, part: Any, layout: Layout, launcher: Launcher) -> Non
         )
 
 
-def suggestion(site: Site, spec: Any, sizing: Sizing) -> str:
+def suggestion(site: Site, spec: JobSpec, sizing: Sizing) -> str:
     """What to run instead: the planner's layout without the offending pins."""
     partition = spec.partition or site.default_partition
     node = site.node_type_of(partition)

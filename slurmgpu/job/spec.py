@@ -300,8 +300,8 @@ def parse_command(v: Any) -> Tuple[Optional[Tuple[str, ...]], Optional[str]]:
             return None, "cannot split the command string (%s); write it as a YAML list instead" % exc
         return tuple(parts), check_argv(parts)
     if isinstance(v, list) and all(isinstance(x, (str, int, float)) and not isinstance(x, bool) for x in v):
-        parts = tuple(str(x) for x in v)
-        return parts, check_argv(parts)
+        argv = tuple(str(x) for x in v)
+        return argv, check_argv(argv)
     return None, "expected a list of arguments or a command string"
 
 
@@ -484,11 +484,12 @@ def _site_overrides(ck: Checker, raw: Any, path: str, text: str) -> Tuple[SiteOv
             continue
         sub = LocDict()
         sub.loc = getattr(block, "loc", None)
+        block_locs = getattr(block, "locs", {})
         for key, value in block.items():
             if key in SITE_FIELDS:
                 sub[key] = value
-                if key in getattr(block, "locs", {}):
-                    sub.locs[key] = block.locs[key]
+                if key in block_locs:
+                    sub.locs[key] = block_locs[key]
             elif key in _FIELDS:
                 ck.error(
                     block,
@@ -510,7 +511,7 @@ def _site_overrides(ck: Checker, raw: Any, path: str, text: str) -> Tuple[SiteOv
                         else "; a site block may set %s" % ", ".join(SITE_FIELDS)
                     ),
                 )
-        image_at = None
+        image_at: Optional[Where] = None
         if "image" in sub:
             c = sub.get("container")
             if isinstance(c, dict) and "image" in c:

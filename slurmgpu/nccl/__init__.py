@@ -1,20 +1,45 @@
-"""The collective library: which NCCL/RCCL variables a fabric needs, and what is wrong with a set."""
+"""The collective library: which NCCL/RCCL variables a fabric needs, and what is wrong with a set.
+
+The names below load their module on first use (PEP 562), so importing one layer never
+imports the rest of it: start-up time is a feature on a login node."""
 
 from __future__ import annotations
 
-from .fabric import (
-    FABRIC_TABLE,
-    OFI_NET,
-    FabricEnv,
-    cuda_device_max_connections,
-    derived_names,
-    fabric_env,
-    fabric_facts,
-    nccl_required,
-    socket_ifname,
-)
-from .lint import PATH_LEVELS, VARS, errors, lint_env, parse_devlist, prefix_traps
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from .fabric import (
+        FABRIC_TABLE,
+        OFI_NET,
+        FabricEnv,
+        cuda_device_max_connections,
+        derived_names,
+        fabric_env,
+        fabric_facts,
+        nccl_required,
+        socket_ifname,
+    )
+    from .lint import PATH_LEVELS, VARS, errors, lint_env, parse_devlist, prefix_traps
+
+# exported name -> (module, name in it)
+_EXPORTS = {
+    "FABRIC_TABLE": (".fabric", "FABRIC_TABLE"),
+    "FabricEnv": (".fabric", "FabricEnv"),
+    "OFI_NET": (".fabric", "OFI_NET"),
+    "PATH_LEVELS": (".lint", "PATH_LEVELS"),
+    "VARS": (".lint", "VARS"),
+    "cuda_device_max_connections": (".fabric", "cuda_device_max_connections"),
+    "derived_names": (".fabric", "derived_names"),
+    "errors": (".lint", "errors"),
+    "fabric_env": (".fabric", "fabric_env"),
+    "fabric_facts": (".fabric", "fabric_facts"),
+    "lint_env": (".lint", "lint_env"),
+    "nccl_required": (".fabric", "nccl_required"),
+    "parse_devlist": (".lint", "parse_devlist"),
+    "prefix_traps": (".lint", "prefix_traps"),
+    "socket_ifname": (".fabric", "socket_ifname"),
+}
 __all__ = [
     "FABRIC_TABLE",
     "FabricEnv",
@@ -32,3 +57,13 @@ __all__ = [
     "prefix_traps",
     "socket_ifname",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError("module %r has no attribute %r" % (__name__, name)) from None
+    value = getattr(import_module(module, __name__), attr)
+    globals()[name] = value
+    return value

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:
+    from ..site import NodeType
 
 # -- value kinds ------------------------------------------------------------
 
@@ -314,7 +317,11 @@ def prefix_traps(dl: DevList, devices: Sequence[str]) -> List[Tuple[str, List[st
 
 
 def lint_env(
-    env: Mapping[str, str], node_type: Any = None, *, hcas: Sequence[str] = (), ifaces: Sequence[str] = ()
+    env: Mapping[str, str],
+    node_type: Optional[NodeType] = None,
+    *,
+    hcas: Sequence[str] = (),
+    ifaces: Sequence[str] = (),
 ) -> List[Finding]:
     """Check the NCCL_* / TORCH_NCCL_* variables of `env`.
 
@@ -531,7 +538,7 @@ def _check_devlist(var: str, value: str, devices: Sequence[str]) -> List[Finding
 # -- fabric contradictions --------------------------------------------------
 
 
-def _fabric_contradictions(env: Mapping[str, str], nt: Any, known_hcas: Sequence[str]) -> List[Finding]:
+def _fabric_contradictions(env: Mapping[str, str], nt: NodeType, known_hcas: Sequence[str]) -> List[Finding]:
     out: List[Finding] = []
     fabric = nt.fabric
     rdma = fabric in ("infiniband", "roce")
@@ -660,7 +667,7 @@ def _fabric_contradictions(env: Mapping[str, str], nt: Any, known_hcas: Sequence
     return out
 
 
-def _hca_vs_site(value: str, nt: Any, known_hcas: Sequence[str]) -> List[Finding]:
+def _hca_vs_site(value: str, nt: NodeType, known_hcas: Sequence[str]) -> List[Finding]:
     out: List[Finding] = []
     nics = {n.name: n for n in nt.nics}
     if nt.fabric not in ("infiniband", "roce"):

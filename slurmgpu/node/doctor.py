@@ -13,11 +13,16 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import SlurmError, SlurmgpuError
 from ..slurm import Runner, SubprocessRunner, parse_hostlist, parse_scontrol_records
 from .signatures import CATALOGUE, Signature
+
+if TYPE_CHECKING:
+    from ..plan import ModelSpec
+    from ..plan.types import Plan
+    from ..site import Site
 
 MAX_EVIDENCE = 3
 
@@ -315,7 +320,7 @@ def fill(template: str, values: Mapping[str, Any]) -> str:
         return re.sub(r"\{(\w+)\}", lambda mo: str(values.get(mo.group(1), "?")), text)
 
 
-def site_context(site: Any, stamp: Mapping[str, str]) -> Dict[str, Any]:
+def site_context(site: Optional[Site], stamp: Mapping[str, str]) -> Dict[str, Any]:
     """Facts from the site config that the fixes quote."""
     if site is None:
         return {}
@@ -349,7 +354,7 @@ def _values(m: Match, ctx: Mapping[str, Any]) -> Dict[str, Any]:
 
 def diagnose(
     text: str,
-    site: Any = None,
+    site: Optional[Site] = None,
     stamp: Optional[Mapping[str, str]] = None,
     source: str = "log",
     catalogue: Sequence[Signature] = CATALOGUE,
@@ -375,7 +380,7 @@ def diagnose(
 # Advisors: plan-aware advice
 
 
-def oom_advice(m: Match, site: Any, stamp: Mapping[str, str]) -> List[str]:
+def oom_advice(m: Match, site: Optional[Site], stamp: Mapping[str, str]) -> List[str]:
     """What the stamped layout needs per GPU, and a layout that fits."""
     out: List[str] = []
     layout = {k: stamp[k] for k in ("tp", "pp", "dp", "cp", "ep", "nodes", "gpus_per_node") if k in stamp}
@@ -403,7 +408,7 @@ def _int(stamp: Mapping[str, str], *keys: str, default: int = 1) -> int:
     return default
 
 
-def memory_advice(model_name: str, stamp: Mapping[str, str], site: Any) -> List[str]:
+def memory_advice(model_name: str, stamp: Mapping[str, str], site: Optional[Site]) -> List[str]:
     """The memory model's estimate for the stamped layout and the least-split layout of the same GPUs that fits."""
     from ..plan import TrainShape, get_model, training_memory, usable_gb
 
@@ -445,7 +450,7 @@ def memory_advice(model_name: str, stamp: Mapping[str, str], site: Any) -> List[
     return out
 
 
-def _planner_layout(site: Any, model: Any, stamp: Mapping[str, str], world: int, seq: int, gbs: int) -> str:
+def _planner_layout(site: Site, model: ModelSpec, stamp: Mapping[str, str], world: int, seq: int, gbs: int) -> str:
     """The planner's choice on the job's own GPUs, else the smallest allocation it would use."""
     from ..errors import PlanError
     from ..plan import PlanRequest, make_plan
@@ -470,7 +475,7 @@ def _planner_layout(site: Any, model: Any, stamp: Mapping[str, str], world: int,
     )
 
 
-def _plan_words(p: Any) -> str:
+def _plan_words(p: Plan) -> str:
     lay = p.layout
     zero = {0: "no optimizer sharding", 1: "distributed optimizer (ZeRO-1)"}.get(p.zero, "ZeRO-%d" % p.zero)
     return (
@@ -491,7 +496,7 @@ def _plan_words(p: Any) -> str:
     )
 
 
-ADVISORS: Dict[str, Callable[[Match, Any, Mapping[str, str]], List[str]]] = {"oom": oom_advice}
+ADVISORS: Dict[str, Callable[[Match, Optional[Site], Mapping[str, str]], List[str]]] = {"oom": oom_advice}
 
 
 # ---------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, Issue, SlurmgpuError
 from ..nccl import lint_env, parse_devlist
-from ..site import SitePreflight
+from ..site import Nic, NodeType, Site, SitePreflight
 from ..slurm import NOT_FOUND, CommandResult, compress_hostlist
 from .probe import NetIf, ProbeResult, probe, read_net_sysfs
 
@@ -180,7 +180,7 @@ def node_name(environ: Mapping[str, str]) -> str:
 
 
 def run_checks(
-    site: Any,
+    site: Site,
     facts: ProbeResult,
     environ: Mapping[str, str],
     opts: Options = Options(),
@@ -202,7 +202,7 @@ def run_checks(
     return NodeReport(node=node, site=site.name, results=tuple(results))
 
 
-def _node_type(site: Any, opts: Options, environ: Mapping[str, str]) -> Any:
+def _node_type(site: Site, opts: Options, environ: Mapping[str, str]) -> NodeType:
     part = opts.partition or environ.get("SLURM_JOB_PARTITION")
     if part and "," in part:
         part = part.split(",")[0]
@@ -233,7 +233,9 @@ def gpu_model_matches(site_model: str, reported: str) -> bool:
     return bool(want) and all(t in have for t in want)
 
 
-def check_gpus(node: str, nt: Any, facts: ProbeResult, environ: Mapping[str, str], opts: Options) -> List[CheckResult]:
+def check_gpus(
+    node: str, nt: NodeType, facts: ProbeResult, environ: Mapping[str, str], opts: Options
+) -> List[CheckResult]:
     tool = "rocm-smi" if nt.vendor == "amd" else "nvidia-smi"
     expected_n = opts.expect_gpus
     if expected_n is None:
@@ -299,7 +301,7 @@ def check_gpus(node: str, nt: Any, facts: ProbeResult, environ: Mapping[str, str
     return out or [_ok(node, "gpus", found, want)]
 
 
-def check_nvlink(node: str, nt: Any, facts: ProbeResult) -> List[CheckResult]:
+def check_nvlink(node: str, nt: NodeType, facts: ProbeResult) -> List[CheckResult]:
     if nt.link != "nvlink" or not facts.gpus or facts.gpu_tool != "nvidia-smi":
         return []
     topo = facts.topology
@@ -359,10 +361,10 @@ def check_nvlink(node: str, nt: Any, facts: ProbeResult) -> List[CheckResult]:
     ]
 
 
-Wanted = List[Tuple[str, Optional[int], Any]]  # (device, port or None, the site's Nic or None)
+Wanted = List[Tuple[str, Optional[int], Optional[Nic]]]  # (device, port or None, the site's Nic or None)
 
 
-def _rdma_wanted(nt: Any, facts: ProbeResult, environ: Mapping[str, str]) -> Tuple[str, Wanted]:
+def _rdma_wanted(nt: NodeType, facts: ProbeResult, environ: Mapping[str, str]) -> Tuple[str, Wanted]:
     """(where the list comes from, the devices NCCL should use)."""
     nics = {n.name: n for n in nt.nics}
     present = sorted({p.device for p in facts.rdma})
@@ -382,7 +384,7 @@ def _rdma_wanted(nt: Any, facts: ProbeResult, environ: Mapping[str, str]) -> Tup
     return "site %s compute NICs" % nt.name, [(n.name, n.port, n) for n in nt.compute_nics]
 
 
-def check_hcas(node: str, nt: Any, facts: ProbeResult, environ: Mapping[str, str]) -> List[CheckResult]:
+def check_hcas(node: str, nt: NodeType, facts: ProbeResult, environ: Mapping[str, str]) -> List[CheckResult]:
     if nt.fabric == "slingshot":
         want = [n.name for n in nt.compute_nics]
         missing = [n for n in want if n not in facts.cxi_devices]
@@ -407,7 +409,7 @@ def check_hcas(node: str, nt: Any, facts: ProbeResult, environ: Mapping[str, str
         ports.setdefault(p.device, []).append(p)
     present = ", ".join(sorted(ports)) or "none"
     good = 0
-    missing: List[str] = []
+    missing = []
     for dev, port, nic in wanted:
         have = [p for p in ports.get(dev, []) if port is None or p.port == port]
         layer = {"infiniband": "InfiniBand", "ethernet": "Ethernet"}.get(getattr(nic, "link_layer", ""), "")
@@ -480,7 +482,11 @@ def check_hcas(node: str, nt: Any, facts: ProbeResult, environ: Mapping[str, str
 
 
 def check_socket(
-    node: str, nt: Any, facts: ProbeResult, environ: Mapping[str, str], addresses: Optional[Mapping[str, Sequence[str]]]
+    node: str,
+    nt: NodeType,
+    facts: ProbeResult,
+    environ: Mapping[str, str],
+    addresses: Optional[Mapping[str, Sequence[str]]],
 ) -> List[CheckResult]:
     value = environ.get("NCCL_SOCKET_IFNAME") or nt.socket_ifname
     if not value or len(value) <= 1:
@@ -527,7 +533,7 @@ def check_socket(
     return [_ok(node, "socket", "%s up" % ", ".join(i.name for i in up), expect)]
 
 
-def check_nccl_env(node: str, nt: Any, facts: ProbeResult, environ: Mapping[str, str]) -> List[CheckResult]:
+def check_nccl_env(node: str, nt: NodeType, facts: ProbeResult, environ: Mapping[str, str]) -> List[CheckResult]:
     findings = lint_env(environ, nt, hcas=[p.device for p in facts.rdma], ifaces=[i.name for i in facts.interfaces])
     out = []
     for f in findings:
@@ -620,7 +626,7 @@ def check_rendezvous(node: str, environ: Mapping[str, str], opts: Options) -> Li
     return out
 
 
-def check_container(node: str, site: Any, opts: Options) -> List[CheckResult]:
+def check_container(node: str, site: Site, opts: Options) -> List[CheckResult]:
     runtime = opts.container_runtime or site.container.runtime
     if runtime in (None, "", "none"):
         return []
@@ -642,7 +648,7 @@ def check_container(node: str, site: Any, opts: Options) -> List[CheckResult]:
     ]
 
 
-def check_checkpoint(node: str, site: Any, environ: Mapping[str, str], opts: Options) -> List[CheckResult]:
+def check_checkpoint(node: str, site: Site, environ: Mapping[str, str], opts: Options) -> List[CheckResult]:
     raw = opts.checkpoint_dir or environ.get("SLURMGPU_CHECKPOINT_DIR") or site.checkpoint_dir
     if not raw:
         return []
@@ -691,7 +697,7 @@ def local_addresses() -> Dict[str, List[str]]:
     return {name: [a.address for a in addrs if a.family in fams] for name, addrs in psutil.net_if_addrs().items()}
 
 
-def preflight_node(site: Any, environ: Mapping[str, str], opts: Options = Options()) -> NodeReport:
+def preflight_node(site: Site, environ: Mapping[str, str], opts: Options = Options()) -> NodeReport:
     """Gather facts on this node (or the fixture) and run every check."""
     node = node_name(environ)
     facts, from_fixture = gather_facts(node, environ)
@@ -811,13 +817,13 @@ def render_table(agg: Aggregate, site: str = "") -> str:
         cols = ("NODE", "CHECK", "STATUS", "FOUND", "EXPECTED")
         w = [max(len(cols[i]), *(min(len(r[i]), (56 if i == 3 else 40)) for r in rows)) for i in range(5)]
         out.append("  ".join(c.ljust(w[i]) for i, c in enumerate(cols)).rstrip())
-        for r in rows:
-            out.append("  ".join(r[i].ljust(w[i]) for i in range(5)).rstrip())
-            if r[5]:
-                out.append(" " * (w[0] + 2) + "fix: " + r[5])
+        for row in rows:
+            out.append("  ".join(row[i].ljust(w[i]) for i in range(5)).rstrip())
+            if row[5]:
+                out.append(" " * (w[0] + 2) + "fix: " + row[5])
     if agg.other_lines:
         out.append("other output of the preflight step:")
-        out.extend("  " + l for l in agg.other_lines[:20])
+        out.extend("  " + ln for ln in agg.other_lines[:20])
         if len(agg.other_lines) > 20:
             out.append("  ... (%d more lines)" % (len(agg.other_lines) - 20))
     if not agg.ok:
@@ -832,7 +838,7 @@ def render_table(agg: Aggregate, site: str = "") -> str:
 # Bandwidth: a short all-reduce over the allocation (one task per GPU)
 
 
-def expected_busbw_gbs(nt: Any, nodes: int) -> float:
+def expected_busbw_gbs(nt: NodeType, nodes: int) -> float:
     """What the links should give an all-reduce, GB/s of bus bandwidth per rank."""
     if nodes > 1 and nt.fabric_gbps:
         return nt.fabric_gbps / 8.0  # node injection bandwidth, Gb/s -> GB/s
@@ -840,7 +846,7 @@ def expected_busbw_gbs(nt: Any, nodes: int) -> float:
 
 
 def bandwidth_report(
-    site: Any,
+    site: Site,
     environ: Mapping[str, str],
     opts: Options = Options(),
     size_mb: int = 256,

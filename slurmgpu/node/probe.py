@@ -187,22 +187,22 @@ _LINK_WORD = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|C2C|N/A)$")
 def parse_topo_matrix(text: str) -> Topology:
     """`nvidia-smi topo -m` -> Topology. Handles NIC columns named directly
     (``mlx5_0``, older drivers) or as ``NIC0`` with a "NIC Legend"."""
-    lines = [_ANSI.sub("", l).rstrip() for l in (text or "").splitlines()]
+    lines = [_ANSI.sub("", ln).rstrip() for ln in (text or "").splitlines()]
     legend: Dict[str, str] = {}
-    for l in lines:
-        m = re.match(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$", l)
+    for line in lines:
+        m = re.match(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$", line)
         if m:
             legend[m.group(1)] = m.group(2)
     header: List[str] = []
     rows: Dict[str, List[str]] = {}
-    for l in lines:
-        tokens = l.split()
+    for line in lines:
+        tokens = line.split()
         if not tokens:
             continue
         if tokens[0].startswith("Legend"):
             break
         if not header:
-            if tokens[0] == "GPU0" and l[:1].isspace():
+            if tokens[0] == "GPU0" and line[:1].isspace():
                 for tok in tokens:
                     if tok == "CPU":  # "CPU Affinity", "NUMA Affinity", ... follow the devices
                         break
@@ -226,7 +226,7 @@ def nvlink_summary(topo: Topology) -> Tuple[str, int, Optional[int]]:
     if not gpus:
         return "pcie", 1, None
     peers = []
-    counts = []
+    counts: List[int] = []
     for g in gpus:
         nv = [o for o in gpus if o != g and topo.link(g, o).startswith("NV")]
         peers.append(len(nv))

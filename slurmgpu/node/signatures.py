@@ -5,9 +5,10 @@ PyTorch, Slurm, pyxis/enroot, Apptainer formats) plus what it means and what
 to change. Text fields are templates: `{name}` is a named group of the
 patterns, `{name_words}` its `lookups` text, or a fact doctor adds (`site`,
 `compute_hcas`, `socket_ifname`, `gpu_memory_gb`, `memory_gb`, `scratch`,
-`link_layer`); a `[[ ... ]]` segment is dropped when a name in it is unknown. Lower `priority` = closer to a root cause: doctor
-lists matches in that order, so a preemption or an HCA error comes before the
-watchdog timeout it caused.
+`link_layer`); a `[[ ... ]]` segment is dropped when a name in it is
+unknown. Lower `priority` = closer to a root cause: doctor lists matches in
+that order, so a preemption or an HCA error comes before the watchdog
+timeout it caused.
 
 To add one: append a Signature here and a log under tests/data/doctor/ named
 `<id>.log` (or `<id>-<anything>.log`) made of real-format lines; the tests

@@ -1,27 +1,66 @@
-"""Pure planning: model + site -> parallel layout, memory and cost; no I/O, no script, no Lua."""
+"""Pure planning: model + site -> parallel layout, memory and cost; no I/O, no script, no Lua.
+
+The names below load their module on first use (PEP 562), so importing one layer never
+imports the rest of it: start-up time is a feature on a login node."""
 
 from __future__ import annotations
 
-from .diagram import render
-from .hardware import hardware
-from .layout import Layout, tp_group_nodes
-from .memory import (
-    TrainShape,
-    activation_bytes_per_layer,
-    inference_memory,
-    kv_cache_bytes,
-    layer_act_base,
-    model_states_bytes,
-    stage_layers,
-    training_memory,
-    usable_gb,
-)
-from .models import ModelSpec, aliases_of, catalogue, fmt_params, get_model, load_model_file, model_from_params
-from .planner import make_plan
-from .report import format_plan
-from .rules import check_layout_rules, segment_error, segment_for
-from .types import PlanRequest
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from .diagram import render
+    from .hardware import hardware
+    from .layout import Layout, tp_group_nodes
+    from .memory import (
+        TrainShape,
+        activation_bytes_per_layer,
+        inference_memory,
+        kv_cache_bytes,
+        layer_act_base,
+        model_states_bytes,
+        stage_layers,
+        training_memory,
+        usable_gb,
+    )
+    from .models import ModelSpec, aliases_of, catalogue, fmt_params, get_model, load_model_file, model_from_params
+    from .planner import make_plan
+    from .report import format_plan
+    from .rules import check_layout_rules, segment_error, segment_for
+    from .types import PlanRequest
+
+# A name that is also a submodule's name is bound now: once any sibling imported the
+# submodule, the package attribute would otherwise be the module, not the function.
+from .hardware import hardware  # noqa: E402
+
+# exported name -> (module, name in it)
+_EXPORTS = {
+    "Layout": (".layout", "Layout"),
+    "ModelSpec": (".models", "ModelSpec"),
+    "PlanRequest": (".types", "PlanRequest"),
+    "TrainShape": (".memory", "TrainShape"),
+    "activation_bytes_per_layer": (".memory", "activation_bytes_per_layer"),
+    "aliases_of": (".models", "aliases_of"),
+    "catalogue": (".models", "catalogue"),
+    "check_layout_rules": (".rules", "check_layout_rules"),
+    "fmt_params": (".models", "fmt_params"),
+    "format_plan": (".report", "format_plan"),
+    "get_model": (".models", "get_model"),
+    "inference_memory": (".memory", "inference_memory"),
+    "kv_cache_bytes": (".memory", "kv_cache_bytes"),
+    "layer_act_base": (".memory", "layer_act_base"),
+    "load_model_file": (".models", "load_model_file"),
+    "make_plan": (".planner", "make_plan"),
+    "model_from_params": (".models", "model_from_params"),
+    "model_states_bytes": (".memory", "model_states_bytes"),
+    "render": (".diagram", "render"),
+    "segment_error": (".rules", "segment_error"),
+    "segment_for": (".rules", "segment_for"),
+    "stage_layers": (".memory", "stage_layers"),
+    "tp_group_nodes": (".layout", "tp_group_nodes"),
+    "training_memory": (".memory", "training_memory"),
+    "usable_gb": (".memory", "usable_gb"),
+}
 __all__ = [
     "Layout",
     "ModelSpec",
@@ -50,3 +89,13 @@ __all__ = [
     "training_memory",
     "usable_gb",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError("module %r has no attribute %r" % (__name__, name)) from None
+    value = getattr(import_module(module, __name__), attr)
+    globals()[name] = value
+    return value

@@ -20,7 +20,7 @@ def _ranges(values: Sequence[int]) -> str:
         return "-"
     out = []
     start = prev = vals[0]
-    for v in vals[1:] + [None]:  # type: ignore[list-item]
+    for v in vals[1:] + [None]:
         if v is not None and v == prev + 1:
             prev = v
             continue

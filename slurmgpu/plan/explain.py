@@ -52,7 +52,10 @@ def _explain_train(ctx: _Ctx, c: _Cand) -> List[str]:
     nt = hw.nt
     out = []
     step = c.step
-    pct = lambda x: 100.0 * x / step  # noqa: E731
+
+    def pct(x: float) -> float:
+        return 100.0 * x / step
+
     # TP
     legal_max = max(
         t

@@ -16,7 +16,7 @@ All sizes are decimal GB (1e9 bytes), as the public figures are.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from .layout import expert_tp
 from .models import ModelSpec
@@ -58,7 +58,7 @@ class MemoryBreakdown:
     def total(self) -> float:
         return self.weights + self.gradients + self.optimizer + self.activations + self.kv_cache + self.overhead
 
-    def to_dict(self) -> Dict[str, float]:
+    def to_dict(self) -> Dict[str, Union[float, str]]:
         return {
             "weights_gb": round(self.weights, 3),
             "gradients_gb": round(self.gradients, 3),
@@ -296,7 +296,7 @@ def training_memory(
         sp_ = stages[i] if stages is not None else stage_params(model, counts, i)
         per_dense = (sp_.dense + sp_.embed) / t
         per_exp = sp_.experts / (etp * ep)
-        in_flight = min(p - i, shape.micro_batches)
+        in_flight: float = min(p - i, shape.micro_batches)
         if interleave > 1:
             in_flight *= 1.0 + (p - 1) / float(p * interleave)
         acts = in_flight * (sp_.dense_layers * act_dense + sp_.moe_layers * act_moe) + work

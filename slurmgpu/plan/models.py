@@ -12,9 +12,12 @@ import math
 import os
 import re
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from ..errors import ConfigError, Issue
+
+if TYPE_CHECKING:
+    from ..schema import Field
 
 
 @dataclass(frozen=True)
@@ -452,7 +455,7 @@ def model_from_params(text: str) -> ModelSpec:
     )
 
 
-def _fields():
+def _fields() -> Dict[str, Field]:
     from ..schema import Field
 
     return {

@@ -312,9 +312,9 @@ def _no_fit_message(ctx: _Ctx, alloc: Tuple[int, int], res: _Result) -> str:
         lines.append("No layout passes:")
         lines.extend("  %s: %s" % (r.scope, r.reason) for r in res.rejected[:8])
     if not ctx.req.pins:
-        small = _smallest(ctx)
-        if small[0] is not None:
-            (sn, sg), sres = small
+        small, sres = _smallest(ctx)
+        if small is not None:
+            sn, sg = small
             assert sres is not None
             top = sres.ranked[0]
             lines.append(
@@ -476,7 +476,7 @@ def _scaling(ctx: _Ctx, lay: Layout, best: _Cand) -> Tuple[ScalePoint, ...]:
             req.tokens / best.tokens_per_s / 86400.0,
         )
     ]
-    sizes = []
+    sizes: List[int] = []
     nodes = lay.nodes * 2
     while nodes < maxn and len(sizes) < 7:
         sizes.append(nodes)

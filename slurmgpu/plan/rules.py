@@ -90,11 +90,20 @@ def layout_segment_error(
     dn, nodes = nt.domain_nodes, layout.nodes
     if segment >= 1 and segment % unit == 0 and segment <= dn and (segment >= nodes or nodes % segment == 0):
         return None
-    what = ", ".join("%s=%d needs %d-node blocks" % (s.kind.upper(), s.size, s.unit) for s in sp) or "no group"
+    what = ", ".join("%s=%d needs %d-node blocks" % (s.kind.upper(), s.size, s.unit) for s in sp)
+    rule = "divide %d and be at most %d" % (nodes, dn)
+    if unit > 1:
+        rule = "be a multiple of %d, %s" % (unit, rule)
+    if not what:  # no group leaves a node: the segment only has to tile the job inside one domain
+        return "--segment=%d does not tile the %d-node job into %d-node NVLink domains: the segment must %s" % (
+            segment,
+            nodes,
+            dn,
+            rule,
+        )
     return (
-        "--segment=%d does not keep the model-parallel groups inside one %d-node NVLink domain for a %d-node job "
-        "(%s): the segment must be a multiple of %d, divide %d and be at most %d"
-        % (segment, dn, nodes, what, unit, nodes, dn)
+        "--segment=%d does not keep TP groups and the other model-parallel groups inside one %d-node NVLink "
+        "domain for a %d-node job (%s): the segment must %s" % (segment, dn, nodes, what, rule)
     )
 
 

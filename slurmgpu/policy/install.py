@@ -113,7 +113,7 @@ class InstallPlan:
                 tofile="%s (rendered for site %s)" % (self.path, self.site),
             )
         )
-        return "".join(l if l.endswith("\n") else l + "\n\\ No newline at end of file\n" for l in lines)
+        return "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines)
 
 
 def plan_install(site: Site, conf_dir: Union[str, Path], kind: str = "job_submit") -> InstallPlan:
@@ -221,10 +221,22 @@ def install_filter(
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    done = dict(path=str(target), kind=kind, replaced=replaced, backup=backup, foreign=plan.foreign)
+    foreign = plan.foreign
+
+    def done(slurm_conf_line: str, conf_has_line: bool) -> Installed:
+        return Installed(
+            path=str(target),
+            kind=kind,
+            slurm_conf_line=slurm_conf_line,
+            conf_has_line=conf_has_line,
+            replaced=replaced,
+            backup=backup,
+            foreign=foreign,
+        )
+
     if kind == "spank":
         line = SPANK_PLUGSTACK_LINE % ("<plugindir>/slurmgpu_spank.so", target)
-        return Installed(slurm_conf_line=line, conf_has_line=plugstack_loads_spank(conf, target), **done)
+        return done(line, plugstack_loads_spank(conf, target))
     line = SLURM_CONF_LINES[kind]
     has = False
     conf_file = conf / "slurm.conf"
@@ -237,7 +249,7 @@ def install_filter(
             ]
             if eq and k.strip().lower() == key.lower() and value in names:
                 has = True
-    return Installed(slurm_conf_line=line, conf_has_line=has, **done)
+    return done(line, has)
 
 
 def plugstack_loads_spank(conf_dir: Union[str, Path], policy: Union[str, Path]) -> bool:

@@ -94,7 +94,9 @@ def _from_lua(obj: Any, lua: Any = None) -> Any:
     """lupa table -> list (1..n keys) or dict, recursively (`lua`: the lupa module of the runtime
     the table comes from, default lupa.lua51)."""
     if lua is None:
-        from lupa import lua51 as lua
+        from lupa import lua51
+
+        lua = lua51
 
     if lua.lua_type(obj) != "table":
         return obj
@@ -214,7 +216,8 @@ class PolicyRunner:
             proc = subprocess.run([_lua_binary() or "lua5.1", "driver.lua"], cwd=tmp, capture_output=True, timeout=120)
         if proc.returncode != 0:
             raise SlurmgpuError("lua5.1 failed running the filter: %s" % proc.stderr.decode("utf-8", "replace").strip())
-        return json.loads(proc.stdout.decode("utf-8"))
+        verdict: Dict[str, Any] = json.loads(proc.stdout.decode("utf-8"))
+        return verdict
 
     def check(
         self,

@@ -1,15 +1,40 @@
-"""Jinja2 and shell quoting only: (template, context, search path) -> text."""
+"""Jinja2 and shell quoting only: (template, context, search path) -> text.
+
+The names below load their module on first use (PEP 562), so importing one layer never
+imports the rest of it: start-up time is a feature on a login node."""
 
 from __future__ import annotations
 
-from .quote import PATH_VARS, PathArg, arg_groups, arg_lines, comment, expand_path, sbatch_quote, shpath, shquote
-from .templates import BUILTIN, TemplateDir, cache_dir, locate, make_environment, render, template_names
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from .quote import PATH_VARS, PathArg, arg_groups, arg_lines, comment, expand_path, sbatch_quote, shpath, shquote
+    from .templates import BUILTIN, TemplateDir, cache_dir, locate, make_environment, render, template_names
+
+# exported name -> (module, name in it)
+_EXPORTS = {
+    "BUILTIN": (".templates", "BUILTIN"),
+    "PATH_VARS": (".quote", "PATH_VARS"),
+    "PathArg": (".quote", "PathArg"),
+    "TemplateDir": (".templates", "TemplateDir"),
+    "arg_groups": (".quote", "arg_groups"),
+    "arg_lines": (".quote", "arg_lines"),
+    "cache_dir": (".templates", "cache_dir"),
+    "comment": (".quote", "comment"),
+    "expand_path": (".quote", "expand_path"),
+    "locate": (".templates", "locate"),
+    "make_environment": (".templates", "make_environment"),
+    "render": (".templates", "render"),
+    "sbatch_quote": (".quote", "sbatch_quote"),
+    "shpath": (".quote", "shpath"),
+    "shquote": (".quote", "shquote"),
+    "template_names": (".templates", "template_names"),
+}
 __all__ = [
-    "PathArg",
-    "shpath",
     "BUILTIN",
     "PATH_VARS",
+    "PathArg",
     "TemplateDir",
     "arg_groups",
     "arg_lines",
@@ -20,6 +45,17 @@ __all__ = [
     "make_environment",
     "render",
     "sbatch_quote",
+    "shpath",
     "shquote",
     "template_names",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError("module %r has no attribute %r" % (__name__, name)) from None
+    value = getattr(import_module(module, __name__), attr)
+    globals()[name] = value
+    return value

@@ -113,7 +113,8 @@ def render(template: str, context: Mapping[str, Any], dirs: Sequence[TemplateDir
     try:
         return env.get_template(template).render(**context)
     except jinja2.TemplateNotFound as exc:
-        raise TemplateError(_not_found(exc.name or template, dirs)) from None
+        name = exc.name if isinstance(exc.name, str) and exc.name else template  # not a jinja2.Undefined
+        raise TemplateError(_not_found(name, dirs)) from None
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(
             "%s:%s: template syntax error: %s" % (exc.filename or exc.name, exc.lineno, exc.message)
@@ -144,5 +145,5 @@ def _where(exc: BaseException) -> str:
 
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         if frame.filename.endswith(".j2"):
-            return "%s:%d" % (frame.filename, frame.lineno)
+            return "%s:%s" % (frame.filename, frame.lineno)
     return "<template>"

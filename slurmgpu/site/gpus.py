@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def _f(
     link_gbs: float,
     domain: Optional[int],
     source: str,
-    **kw,
+    **kw: Any,
 ) -> GpuFacts:
     return GpuFacts(key, model, vendor, memory_gb, bf16, link, link_gbs, domain, source, **kw)
 
@@ -192,7 +192,8 @@ GPU_TABLE: Dict[str, GpuFacts] = {
             "nvlink",
             1800,
             None,
-            "dgx-b200 preset (DGX B200 user guide: 180 GB; NVLink5 1.8 TB/s; BF16 = half the sparse figure, UNVERIFIED)",
+            "dgx-b200 preset (DGX B200 user guide: 180 GB; NVLink5 1.8 TB/s; "
+            "BF16 = half the sparse figure, UNVERIFIED)",
             unverified=("bf16_tflops",),
             hbm_gbs=8000,
             gemm_eff=BLACKWELL_EFF,

@@ -159,21 +159,16 @@ def _load_raw(path: str, seen: Tuple[str, ...] = ()) -> Any:
     if ref is None:
         return data
     loc = data.locs.get("extends") if hasattr(data, "locs") else None
+    at: Tuple[str, Optional[int], Optional[int]] = loc or (path, None, None)
     if not isinstance(ref, str):
-        raise ConfigError([Issue(*(loc or (path, None, None)), "extends", "expected a preset name or a path")])
+        raise ConfigError([Issue(*at, "extends", "expected a preset name or a path")])
     parent = _resolve_extends(ref, path)
     real = os.path.realpath(parent)
     if real in seen or real == os.path.realpath(path):
-        raise ConfigError([Issue(*(loc or (path, None, None)), "extends", "circular 'extends' through %s" % parent)])
+        raise ConfigError([Issue(*at, "extends", "circular 'extends' through %s" % parent)])
     if not os.path.exists(parent):
         hint = "; presets: %s" % ", ".join(preset_names()) if "/" not in ref else ""
-        raise ConfigError(
-            [
-                Issue(
-                    *(loc or (path, None, None)), "extends", "no such site '%s' (looked for %s)%s" % (ref, parent, hint)
-                )
-            ]
-        )
+        raise ConfigError([Issue(*at, "extends", "no such site '%s' (looked for %s)%s" % (ref, parent, hint))])
     base = _load_raw(parent, seen + (os.path.realpath(path),))
     merged = deep_merge(base, data)
     if "name" not in data:  # a derived site is not the preset it starts from
@@ -229,7 +224,7 @@ def site_from_data(data: Any, path: str) -> Site:
             "no partition named '%s' (defined: %s)" % (default, ", ".join(partitions)),
         )
 
-    for pname, p in partitions.items():
+    for p in partitions.values():
         nt = node_types.get(p.node_type)
         if nt and nt.nvlink_domain > nt.gpus and top["topology"] != "block":
             ck.error(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from ..errors import SlurmError
 
@@ -137,7 +137,9 @@ def compress_hostlist(names: Sequence[str]) -> str:
 
 def _split_top(text: str, sep: str) -> List[str]:
     """Split on `sep` outside [] and ()."""
-    parts, depth, cur = [], 0, []
+    parts: List[str] = []
+    depth = 0
+    cur: List[str] = []
     for ch in text:
         if ch in "[(":
             depth += 1
@@ -157,7 +159,7 @@ def _expand_one(pattern: str) -> List[str]:
     if not m:
         return [pattern]
     head, tail = pattern[: m.start()], pattern[m.end() :]
-    names = []
+    names: List[str] = []
     for rng in m.group(1).split(","):
         rng = rng.strip()
         if "-" in rng:
@@ -262,7 +264,7 @@ def parse_scontrol_records(text: str, first_key: str) -> List[Dict[str, str]]:
             records[-1].append(line)
     out = []
     for rec in records:
-        out.append(_tokens_to_dict(" ".join(l.strip() for l in rec)))
+        out.append(_tokens_to_dict(" ".join(ln.strip() for ln in rec)))
     return out
 
 
@@ -379,8 +381,7 @@ def parse_sinfo_json(text: str) -> SinfoJson:
         return SinfoJson(version, release, nodes, parts, amb)
     if isinstance(doc.get("nodes"), list):
         nodes = tuple(node_from_mapping(n) for n in doc["nodes"] if isinstance(n, dict))
-        parts = sorted({p for n in nodes for p in n.partitions})
-        return SinfoJson(version, release, nodes, tuple(parts))
+        return SinfoJson(version, release, nodes, tuple(sorted({p for n in nodes for p in n.partitions})))
     errors = doc.get("errors") or []
     raise SlurmError(
         "sinfo --json: neither 'sinfo' nor 'nodes' in the output%s"
@@ -443,7 +444,7 @@ def _sinfo_entries(entries: List[Any]) -> Tuple[Tuple[SlurmNode, ...], Tuple[str
     by_name: Dict[str, SlurmNode] = {}
     order: List[str] = []
     parts: List[str] = []
-    ambiguous = set()
+    ambiguous: Set[str] = set()
     for e in entries:
         if not isinstance(e, dict):
             continue

@@ -66,8 +66,7 @@ class SubprocessRunner:
             p = subprocess.run(
                 list(argv),
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                capture_output=True,
                 timeout=timeout,
                 env=self.env,
                 text=True,

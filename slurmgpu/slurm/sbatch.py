@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union
 
 from ..errors import ConfigError, Issue
 
@@ -139,7 +139,7 @@ def _canonical(name: str, where: Where) -> Optional[str]:
     return None  # unknown: sbatch would complain; the filter does not care
 
 
-def _fail(where: Where, field: str, message: str) -> None:
+def _fail(where: Where, field: str, message: str) -> NoReturn:
     raise ConfigError([Issue(where[0], where[1], None, field, message)])
 
 
