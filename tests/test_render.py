@@ -673,8 +673,14 @@ def test_srun_cpus_per_task_export_follows_the_slurm_version():
 def test_requeue_block():
     text, _, _ = render_spec(preset("dgx-h100"), _spec(requeue=True, grace=600, checkpoint_signal="USR2"))
     assert "#SBATCH --signal=B:USR2@600\n#SBATCH --requeue\n" in text
-    assert "trap slurmgpu_requeue USR2" in text and "kill -s USR2" in text
-    assert text.rstrip().endswith('wait "$SLURMGPU_STEP_PID"')
+    # Slurm signals the batch shell; the shell signals every step process (not srun: it turns TERM into KILL)
+    assert "trap slurmgpu_checkpoint_signal USR2" in text and 'scancel --signal=USR2 "$SLURM_JOB_ID"' in text
+    assert "kill -s" not in text
+    # armed after preflight (a signal during preflight must not find the handler's variables unset)
+    assert text.index("trap slurmgpu_checkpoint_signal") > text.index("# --- preflight")
+    assert "--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR2 --shutdown-timeout=600" in text
+    assert 'if [ "$count" -ge 3 ]; then' in text  # max_requeues' default
+    assert text.rstrip().endswith('slurmgpu_after_step "$SLURMGPU_STEP_RC"')
     plain, _, _ = render_spec(preset("dgx-h100"), _spec())
     assert "--signal" not in plain and "\ntrap " not in plain
 

@@ -193,7 +193,7 @@ def _requeue(site: Site, spec: JobSpec, sizing: Sizing, launcher: Launcher, warn
     """The checkpoint signal's lead time and path for this launcher; None without --requeue."""
     if not spec.requeue:
         return None
-    from .resume import REQUEUE_EXIT, lead_time, signal_path
+    from .resume import REQUEUE_EXIT, lead_time, signal_path, unhandled_signal
     from .spec import time_seconds
 
     params = getattr(sizing.model, "params", None) if sizing.model is not None else None
@@ -213,6 +213,9 @@ def _requeue(site: Site, spec: JobSpec, sizing: Sizing, launcher: Launcher, warn
                 )
             ]
         )
+    bad = unhandled_signal(launcher, spec.checkpoint_signal)
+    if bad:
+        raise ConfigError([Issue(spec.source or "", None, None, "checkpoint_signal", bad)])
     if not spec.checkpoint_dir:
         warnings.append(
             "--requeue without --checkpoint-dir: the program gets no SLURMGPU_CHECKPOINT_DIR to save to and "

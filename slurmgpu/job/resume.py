@@ -36,6 +36,25 @@ class SignalPath:
     note: str
 
 
+# Signals a runner that cannot be told which to handle survives (and forwards): deepspeed's launch.py
+# traps SIGINT/SIGTERM; accelerate launch runs torch's elastic agent with its default set. Any other
+# checkpoint signal kills the runner, and with it the step, while the workers save.
+RUNNER_HANDLED = {"deepspeed": ("TERM", "INT"), "accelerate": ("TERM", "INT", "HUP", "QUIT")}
+
+
+def unhandled_signal(launcher: Launcher, signal: str) -> Optional[str]:
+    """Why `signal` cannot be this launcher's checkpoint signal, or None."""
+    handled = RUNNER_HANDLED.get(launcher.runner)
+    if handled is None or signal in handled:
+        return None
+    return "the %s runner handles only %s; SIG%s would kill it (and the step) while the program saves: use %s" % (
+        launcher.runner,
+        "/".join("SIG" + h for h in handled),
+        signal,
+        " or ".join(handled),
+    )
+
+
 def signal_path(launcher: Launcher, signal: str) -> SignalPath:
     sig = "SIG" + signal
     forward = 'scancel --signal=%s "$SLURM_JOB_ID"' % signal

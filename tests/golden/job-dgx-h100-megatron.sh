@@ -14,7 +14,7 @@
 #SBATCH --time=2-00:00:00
 #SBATCH --output=%x-%j.out
 #SBATCH --exclusive
-#SBATCH --signal=B:USR2@300
+#SBATCH --signal=B:USR2@1078
 #SBATCH --requeue
 #
 # Layout: 16 GPUs = 2 nodes x 8 H100-SXM5-80GB; NVLink domain 8 GPUs (nvlink)
@@ -53,22 +53,51 @@ MASTER_ADDR=${SLURMGPU_HOSTS%%$'\n'*}
 MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
 export MASTER_ADDR MASTER_PORT
 
-# --- long job: checkpoint and requeue 300 s before the time limit ---
-# Slurm sends SIGUSR2 to this shell (not SIGUSR1, which NCCL/PyTorch may catch). The handler sends
-# SIGTERM through srun to the program so it can save, waits for it, then requeues the job.
-slurmgpu_requeue() {
-  echo "slurmgpu: time limit near: sending SIGTERM to the job, then requeueing" >&2
-  kill -s TERM "$SLURMGPU_STEP_PID" 2>/dev/null || true
-  wait "$SLURMGPU_STEP_PID" || true
-  scontrol requeue "$SLURM_JOB_ID"
-}
-trap slurmgpu_requeue USR2
-
 # --- preflight: check every node (GPUs, fabric, environment) before the launch ---
 srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=0 \
     "${SLURMGPU_BIN:-slurmgpu}" preflight --site dgx-h100 --record \
   | "${SLURMGPU_BIN:-slurmgpu}" preflight --aggregate - --nodes "$SLURM_JOB_NODELIST" \
   || { echo "slurmgpu: preflight failed on this allocation; the launcher was not started" >&2; exit 1; }
+
+# --- long job: checkpoint and requeue, at most 3 times ---
+# Slurm sends SIGUSR2 to this shell 1078 s (up to 60 s more) before the time limit (2 x 494 s to write 988 GB at 2 GB/s + KillWait 30 s + 60 s).
+# The handler sends SIGTERM to every process of the job's steps; torchrun handles SIGTERM and forwards it to its workers, waiting for them up to the lead time.
+# The program saves a complete checkpoint, then asks for a requeue: it creates $SLURMGPU_REQUEUE_REQUEST
+# or, as Megatron does after --exit-signal-handler saved, exits 0 after the signal.
+# Preemption (SIGTERM from Slurm, KillWait later SIGKILL) reaches the program directly; Slurm requeues it.
+export SLURMGPU_CHECKPOINT_SIGNAL=TERM SLURMGPU_REQUEUE_EXIT=75
+export SLURMGPU_REQUEUE_REQUEST="${SLURMGPU_CHECKPOINT_DIR:-$PWD}/.slurmgpu-requeue-$SLURM_JOB_ID"
+rm -f -- "$SLURMGPU_REQUEUE_REQUEST"
+SLURMGPU_SIGNALLED=0
+SLURMGPU_TERMINATED=0
+# shellcheck disable=SC2317 # the handler runs from the USR2 trap below, which shellcheck does not follow
+slurmgpu_checkpoint_signal() {
+  SLURMGPU_SIGNALLED=1
+  echo "slurmgpu: time limit in 1078 s: sending SIGTERM to the job's steps so the program saves" >&2
+  scancel --signal=TERM "$SLURM_JOB_ID" || echo "slurmgpu: could not signal the steps (scancel failed)" >&2
+}
+slurmgpu_after_step() {
+  local rc="$1" asked=0 count="${SLURM_RESTART_COUNT:-0}"
+  if [ -e "$SLURMGPU_REQUEUE_REQUEST" ]; then asked=1; rm -f -- "$SLURMGPU_REQUEUE_REQUEST"; fi
+  if [ "$rc" -eq 0 ] && [ "$SLURMGPU_SIGNALLED" -eq 1 ]; then asked=1; fi
+  if [ "$SLURMGPU_TERMINATED" -eq 1 ]; then
+    echo "slurmgpu: Slurm is ending this job (SIGTERM: preempted, requeued or cancelled); not requeueing here" >&2
+    exit "$rc"
+  fi
+  if [ "$asked" -eq 0 ]; then
+    echo "slurmgpu: the program ended with status $rc and did not ask for a requeue (checkpoint signal sent: $SLURMGPU_SIGNALLED)" >&2
+    exit "$rc"
+  fi
+  if [ "$count" -ge 3 ]; then
+    echo "slurmgpu: requeue limit reached: the job ran $((count + 1)) times (restart count $count, at most 3 requeues); not requeued" >&2
+    exit 75
+  fi
+  echo "slurmgpu: the program saved and asked for a requeue: requeue $((count + 1)) of at most 3" >&2
+  scontrol requeue "$SLURM_JOB_ID"
+  exit 0
+}
+trap slurmgpu_checkpoint_signal USR2
+trap 'SLURMGPU_TERMINATED=1' TERM
 
 # --- launch: Megatron-LM via torchrun, one task per node ---
 # TP/PP/CP/EP, micro-batch and the model shape come from the plan above (the stamp says the same).
@@ -78,6 +107,7 @@ srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 \
   torchrun \
     --nnodes=2 --nproc-per-node=8 \
     --rdzv-id="$SLURM_JOB_ID" --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" \
+    --signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT --shutdown-timeout=1078 \
     pretrain_gpt.py \
     --data-path '/data/tok en' \
     --num-layers 80 \
@@ -99,6 +129,12 @@ srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 \
     --use-distributed-optimizer \
     --save /scratch/ckpt \
     --load /scratch/ckpt \
-    --exit-signal-handler &
+    --exit-signal-handler \
+    --save-interval 500 \
+    --exit-duration-in-mins 2862 &
 SLURMGPU_STEP_PID=$!
-wait "$SLURMGPU_STEP_PID"
+# wait returns early when a trapped signal arrives: wait again until the step has ended
+while kill -0 "$SLURMGPU_STEP_PID" 2>/dev/null; do wait "$SLURMGPU_STEP_PID" || true; done
+SLURMGPU_STEP_RC=0
+wait "$SLURMGPU_STEP_PID" || SLURMGPU_STEP_RC=$?
+slurmgpu_after_step "$SLURMGPU_STEP_RC"
