@@ -92,29 +92,36 @@ def _lost(segs):
     return [prev_last - nxt_start for (_, prev_last), (nxt_start, _) in zip(segs, segs[1:])]
 
 
-@pytest.mark.parametrize("launcher,ask", [("torchrun", "file"), ("srun", "exit")])
-def test_preempted_job_resumes_and_finishes(slurm_cluster, tmp_path, launcher, ask):
+def test_preempted_job_resumes_and_finishes(slurm_cluster, tmp_path):
+    """Both launchers at once: `scontrol requeue` at step 8; Slurm's SIGTERM reaches the program,
+    which saves; Slurm requeues the job, which resumes from that step and finishes."""
     _need_torch(slurm_cluster)
-    path = _script(slurm_cluster, tmp_path, launcher, [], ["--steps", "30", "--step-time", "0.2", "--ask", ask])
+    jobs = {}
     t0 = time.monotonic()
-    rc, out, err = run(slurm_cluster, ["sbatch", "--parsable", str(path)])
-    assert rc == 0, err
-    job_id = int(out.strip().split(";")[0])
-    log = tmp_path / ("job-%d.out" % job_id)
-    _wait_log(log, r"^step 8$", 90)
-    rc, _, err = run(slurm_cluster, ["scontrol", "requeue", str(job_id)])
-    assert rc == 0, err
-    text = _wait_log(log, r"^done$", 150)
-    wall = time.monotonic() - t0
-    segs = _segments(text)
-    lost = _lost(segs)
-    print(
-        "%s preempted: runs %s, steps lost %s, restart count %s, %.0f s"
-        % (launcher, segs, lost, _field(slurm_cluster, job_id, "Restarts"), wall)
-    )
-    assert len(segs) == 2 and segs[1][0] > 0, text
-    assert all(0 <= n <= EVERY for n in lost), (lost, text)
-    assert _field(slurm_cluster, job_id, "Restarts") == "1"
+    for launcher, ask in (("torchrun", "file"), ("srun", "exit")):
+        d = tmp_path / launcher
+        d.mkdir()
+        path = _script(slurm_cluster, d, launcher, [], ["--steps", "30", "--step-time", "0.2", "--ask", ask])
+        rc, out, err = run(slurm_cluster, ["sbatch", "--parsable", str(path)])
+        assert rc == 0, err
+        job_id = int(out.strip().split(";")[0])
+        jobs[launcher] = (job_id, d / ("job-%d.out" % job_id))
+    for job_id, log in jobs.values():
+        _wait_log(log, r"^step 8$", 90)
+        rc, _, err = run(slurm_cluster, ["scontrol", "requeue", str(job_id)])
+        assert rc == 0, err
+    for launcher, (job_id, log) in jobs.items():
+        text = _wait_log(log, r"^done$", 150 - (time.monotonic() - t0))
+        segs = _segments(text)
+        lost = _lost(segs)
+        restarts = _field(slurm_cluster, job_id, "Restarts")
+        print(
+            "%s preempted: runs %s, steps lost %s, restart count %s, %.0f s"
+            % (launcher, segs, lost, restarts, time.monotonic() - t0)
+        )
+        assert len(segs) == 2 and segs[1][0] > 0, text
+        assert all(0 <= n <= EVERY for n in lost), (lost, text)  # at most one save interval lost
+        assert restarts == "1"
 
 
 def test_time_limit_saves_requeues_and_stops_at_the_limit(slurm_cluster, tmp_path):
