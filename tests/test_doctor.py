@@ -301,3 +301,81 @@ def test_cli_missing_file_is_an_error_not_a_traceback():
 def test_cli_help_has_examples():
     p = cli("doctor", "--help")
     assert p.returncode == 0 and "Examples:" in p.stdout and "slurmgpu doctor 123456" in p.stdout
+
+
+# ---------------------------------------------------------------------------
+# IB -> socket fallback and GPU Xid lines (issue 15)
+
+
+def test_ib_socket_fallback_is_the_cause_of_the_watchdog_timeout(site):
+    d = diagnose(read("nccl-ib-socket-fallback.log"), site=site)
+    assert [m.signature.id for m in d.matches] == ["nccl-ib-socket-fallback", "watchdog-timeout"]
+    fb = d.matches[0]
+    assert fb.hosts == ["gpu01", "gpu02"] and fb.groups["ifname"] == "enp86s0f0"
+    assert "over TCP on enp86s0f0 (10.10.1.1)" in fb.cause
+    assert "mlx5_0,mlx5_3" in fb.cause  # the HCAs the site has and NCCL did not find
+    assert any("/dev/infiniband" in f for f in fb.fixes) and any("NCCL_IB_HCA" in f for f in fb.fixes)
+    assert fb.advice == ["The NCCL collective timed out (watchdog) at line 12 follows from this: fix this first."]
+    # the two lines of the sequence are quoted as evidence
+    texts = [t for _, t in fb.evidence]
+    assert any("NET/IB : No device found" in t for t in texts) and any("NET/Socket : Using" in t for t in texts)
+
+
+def test_ib_socket_fallback_needs_both_lines():
+    lines = read("nccl-ib-socket-fallback.log").splitlines()
+    only_ib = [ln for ln in lines if "NET/Socket" not in ln]
+    assert "nccl-ib-socket-fallback" not in [m.signature.id for m in match_lines(only_ib)]
+    only_socket = [ln for ln in lines if "NET/IB" not in ln]
+    assert "nccl-ib-socket-fallback" not in [m.signature.id for m in match_lines(only_socket)]
+
+
+def test_sockets_are_no_fallback_on_an_ethernet_only_site(site):
+    from dataclasses import replace
+
+    no_hca = {k: replace(v, nics=tuple(n for n in v.nics if n.role != "compute")) for k, v in site.node_types.items()}
+    eth = replace(site, node_types=no_hca)
+    d = diagnose(read("nccl-ib-socket-fallback.log"), site=eth)
+    assert [m.signature.id for m in d.matches] == ["watchdog-timeout"]
+    # without a site doctor cannot tell, and names it
+    assert diagnose(read("nccl-ib-socket-fallback.log")).matches[0].signature.id == "nccl-ib-socket-fallback"
+
+
+@pytest.mark.parametrize(
+    "xid,words",
+    [
+        ("79", "fallen off the bus"),
+        ("48", "double-bit"),
+        ("63", "row remapping recorded"),
+        ("64", "row remapping failed"),
+        ("94", "contained ECC error"),
+        ("95", "uncontained ECC error"),
+        ("74", "NVLink error"),
+    ],
+)
+def test_xid_names_the_node_and_the_exclude_fix(site, xid, words):
+    line = "Mar 21 02:05:11 gpu09 kernel: NVRM: Xid (PCI:0000:9b:00): %s, pid=41872, name=python3, details" % xid
+    d = diagnose(line, site=site)
+    m = d.matches[0]
+    assert m.signature.id == "gpu-xid" and m.hosts == ["gpu09"]
+    assert ("Xid %s (" % xid) in m.cause and words in m.cause and "PCI 0000:9b:00 on gpu09" in m.cause
+    assert "`sbatch --exclude=gpu09`" in m.fixes[0]
+
+
+def test_other_xids_are_not_hardware_verdicts(site):
+    # Xid 45 (channel torn down: the consequence of another error or of a killed process) and 13
+    # (an application fault) do not condemn the node
+    for xid in ("45", "13", "31"):
+        line = "Mar 21 02:05:11 gpu09 kernel: NVRM: Xid (PCI:0000:9b:00): %s, pid=1, name=python3, Ch 00000008" % xid
+        assert diagnose(line, site=site).matches == []
+
+
+def test_xid_without_a_node_drops_the_exclude_command(site):
+    d = diagnose("NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus", site=site)
+    m = d.matches[0]
+    assert m.signature.id == "gpu-xid" and m.hosts == []
+    assert "?" not in m.fixes[0] and "--exclude" not in m.fixes[0]
+
+
+def test_new_signatures_name_the_source_of_their_recorded_lines():
+    for sid in ("nccl-ib-socket-fallback", "gpu-xid"):
+        assert "#" in by_id()[sid].source  # an upstream issue the format was recorded from

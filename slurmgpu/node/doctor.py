@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ..errors import SlurmError, SlurmgpuError
 from ..slurm import Runner, SubprocessRunner, parse_hostlist, parse_scontrol_records
@@ -238,12 +238,16 @@ class _Compiled:
         self.patterns = [[re.compile(p) for p in s.patterns] for s in self.sigs]
         plain = [re.sub(r"\(\?P<\w+>", "(?:", p) for s in self.sigs for p in s.patterns]
         self.any = re.compile("|".join("(?:%s)" % p for p in plain))
+        info = [re.sub(r"\(\?P<\w+>", "(?:", p) for s in self.sigs if s.info for p in s.patterns]
+        self.info = re.compile("|".join("(?:%s)" % p for p in info)) if info else None
 
 
 _HOST_RES = (
     re.compile(r"^(?:\S+:\s+)?(?:\[[^\]]*\]\s*)?(?P<h>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\]"),  # NCCL prefix
     re.compile(r"\bON (?P<h>\S+) (?:CANCELLED|FAILED)"),
     re.compile(r"srun: error: (?P<h>[\w.-]+): tasks?"),
+    # syslog / journalctl -k: "Mar 21 02:05:11 gpu09 kernel: ..." or an ISO time stamp
+    re.compile(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\S+) (?P<h>[\w.-]+) kernel: "),
 )
 
 
@@ -260,6 +264,7 @@ def match_lines(lines: Iterable[str], catalogue: Sequence[Signature] = CATALOGUE
     comp = _Compiled(catalogue)
     found: Dict[str, Match] = {}
     pending_after: Dict[str, int] = {}  # signature id -> context lines still to quote
+    seen: Dict[str, Set[int]] = {}  # signature id -> which of its patterns matched
     for n, raw in enumerate(lines, 1):
         line = raw.rstrip("\n")
         if pending_after:  # context after a quoted match (e.g. the line after NCCL's "Last error:")
@@ -269,15 +274,23 @@ def match_lines(lines: Iterable[str], catalogue: Sequence[Signature] = CATALOGUE
                 if not pending_after[sid]:
                     del pending_after[sid]
         # NCCL INFO lines (often most of a debug log) never carry a failure: skip them cheaply
-        if " NCCL INFO " in line or not comp.any.search(line):
+        # NCCL INFO lines (often most of a debug log) carry no failure, except for the few
+        # signatures made of them (info=True): skip the rest cheaply
+        is_info = " NCCL INFO " in line
+        if is_info and (comp.info is None or not comp.info.search(line)):
+            continue
+        if not is_info and not comp.any.search(line):
             continue
         for sig, pats in zip(comp.sigs, comp.patterns):
+            if is_info and not sig.info:
+                continue
             hits = [mo for mo in (pat.search(line) for pat in pats) if mo]
             if not hits:
                 continue
             m = found.get(sig.id)
             if m is None:
                 m = found[sig.id] = Match(signature=sig, first_line=n)
+            seen.setdefault(sig.id, set()).update(i for i, pat in enumerate(pats) if pat.search(line))
             for mo in hits:
                 for k, v in mo.groupdict().items():
                     if v is not None:
@@ -290,7 +303,10 @@ def match_lines(lines: Iterable[str], catalogue: Sequence[Signature] = CATALOGUE
             host = hits[0].groupdict().get("node") or _host_of(line)
             if host and host not in m.hosts:
                 m.hosts.append(host)
-    for m in found.values():
+    for sid, m in list(found.items()):
+        if m.signature.all_patterns and len(seen.get(sid, ())) < len(m.signature.patterns):
+            del found[sid]  # only part of the sequence (e.g. no IB device, but no socket fallback)
+            continue
         m.evidence = sorted(set(m.evidence))
     return sorted(found.values(), key=lambda m: (m.signature.priority, m.first_line))
 
@@ -346,6 +362,8 @@ def site_context(site: Optional[Site], stamp: Mapping[str, str]) -> Dict[str, An
 def _values(m: Match, ctx: Mapping[str, Any]) -> Dict[str, Any]:
     vals: Dict[str, Any] = dict(ctx)
     vals.update(m.groups)
+    if m.hosts:
+        vals["nodes"] = ",".join(m.hosts)
     for g, table in m.signature.lookups.items():
         if g in m.groups and m.groups[g] in table:
             vals[g + "_words"] = table[m.groups[g]]
@@ -363,6 +381,9 @@ def diagnose(
     stamp = dict(stamp or read_stamp(text))
     matches = match_lines(lines, catalogue)
     ctx = site_context(site, stamp)
+    if site is not None and "compute_hcas" not in ctx:  # an Ethernet-only site: sockets are its network
+        matches = [m for m in matches if m.signature.id != "nccl-ib-socket-fallback"]
+    by_sig = {m.signature.id: m for m in matches}
     for m in matches:
         vals = _values(m, ctx)
         m.cause = fill(m.signature.cause, vals)
@@ -370,6 +391,12 @@ def diagnose(
         adv = ADVISORS.get(m.signature.advisor or "")
         if adv is not None:
             m.advice = adv(m, site, stamp)
+        for sid in m.signature.explains:  # the echo it causes, later in the log
+            echo = by_sig.get(sid)
+            if echo is not None and echo.first_line > m.first_line:
+                m.advice.append(
+                    "The %s at line %d follows from this: fix this first." % (echo.signature.title, echo.first_line)
+                )
     tail = [(i + 1, lines[i]) for i in range(max(0, len(lines) - 15), len(lines))] if not matches else []
     return Diagnosis(
         source=source, lines=len(lines), matches=matches, stamp=stamp, site=getattr(site, "name", None), tail=tail

@@ -33,6 +33,10 @@ class Signature:
     lookups: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     after: int = 0  # lines after the first match worth quoting (e.g. NCCL's "Last error:")
     advisor: Optional[str] = None  # a doctor function that adds plan/site-specific advice
+    info: bool = False  # its patterns match NCCL INFO lines (which doctor otherwise skips)
+    all_patterns: bool = False  # reported only when every pattern matched (a sequence of lines)
+    explains: Tuple[str, ...] = ()  # signatures it causes: doctor ties their match to this one
+    source: str = ""  # where the recorded real lines of its fixture come from
 
 
 _IB_STATUS = {
@@ -43,6 +47,17 @@ _IB_STATUS = {
     "12": "transport retry counter exceeded: the peer's HCA stopped answering; a link down or flapping, "
     "the peer node gone, or fabric congestion",
     "13": "RNR retry counter exceeded: the receiver was not ready",
+}
+
+# NVIDIA Xid codes doctor names (NVIDIA's Xid catalogue, docs.nvidia.com/deploy/xid-errors)
+_XID = {
+    "79": "the GPU has fallen off the bus (PCIe link lost; power, thermal or board fault)",
+    "48": "double-bit (uncorrectable) ECC error in GPU memory",
+    "63": "ECC page retirement / row remapping recorded: memory has failing cells",
+    "64": "ECC page retirement / row remapping failed: the memory error could not be contained",
+    "94": "contained ECC error: the application that touched the memory was stopped",
+    "95": "uncontained ECC error: every application on the GPU is affected; the GPU needs a reset",
+    "74": "NVLink error: a link between GPUs (or to the NVSwitch) failed",
 }
 
 _HTTP = {
@@ -101,8 +116,9 @@ CATALOGUE: Tuple[Signature, ...] = (
         "kill, not the cause.",
         fixes=(
             "Ask for more time (--time) if the partition allows it.",
-            "Or checkpoint before the limit: `#SBATCH --signal=B:USR1@120` with a trap that saves and "
-            "requeues (`scontrol requeue $SLURM_JOB_ID`), launching the work as `srun ... & wait`.",
+            "Or checkpoint before the limit and requeue: `slurmgpu gen --requeue --checkpoint-dir DIR` "
+            "(`#SBATCH --signal=B:USR2@LEAD`, the steps signalled with `scancel --signal`, the launcher told "
+            "to handle it; not USR1, which NCCL and PyTorch may take). See docs/requeue.md.",
         ),
     ),
     Signature(
@@ -147,6 +163,28 @@ CATALOGUE: Tuple[Signature, ...] = (
         ),
     ),
     Signature(
+        id="gpu-xid",
+        title="GPU Xid error in the node's kernel log",
+        category="gpu",
+        priority=7,
+        patterns=(
+            r"NVRM: Xid \(PCI:(?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})\): (?P<xid>79|48|63|64|94|95|74),",
+        ),
+        lookups={"xid": _XID},
+        cause="The NVIDIA driver reported Xid {xid}[[ ({xid_words})]] for the GPU at PCI {pci}[[ on {nodes}]]. "
+        "It is the node's hardware, not the job: ranks on that GPU fail, the others hang until the watchdog.",
+        fixes=(
+            "Resubmit without that node[[: `sbatch --exclude={nodes}` (or `--sbatch=--exclude={nodes}` with "
+            "slurmgpu gen)]], and report it to the admins with the Xid line.",
+            "The rank: `nvidia-smi --query-gpu=index,pci.bus_id --format=csv` on that node maps PCI {pci} to "
+            "the local GPU index, which is LOCAL_RANK on that node.",
+            'Admins: drain it (`scontrol update nodename=NODE state=drain reason="Xid {xid}"`); Xid 95, 79 '
+            "and 64 need a GPU reset or node reboot, 48/63 a memory check (row remapping), 74 the NVLink.",
+        ),
+        source="formats: NVIDIA/NVSentinel#155 (Xid 79), leptonai/gpud#1174 (Xid 94, pid/name fields), "
+        "NVIDIA/open-gpu-kernel-modules#1150 (journalctl `kernel: NVRM: Xid` lines)",
+    ),
+    Signature(
         id="gpu-lost",
         title="GPU hardware fault",
         category="gpu",
@@ -185,6 +223,33 @@ CATALOGUE: Tuple[Signature, ...] = (
             "If the links are healthy and it recurs under load, raise NCCL_IB_TIMEOUT (default 20; 22 "
             "or 23 on large fabrics).",
         ),
+    ),
+    Signature(
+        id="nccl-ib-socket-fallback",
+        title="NCCL fell back from InfiniBand/RoCE to TCP sockets",
+        category="network",
+        priority=9,
+        info=True,
+        all_patterns=True,
+        explains=("watchdog-timeout",),
+        patterns=(
+            r"NCCL INFO NET/IB : No device found",
+            r"NCCL INFO NET/Socket : Using (?:\[\d+\])?(?P<ifname>[\w.-]+):(?P<addr>[^<\s]+)",
+        ),
+        cause="NCCL found no usable RDMA device[[ on {nodes}]] and sends inter-node traffic over TCP on "
+        "{ifname} ({addr}) instead[[ of the site's HCAs {compute_hcas}]]: collectives between nodes run at "
+        "a small fraction of the fabric's bandwidth, and long ones hit the NCCL watchdog timeout.",
+        fixes=(
+            "In a container the HCAs must be visible: pyxis/enroot need /dev/infiniband (the MOFED/"
+            "mellanox hook), Apptainer `--bind /dev/infiniband`, Docker `--device=/dev/infiniband`; and the "
+            "image needs libibverbs/rdma-core (NCCL opens libibverbs.so at run time).",
+            "NCCL_IB_HCA must name devices that exist on the node[[ (the site's: {compute_hcas})]]; "
+            "`ibv_devinfo` lists them. A wrong name (or NCCL_IB_DISABLE=1) leaves NCCL only sockets.",
+            "On the host: the RDMA driver (mlx5_ib, ib_uverbs) must be loaded and the ports ACTIVE; "
+            "`slurmgpu preflight` checks the HCAs on every node before the launch.",
+        ),
+        source="NVIDIA/nccl#226 (NET/IB : No device found, NET/Socket : Using [0]ens3:...), "
+        "NVIDIA/nccl#1053 (NET/Socket : Using [0]lo:127.0.0.1<0>)",
     ),
     Signature(
         id="nccl-net-not-found",
