@@ -280,7 +280,10 @@ def test_regenerate_line_reproduces_the_script(repo):
             "error: segment: --segment=3 does not tile the 4-node job",
         ),
         (["--container", "pyxis", "--", "train.py"], "error: container.image: container runtime pyxis needs an image"),
-        (["--requeue", "--time", "5:00", "--", "train.py"], "error: grace: the checkpoint signal would come 300 s before"),
+        (
+            ["--requeue", "--time", "5:00", "--", "train.py"],
+            "error: grace: the checkpoint signal would come 300 s before",
+        ),
     ],
 )
 def test_error_messages_name_the_field_once(repo, args, want):

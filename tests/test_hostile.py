@@ -55,12 +55,21 @@ if name == "apptainer":
     while rest[0].startswith("-"):
         rest = rest[2:] if rest[0] == "--bind" else rest[1:]
     os.execvp(rest[1], rest[1:])
+if name == "scancel":  # like slurmstepd: deliver --signal=SIG to the step's processes (the blocking stub)
+    record()
+    sig = [a.split("=", 1)[1] for a in args if a.startswith("--signal=")]
+    pids = [json.loads(ln).get("pid") for ln in open(os.environ["STUB_RECORD"])]
+    for pid in [p for p in pids if p] if sig else []:
+        os.kill(pid, getattr(signal, "SIG" + sig[0]))
+    sys.exit(0)
 if os.environ.get("STUB_BLOCK") == name:
     def on_term(sig, frame):
         record(signal=sig)
+        if os.environ.get("STUB_ASK"):  # the program saved and asks for a requeue (docs/requeue.md)
+            open(os.environ["SLURMGPU_REQUEUE_REQUEST"], "w").close()
         sys.exit(0)
     signal.signal(signal.SIGTERM, on_term)
-    record(blocking=True)
+    record(blocking=True, pid=os.getpid())
     time.sleep(60)
     sys.exit(3)
 record()
@@ -69,6 +78,7 @@ record()
 PROGRAMS = (
     "srun",
     "scontrol",
+    "scancel",
     "apptainer",
     "torchrun",
     "deepspeed",
@@ -282,7 +292,7 @@ def test_requeue_trap_asks_for_a_checkpoint_then_requeues(tmp_path, stubs):
     proc = subprocess.Popen(
         ["bash", str(work / "job.sh")],
         cwd=str(work),
-        env=script_env(tmp_path, stubs, STUB_BLOCK="torchrun"),
+        env=script_env(tmp_path, stubs, STUB_BLOCK="torchrun", STUB_ASK="1"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -299,12 +309,45 @@ def test_requeue_trap_asks_for_a_checkpoint_then_requeues(tmp_path, stubs):
         if proc.poll() is None:
             proc.kill()
     recs = records(tmp_path)
+    scancel = [r for r in recs if r["prog"] == "scancel"]
     term = [r for r in recs if r["prog"] == "torchrun" and r.get("signal") == signal.SIGTERM]
     requeue = [r for r in recs if r["prog"] == "scontrol" and r["argv"][:1] == ["requeue"]]
+    # the shell signals the steps through Slurm (not srun, which would turn TERM into KILL)
+    assert scancel and scancel[0]["argv"] == ["--signal=TERM", "4242"], recs
     assert term, "the program was not asked to checkpoint: %s" % recs
     assert requeue and requeue[0]["argv"] == ["requeue", "4242"]
     assert recs.index(term[0]) < recs.index(requeue[0]), "requeued before the program had saved"
-    assert "time limit near" in err
+    assert "sending SIGTERM to the job's steps" in err and "requeue 1 of at most 3" in err
+    assert proc.returncode == 0
+
+
+def test_requeue_needs_the_programs_ask(tmp_path, stubs):
+    """A program that ends on the signal without asking (no request file) is not requeued."""
+    work = tmp_path / "work"
+    work.mkdir()
+    spec = JobSpec(launcher="torchrun", nodes=2, command=("train.py",), requeue=True, preflight=False)
+    text, _ = generate("dgx-h100", spec)
+    (work / "job.sh").write_text(text)
+    proc = subprocess.Popen(
+        ["bash", str(work / "job.sh")],
+        cwd=str(work),
+        env=script_env(tmp_path, stubs, STUB_BLOCK="torchrun"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not any(r.get("blocking") for r in records(tmp_path)):
+            assert time.monotonic() < deadline, "the launch never started"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGUSR2)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not [r for r in records(tmp_path) if r["prog"] == "scontrol" and r["argv"][:1] == ["requeue"]]
+    assert "did not ask for a requeue" in err
 
 
 # ---------------------------------------------------------------------------
