@@ -66,3 +66,19 @@ def tp_group_nodes(layout: Layout, ranks_per_node: int) -> List[List[int]]:
         nodes = sorted({node_of(r, ranks_per_node) for r in group})
         out.append(nodes)
     return out
+
+
+GROUP_KINDS = ("tp", "pp", "dp", "cp", "ep")
+
+
+def group_index(layout: Layout, rank: int) -> Dict[str, int]:
+    """Which TP group, PP stage, DP replica, CP rank and EP group a rank belongs to.
+
+    From rank_coords, so the pictures colour exactly the groups the launcher builds. An EP group
+    is the `ep` consecutive DP replicas of one (PP stage, CP rank, TP rank) that exchange tokens.
+    """
+    c = rank_coords(layout, rank)
+    ep = max(1, layout.ep)
+    ep_blocks = -(-layout.dp // ep)
+    ep_group = ((c["pp"] * ep_blocks + c["dp"] // ep) * layout.cp + c["cp"]) * layout.tp + c["tp"]
+    return {"tp": rank // layout.tp, "pp": c["pp"], "dp": c["dp"], "cp": c["cp"], "ep": ep_group}
