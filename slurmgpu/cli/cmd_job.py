@@ -255,7 +255,7 @@ def gen_cmd(ctx: click.Context, out_file: Optional[str], as_json: bool, explain_
       slurmgpu gen --site perlmutter --nodes 4 -- train.py --lr 3e-4
       slurmgpu gen slurmgpu.yaml --site aws-p5 -o job.sh
       slurmgpu gen --launcher vllm --weights meta-llama/Llama-3.1-70B-Instruct --nodes 2 --json
-      slurmgpu gen --model llama3-70b --nodes 2 -o job.sh --explain-html job.html
+      slurmgpu gen --model llama3-8b --nodes 2 -o job.sh --explain-html job.html
     """
     site, _spec, gen = _build_job(ctx, kw)
     _summary(gen)

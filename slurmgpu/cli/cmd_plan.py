@@ -183,7 +183,7 @@ def plan_cmd(
       slurmgpu plan --model llama3.1-405b --tokens 15T --target-days 60
       slurmgpu plan --params 13B --task finetune --site perlmutter --json
       slurmgpu plan --model llama3-70b --nodes 2 --task inference --tp 8 --pp 2
-      slurmgpu plan --model llama3-70b --nodes 2 --html plan.html --svg plan.svg
+      slurmgpu plan --model llama3-70b --nodes 2 --task inference --html plan.html --svg plan.svg
     """
     from ..errors import PlanError
     from ..job import plan_request
