@@ -88,6 +88,8 @@ def test_two_node_tp8_pp2_renders_16_cells_in_group_colours(browser: Any, tmp_pa
     _choose(browser, "pp")
     pp = _fills(browser)
     assert len(set(pp.values())) == 2 and pp[0] != pp[8]  # PP=2: node 0 stage 0, node 1 stage 1
+    _choose(browser, "cp")
+    assert len(set(_fills(browser).values())) == 1  # CP=1: one colour, unlike the 2 TP groups
 
 
 def test_gb200_72_gpu_domain(browser: Any, tmp_path: Path) -> None:
