@@ -98,6 +98,12 @@ def test_16384_gpus_are_aggregated_small_and_fast():
     assert "aggregated: one box per" in text
 
 
+def test_gpus_no_rank_uses_are_drawn_idle():
+    lay = Layout(tp=4, dp=3, nodes=2, gpus_per_node=8)  # 12 ranks on 16 GPUs
+    text = svg(lay, topo("dgx-h100", 8))
+    assert len(cells(text)) == 12 and text.count('class="idle"') == 4
+
+
 def test_palette_has_no_red():
     assert RED not in PALETTE
 

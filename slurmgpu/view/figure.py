@@ -241,6 +241,12 @@ def svg(
             r, cidx = divmod(i, geo.cols)
             cx, cy = x + PAD + cidx * CELL, y + 14 + PAD + r * CELL
             cell_xy[rank] = (cx, cy)
+            if rank >= lay.world:  # a GPU of the allocation that no rank uses
+                out.append(
+                    '<rect class="idle" x="%d" y="%d" width="%d" height="%d" fill="#fff" stroke="#999" '
+                    'stroke-dasharray="2 2"><title>unused GPU</title></rect>' % (cx + 1, cy + 1, CELL - 2, CELL - 2)
+                )
+                continue
             gi = group_index(lay, rank)
             classes = ["gpu"] + ["%s%d" % (KIND_LETTER[k], gi[k] % len(PALETTE)) for k in GROUP_KINDS]
             bad = rank in crossing_ranks or (
