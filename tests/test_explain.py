@@ -145,6 +145,26 @@ def test_check_html_of_a_rejected_tp16_job_shows_both_layouts(tmp_path: Path):
     assert 'id="submitted-svg"' in html and 'id="fix-svg"' in html
 
 
+@pytest.mark.parametrize(
+    "site,nodes,gpn,tp",
+    [("dgx-h100", 2, 8, 16), ("dgx-h100", 4, 8, 32), ("gb200-nvl72", 36, 4, 144), ("gb200-nvl72", 4, 4, 16)],
+)
+def test_check_html_fix_is_the_filters_fix(tmp_path: Path, site: str, nodes: int, gpn: int, tp: int):
+    """The picture's fix and the Lua filter's 'Fix: use TP=.. and PP=..' sentence agree."""
+    (tmp_path / "j.sbatch").write_text(
+        "#!/bin/bash\n#SBATCH -N%d --gpus-per-node=%d\nsrun x --tensor-model-parallel-size %d\n" % (nodes, gpn, tp)
+    )
+    r = run_cli(tmp_path, "check", "--site", site, "j.sbatch", "--html", "c.html")
+    assert r.returncode == 1, r.stdout + r.stderr
+    m = re.search(r"(?:Fix:|or) use TP=(\d+) and PP=(\d+)", r.stdout)
+    assert m, r.stdout
+    html = (tmp_path / "c.html").read_text()
+    assert "Suggested fix: TP=%s PP=%s" % m.groups() in html
+    assert html.count('class="crossing"') >= 1  # the submitted picture
+    fix_svg = html.split('id="fix-svg"')[1]
+    assert 'class="crossing"' not in fix_svg and RED not in fix_svg  # the fix crosses nothing
+
+
 def test_doctor_html_marks_the_failing_rank_and_node(tmp_path: Path):
     log = ROOT / "tests" / "data" / "doctor" / "gpu-lost.log"
     r = run_cli(tmp_path, "doctor", str(log), "--site", "dgx-h100", "--html", "d.html")

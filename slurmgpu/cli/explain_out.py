@@ -101,8 +101,21 @@ def check_view(site: Any, verdict: Any, desc: Mapping[str, Any], html: str, scri
         )
         lay = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, nodes=-(-lay.world // gpn), gpus_per_node=gpn)
     seg = _int(desc.get("segment_size"))
+    domain = nt.nvlink_domain
+    unplaced = nt.domain_nodes > 1 and not seg and nodes > 1
+    if unplaced:  # without --segment Slurm may put each node in another NVLink domain (the filter's rule)
+        seg = 1
+        if tp <= domain:
+            domain = gpn  # the other fix, --segment, is in the filter's message
     topo = _topology(site, parts[0], gpn, seg)
-    fix = None if verdict.accepted else fix_layout(lay, nt.nvlink_domain, gpn)
+    fix = None if verdict.accepted else fix_layout(lay, domain, gpn)
+    fix_topo, fix_note = topo, ""
+    if fix is not None and unplaced and fix.tp > gpn:
+        from ..plan import segment_for
+
+        need, _err = segment_for(nt, fix.tp, nodes, gpn)
+        fix_topo = _topology(site, parts[0], gpn, need)
+        fix_note = " with --segment=%d" % need if need else ""
     write_text(
         html,
         check_page(
@@ -114,6 +127,8 @@ def check_view(site: Any, verdict: Any, desc: Mapping[str, Any], html: str, scri
             list(verdict.warnings),
             script,
             site.name,
+            fix_topo=fix_topo,
+            fix_note=fix_note,
         ),
     )
 

@@ -258,7 +258,9 @@ def _crossing_words(lay: Layout, topo: Topology) -> List[str]:
             c.group,
             c.ranks[0],
             c.ranks[-1],
-            ", ".join(str(d) for d in c.domains),
+            ", ".join(str(d) for d in c.domains)
+            if len(c.domains) <= 4
+            else "%d-%d (%d domains)" % (c.domains[0], c.domains[-1], len(c.domains)),
             escape(topo.fabric),
             escape(topo.link),
         )
@@ -328,8 +330,11 @@ def check_page(
     warnings: Sequence[str],
     script: str,
     site: str,
+    fix_topo: Optional[Topology] = None,
+    fix_note: str = "",
 ) -> str:
-    """`check --html`: the submitted layout and, for a rejected one, the suggested fix side by side."""
+    """`check --html`: the submitted layout and, for a rejected one, the suggested fix side by side
+    (`fix_topo`: the domains the fix is placed in, e.g. with the --segment named in `fix_note`)."""
     verdict = "accepted" if accepted else "REJECTED"
     heading = "%s: %s on site %s" % (script, verdict, site)
     figures = [
@@ -343,13 +348,14 @@ def check_page(
     if fix is not None:
         figures.append(
             (
-                "Suggested fix: TP=%d PP=%d DP=%d CP=%d EP=%d (same GPUs)" % (fix.tp, fix.pp, fix.dp, fix.cp, fix.ep),
-                svg(fix, topo, standalone=False, prefix="fix"),
+                "Suggested fix: TP=%d PP=%d DP=%d CP=%d EP=%d (same GPUs%s)"
+                % (fix.tp, fix.pp, fix.dp, fix.cp, fix.ep, fix_note),
+                svg(fix, fix_topo or topo, standalone=False, prefix="fix"),
             )
         )
         intro.append(
-            "Suggested fix: TP=%d with PP=%d keeps every TP group inside one NVLink domain on the same %d GPUs."
-            % (fix.tp, fix.pp, fix.nodes * fix.gpus_per_node)
+            "Suggested fix: TP=%d with PP=%d%s keeps every TP group inside one NVLink domain on the same %d GPUs."
+            % (fix.tp, fix.pp, escape(fix_note), fix.nodes * fix.gpus_per_node)
         )
     after = [_list("Why it was rejected", messages, "bad"), _list("Warnings", warnings)]
     lays = [submitted] + ([fix] if fix is not None else [])
