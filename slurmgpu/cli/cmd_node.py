@@ -217,7 +217,14 @@ def _preflight_aggregate(
     help="Site config for the advice (default: the site named in the job's stamp line, else the site in effect).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def doctor_cmd(target: str, site_name: Optional[str], as_json: bool) -> None:
+@click.option(
+    "--html",
+    "html_file",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="Also write the explain view to FILE: the job's layout with the failing ranks and nodes highlighted.",
+)
+def doctor_cmd(target: str, site_name: Optional[str], as_json: bool, html_file: Optional[str]) -> None:
     """Explain why a job failed and what to change.
 
     Reads the job's output (found with scontrol/sacct for a JOBID, or the LOGFILE; - for stdin),
@@ -230,6 +237,7 @@ def doctor_cmd(target: str, site_name: Optional[str], as_json: bool) -> None:
       slurmgpu doctor 123456
       slurmgpu doctor slurm-123456.out --site dgx-h100
       slurmgpu doctor train.log --json | jq '.problems[0].id'
+      slurmgpu doctor slurm-123456.out --html doctor.html
     """
     from ..node import doctor as dr
     from ..site import resolve_site
@@ -245,6 +253,10 @@ def doctor_cmd(target: str, site_name: Optional[str], as_json: bool) -> None:
             raise
         click.echo("note: no site config for the advice (%s)" % str(exc).splitlines()[0], err=True)
     d = dr.diagnose(src.text, site=site, stamp=stamp, source=src.label)
+    if html_file:
+        from .explain_out import doctor_view
+
+        doctor_view(site, d, src.text, html_file)
     if as_json:
         _emit_json(d.to_dict())
     else:

@@ -20,8 +20,17 @@ if TYPE_CHECKING:
 @click.option("--site", "site_name", metavar="NAME|PATH", help="Site config (default: the site in effect).")
 @click.option("--partition", metavar="NAME[,NAME]", help="Partition(s), as sbatch --partition/-p.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable verdict.")
+@click.option(
+    "--html",
+    "html_file",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="Also write the explain view to FILE: the submitted layout and, if rejected, the fix side by side.",
+)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="SCRIPT [SBATCH_OPTIONS...]")
-def check_cmd(site_name: Optional[str], partition: Optional[str], as_json: bool, args: Any) -> None:
+def check_cmd(
+    site_name: Optional[str], partition: Optional[str], as_json: bool, html_file: Optional[str], args: Any
+) -> None:
     """Give the submit filter's verdict on a batch script, as slurmctld would.
 
     SCRIPT is read with its #SBATCH lines; sbatch options given here (before or after
@@ -35,6 +44,7 @@ def check_cmd(site_name: Optional[str], partition: Optional[str], as_json: bool,
       slurmgpu check train.sbatch
       slurmgpu check train.sbatch -N 4 --gpus-per-node=8
       slurmgpu check --site gb200-nvl72 -p gpu --segment=4 train.sbatch --json
+      slurmgpu check train.sbatch --html check.html
     """
     import getpass
 
@@ -73,6 +83,22 @@ def check_cmd(site_name: Optional[str], partition: Optional[str], as_json: bool,
         script_path=script_path,
         script_args=words,
     )
+    if html_file:
+        from ..slurm import job_desc
+        from .explain_out import check_view
+
+        desc = job_desc(
+            data,
+            options,
+            env=dict(os.environ),
+            script_path=script_path,
+            partition=partition,
+            user=user,
+            uid=uid,
+            script_args=words,
+            slurm_version=s.slurm_version,
+        )
+        check_view(s, verdict, desc, html_file, script_path)
     if as_json:
         out = verdict.to_dict()
         out["site"] = s.name

@@ -1,0 +1,204 @@
+"""The explain view without a browser: the SVG's cells and colours, crossings, aggregation, HTML
+validity, the four commands' --html, and that the docs' pictures are current."""
+
+from __future__ import annotations
+
+import re
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from slurmgpu.plan import Layout
+from slurmgpu.plan.layout import group_index, rank_coords, tp_groups
+from slurmgpu.site import resolve_site
+from slurmgpu.view import Topology, crossings, doctor_marks, fix_layout, svg
+from slurmgpu.view.figure import PALETTE, RED
+from tests.explain_util import ROOT, html_problems, run_cli
+
+NS = "{http://www.w3.org/2000/svg}"
+
+
+def topo(site_name: str, gpn: int, segment=None) -> Topology:
+    site, _ = resolve_site(site_name, {})
+    nt = site.node_type_of(site.default_partition)
+    return Topology.of(nt, gpn, segment=segment)
+
+
+def cells(svg_text: str):
+    root = ET.fromstring(svg_text)  # a standalone SVG is well-formed XML
+    return [e for e in root.iter(NS + "rect") if "gpu" in e.get("class", "").split()]
+
+
+def test_two_node_tp8_pp2_has_16_cells_in_2_tp_colours_and_no_crossing():
+    lay = Layout(tp=8, pp=2, dp=1, nodes=2, gpus_per_node=8)
+    t = topo("dgx-h100", 8)
+    cs = cells(svg(lay, t))
+    assert sorted(int(c.get("data-rank")) for c in cs) == list(range(16))
+    fills = {int(c.get("data-rank")): c.get("fill") for c in cs}
+    for group in tp_groups(lay):  # one colour per TP group, from the layout's own rank order
+        assert len({fills[r] for r in group}) == 1
+    assert len(set(fills.values())) == 2 and RED not in fills.values()
+    pp_classes = {c.get("class").split()[2] for c in cs}  # "gpu t.. p.. d.. c.. e.."
+    assert pp_classes == {"p0", "p1"}
+    assert crossings(lay, t) == []
+
+
+def test_gb200_nvl72_domain_is_one_box_around_18_trays_of_4():
+    lay = Layout(tp=8, pp=1, dp=9, nodes=18, gpus_per_node=4)
+    t = topo("gb200-nvl72", 4)
+    text = svg(lay, t)
+    root = ET.fromstring(text)
+    domains = [e for e in root.iter(NS + "rect") if e.get("class") == "domain"]
+    assert len(domains) == 1  # 72 GPUs, one NVLink domain
+    cs = cells(text)
+    assert len(cs) == 72
+    assert len({c.get("fill") for c in cs}) == 9  # TP=8 over 72 GPUs: 9 groups, each crossing trays
+    assert crossings(lay, t) == []  # crossing trays inside the domain is still NVLink
+    assert "1800 GB/s NVLink" in text and "InfiniBand" in text
+
+
+def test_tp16_on_hgx_crosses_the_node_boundary_in_red():
+    lay = Layout(tp=16, nodes=2, gpus_per_node=8)
+    t = topo("dgx-h100", 8)
+    text = svg(lay, t)
+    cross = crossings(lay, t)
+    assert [(c.group, c.domains) for c in cross] == [(0, (0, 1))]
+    assert {c.get("fill") for c in cells(text)} == {RED}
+    assert 'class="crossing"' in text and "TP group 0 crosses 8 x 400 Gb/s InfiniBand" in text
+    fix = fix_layout(lay, 8, 8)
+    assert fix is not None and (fix.tp, fix.pp, fix.world) == (8, 2, 16)
+    assert crossings(fix, t) == []
+
+
+def test_group_index_follows_rank_coords():
+    lay = Layout(tp=2, pp=2, dp=4, cp=2, ep=2, nodes=4, gpus_per_node=8)
+    seen = {}
+    for r in range(lay.world):
+        g, c = group_index(lay, r), rank_coords(lay, r)
+        assert (g["pp"], g["dp"], g["cp"]) == (c["pp"], c["dp"], c["cp"])
+        assert r in tp_groups(lay)[g["tp"]]
+        seen.setdefault(g["ep"], []).append(r)
+    for members in seen.values():  # an EP group: ep replicas of one stage/CP/TP rank
+        cs = [rank_coords(lay, r) for r in members]
+        assert len(members) == lay.ep
+        assert len({(c["pp"], c["cp"], c["tp"], c["dp"] // lay.ep) for c in cs}) == 1
+
+
+def test_16384_gpus_are_aggregated_small_and_fast():
+    lay = Layout(tp=8, pp=16, dp=128, nodes=2048, gpus_per_node=8)
+    t = topo("dgx-h100", 8)
+    t0 = time.perf_counter()
+    text = svg(lay, t)
+    took = time.perf_counter() - t0
+    assert len(text.encode()) < 2_000_000 and took < 5
+    boxes = re.findall(r'data-node="(\d+)" data-count="(\d+)"', text)
+    assert sum(int(n) for _, n in boxes) == 2048 and len(boxes) <= 32
+    assert "aggregated: one box per" in text
+
+
+def test_gpus_no_rank_uses_are_drawn_idle():
+    lay = Layout(tp=4, dp=3, nodes=2, gpus_per_node=8)  # 12 ranks on 16 GPUs
+    text = svg(lay, topo("dgx-h100", 8))
+    assert len(cells(text)) == 12 and text.count('class="idle"') == 4
+
+
+def test_palette_has_no_red():
+    assert RED not in PALETTE
+
+
+def test_plan_html_and_svg_are_valid_and_self_contained(tmp_path: Path):
+    r = run_cli(
+        tmp_path,
+        *"plan --model llama3-70b --site dgx-h100 --task inference --nodes 2 --tp 8 --pp 2".split(),
+        "--html",
+        "p.html",
+        "--svg",
+        "p.svg",
+    )
+    assert r.returncode == 0, r.stderr
+    html = (tmp_path / "p.html").read_text()
+    assert html_problems(html) == []
+    assert len(re.findall(r'<rect class="gpu ', html)) == 16
+    for words in ("Memory per GPU", "Step time", "Traffic per link type", 'type="radio"', "EP group"):
+        assert words in html
+    ET.fromstring((tmp_path / "p.svg").read_text())
+
+
+def test_html_checker_catches_what_it_claims():
+    assert html_problems("<!DOCTYPE html><html><body><div><p>x</div></body></html>")
+    assert any("duplicate ids" in e for e in html_problems('<!DOCTYPE html><p id="a"></p><p id="a"></p>'))
+    assert any("https://" in e for e in html_problems('<!DOCTYPE html><a href="https://x">x</a>'))
+
+
+def test_check_html_of_a_rejected_tp16_job_shows_both_layouts(tmp_path: Path):
+    (tmp_path / "tp16.sbatch").write_text(
+        "#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8\nsrun x --tensor-model-parallel-size 16\n"
+    )
+    r = run_cli(tmp_path, "check", "--site", "dgx-h100", "tp16.sbatch", "--html", "c.html")
+    assert r.returncode == 1, r.stdout + r.stderr  # still rejected
+    html = (tmp_path / "c.html").read_text()
+    assert html_problems(html) == []
+    assert "Submitted: TP=16 PP=1" in html and "Suggested fix: TP=8 PP=2" in html
+    assert html.count('class="crossing"') == 1  # only the submitted picture has a crossing
+    assert 'id="submitted-svg"' in html and 'id="fix-svg"' in html
+
+
+@pytest.mark.parametrize(
+    "site,nodes,gpn,tp",
+    [("dgx-h100", 2, 8, 16), ("dgx-h100", 4, 8, 32), ("gb200-nvl72", 36, 4, 144), ("gb200-nvl72", 4, 4, 16)],
+)
+def test_check_html_fix_is_the_filters_fix(tmp_path: Path, site: str, nodes: int, gpn: int, tp: int):
+    """The picture's fix and the Lua filter's 'Fix: use TP=.. and PP=..' sentence agree."""
+    (tmp_path / "j.sbatch").write_text(
+        "#!/bin/bash\n#SBATCH -N%d --gpus-per-node=%d\nsrun x --tensor-model-parallel-size %d\n" % (nodes, gpn, tp)
+    )
+    r = run_cli(tmp_path, "check", "--site", site, "j.sbatch", "--html", "c.html")
+    assert r.returncode == 1, r.stdout + r.stderr
+    m = re.search(r"(?:Fix:|or) use TP=(\d+) and PP=(\d+)", r.stdout)
+    assert m, r.stdout
+    html = (tmp_path / "c.html").read_text()
+    assert "Suggested fix: TP=%s PP=%s" % m.groups() in html
+    assert html.count('class="crossing"') >= 1  # the submitted picture
+    fix_svg = html.split('id="fix-svg"')[1]
+    assert 'class="crossing"' not in fix_svg and RED not in fix_svg  # the fix crosses nothing
+
+
+def test_doctor_html_marks_the_failing_rank_and_node(tmp_path: Path):
+    log = ROOT / "tests" / "data" / "doctor" / "gpu-lost.log"
+    r = run_cli(tmp_path, "doctor", str(log), "--site", "dgx-h100", "--html", "d.html")
+    assert r.returncode == 0, r.stderr
+    html = (tmp_path / "d.html").read_text()
+    assert html_problems(html) == []
+    assert re.search(r'class="gpu [^"]* fail" data-rank="13"', html)
+    assert re.search(r'class="node failnode" data-node="1"', html)
+    assert not re.search(r'class="node failnode" data-node="0"', html)
+
+
+def test_doctor_marks_place_hosts_by_the_node_list():
+    probs = [{"evidence": [{"text": "[rank9]: RuntimeError"}], "hosts": ["gpu02.cluster"]}]
+    m = doctor_marks(probs, ["gpu01", "gpu02", "gpu03"], 8)
+    assert m.ranks == {9} and m.nodes == {1}
+
+
+def test_gen_writes_the_explain_page(tmp_path: Path):
+    r = run_cli(
+        tmp_path,
+        *"gen --site dgx-h100 --model llama3-8b --launcher megatron --nodes 2 -o job.sh --explain-html g.html".split(),
+    )
+    assert r.returncode == 0, r.stderr
+    html = (tmp_path / "g.html").read_text()
+    assert html_problems(html) == [] and "Memory per GPU" in html
+
+
+@pytest.mark.parametrize("name", ["dgx-h100", "gb200-nvl72"])
+def test_docs_pictures_are_current(name: str, tmp_path: Path):
+    """docs/img/explain-<preset>.svg are `make docs-img` output: regenerate them after a view change."""
+    from tests.gen_explain_img import PICTURES
+
+    args = PICTURES[name]
+    r = run_cli(tmp_path, *args, "--svg", "x.svg")
+    assert r.returncode == 0, r.stderr
+    committed = (ROOT / "docs" / "img" / ("explain-%s.svg" % name)).read_text()
+    assert (tmp_path / "x.svg").read_text() == committed, "docs/img is stale: run `make docs-img`"
