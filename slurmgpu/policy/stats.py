@@ -25,6 +25,7 @@ VERDICTS = ("ok", "warn", "reject", "shadow-warn", "shadow-reject", "exempt", "e
 _STAMP = re.compile(
     r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?\]|^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?([+-]\d\d:\d\d|Z)?"
 )
+_DEFAULT_PART = re.compile(r" partition=\(default ([^)\s]*)\)")
 _FIELD = re.compile(r"(?:^| )([a-z_-]+)=(\S*)")
 
 
@@ -55,7 +56,11 @@ def parse_line(line: str) -> Optional[LogVerdict]:
             verdict = "exempt"
         else:
             verdict = "reject" if decision == "reject" else "ok"
-    return LogVerdict(_when(line), verdict, fields.get("partition", "?"), fields.get("origin", "?"), rules)
+    partition = fields.get("partition", "?")
+    m = _DEFAULT_PART.search(line, at)  # a job that named none: "partition=(default gpu)"
+    if m:
+        partition = m.group(1)
+    return LogVerdict(_when(line), verdict, partition, fields.get("origin", "?"), rules)
 
 
 def _when(line: str) -> Optional[float]:
