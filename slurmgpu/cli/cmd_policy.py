@@ -82,6 +82,8 @@ def check_cmd(site_name: Optional[str], partition: Optional[str], as_json: bool,
             click.echo("warning: %s" % msg)
         for msg in verdict.notes:
             click.echo("warning: %s" % msg)
+        for msg in verdict.shadow_messages + verdict.shadow_warnings:  # never shown to the user
+            click.echo("shadow: %s" % msg)
         lay = verdict.layout
         if verdict.exempt:
             how = "exempt from the policy"
@@ -102,7 +104,17 @@ def check_cmd(site_name: Optional[str], partition: Optional[str], as_json: bool,
         where = ", ".join(verdict.partitions) or "no managed partition"
         click.echo(
             "%s: %s on site %s, partition %s; %s"
-            % (script_path, "REJECTED" if not verdict.accepted else "accepted", s.name, where, how)
+            % (
+                script_path,
+                "REJECTED"
+                if not verdict.accepted
+                else "accepted (shadow mode: enforcing would %s it)" % verdict.would
+                if verdict.verdict.startswith("shadow-")
+                else "accepted",
+                s.name,
+                where,
+                how,
+            )
         )
     sys.exit(verdict.exit_code)
 
