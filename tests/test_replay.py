@@ -238,14 +238,25 @@ def test_rejected_job_gets_no_token():
 
 # ----------------------------------------------------------------------- stats
 
-LOG = """\
-[2026-12-01T10:00:00.001] lua: slurmgpu-filter: decision=accept code=0 origin=job_submit user=root partition=(default gpu) tp=16 pp=1 cp=1 ep=1 source=flags launcher=megatron mode=shadow rules=tp-exceeds-domain verdict=shadow-reject
-[2026-12-01T10:00:01.002] lua: slurmgpu-filter: decision=accept code=0 origin=job_submit user=root partition=gpu tp=8 pp=2 cp=1 ep=1 source=flags launcher=megatron mode=shadow rules=- verdict=ok
-[2026-12-01T10:00:02.003] lua: slurmgpu-filter: decision=reject code=2072 origin=job_submit user=bob partition=pcie tp=2 pp=1 cp=1 ep=1 source=flags launcher=- mode=enforce rules=tp-exceeds-domain,pcie-multinode
-[2026-12-01T10:00:03.004] lua: slurmgpu-filter: warning unknown-partition=debug: partition 'debug' is not described
-[2026-11-01T10:00:03.004] lua: slurmgpu-filter: decision=accept code=0 origin=job_submit user=old partition=gpu tp=1 pp=1 cp=1 ep=1 source=none launcher=- mode=enforce rules=- verdict=ok
-slurmgpu-filter: decision=accept code=0 origin=job_submit user=x partition=gpu tp=1 pp=1 cp=1 ep=1 source=none launcher=- mode=enforce rules=- verdict=ok
-"""
+F = "lua: slurmgpu-filter: decision="
+L = " tp=1 pp=1 cp=1 ep=1 source=none launcher=- mode=enforce rules=- verdict=ok"
+LOG = (
+    "\n".join(
+        [
+            "[2026-12-01T10:00:00.001] " + F + "accept code=0 origin=job_submit user=root partition=(default gpu)"
+            " tp=16 pp=1 cp=1 ep=1 source=flags launcher=megatron mode=shadow rules=tp-exceeds-domain"
+            " verdict=shadow-reject",
+            "[2026-12-01T10:00:01.002] " + F + "accept code=0 origin=job_submit user=root partition=gpu"
+            " tp=8 pp=2 cp=1 ep=1 source=flags launcher=megatron mode=shadow rules=- verdict=ok",
+            "[2026-12-01T10:00:02.003] " + F + "reject code=2072 origin=job_submit user=bob partition=pcie"
+            " tp=2 pp=1 cp=1 ep=1 source=flags launcher=- mode=enforce rules=tp-exceeds-domain,pcie-multinode",
+            "[2026-12-01T10:00:03.004] lua: slurmgpu-filter: warning unknown-partition=debug: partition 'debug' is not",
+            "[2026-11-01T10:00:03.004] " + F + "accept code=0 origin=job_submit user=old partition=gpu" + L,
+            "slurmgpu-filter: decision=accept code=0 origin=job_submit user=x partition=gpu" + L,
+        ]
+    )
+    + "\n"
+)
 
 
 def test_parse_line():

@@ -918,9 +918,7 @@ class TestCluster:
         self._kill_job_processes()
         # slurmctld and slurmd first, then slurmdbd (they talk to it), then the database
         last = ("slurmdbd", "mariadbd")
-        groups = [[p for n, p in self.pids.items() if n not in last]] + [
-            [self.pids[n]] for n in last if n in self.pids
-        ]
+        groups = [[p for n, p in self.pids.items() if n not in last]] + [[self.pids[n]] for n in last if n in self.pids]
         for group in groups:
             for pid in group:
                 self._signal(pid, signal.SIGTERM)
@@ -1338,7 +1336,9 @@ class TestCluster:
             ],
         )
         probe = [_which("mariadb") or "mariadb", "--no-defaults", "-h127.0.0.1", f"-P{self.db_port}", "-uroot"]
-        self._wait_for("mariadbd", lambda: subprocess.run(probe + ["-e", "select 1"], capture_output=True).returncode == 0)
+        self._wait_for(
+            "mariadbd", lambda: subprocess.run(probe + ["-e", "select 1"], capture_output=True).returncode == 0
+        )
         self._spawn("slurmdbd", [self._daemon("slurmdbd"), "-D"])
         self._wait_for("slurmdbd", lambda: self.run(["sacctmgr", "-n", "list", "cluster"], timeout=10).returncode == 0)
         users = ",".join(ACCOUNTING_USERS)
@@ -1735,7 +1735,7 @@ def _user_ids(name: str) -> Tuple[int, int]:
     try:
         pw = pwd.getpwnam(name)
     except KeyError:
-        raise ClusterError(f"no user {name} (install mariadb-server: contrib/testcluster/install-deps.sh)")
+        raise ClusterError(f"no user {name} (install mariadb-server: contrib/testcluster/install-deps.sh)") from None
     return pw.pw_uid, pw.pw_gid
 
 
