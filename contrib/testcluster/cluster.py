@@ -24,7 +24,8 @@ in gres.conf, so jobs get a real ``CUDA_VISIBLE_DEVICES``.  No cgroups (``proctr
 Node names are added to /etc/hosts as 127.0.0.1 (needed for MASTER_ADDR).
 
 Accounting (``accounting=True``, native release only): a private MariaDB
-(``mariadb-install-db`` into ``<dir>/mysql/data``, ``mariadbd --user=mysql``
+(``<dir>/mysql/data``, a copy of a pristine data directory ``mariadb-install-db`` makes once
+per MariaDB version in the chroot cache directory, ``mariadbd --user=mysql``
 on a random loopback port, never the system service) and ``slurmdbd`` with its
 own ``slurmdbd.conf`` (mode 600) are started before slurmctld, which then runs
 ``AccountingStorageType=accounting_storage/slurmdbd`` with
@@ -1302,22 +1303,7 @@ class TestCluster:
         t0 = time.monotonic()
         m = self.mysql_dir
         data = m / "data"
-        install = subprocess.run(
-            [
-                _which("mariadb-install-db") or "mariadb-install-db",
-                "--no-defaults",
-                f"--datadir={data}",
-                "--user=mysql",
-                "--auth-root-authentication-method=normal",
-                "--skip-test-db",
-                *self._MARIADB_OPTS,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if install.returncode != 0:
-            raise ClusterError(f"mariadb-install-db failed:\n{install.stdout[-2000:]}\n{install.stderr[-2000:]}")
+        _mariadb_datadir(data, self._MARIADB_OPTS)
         self._spawn(
             "mariadbd",
             [
@@ -1727,6 +1713,53 @@ class TestCluster:
         c.supervisor_pid = int(state.get("supervisor", 0))
         c._munged_pid = int(state.get("munged", 0))
         return c
+
+
+def _install_db(data: Path, opts: Sequence[str]) -> None:
+    proc = subprocess.run(
+        [
+            _which("mariadb-install-db") or "mariadb-install-db",
+            "--no-defaults",
+            f"--datadir={data}",
+            "--user=mysql",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+            *opts,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if proc.returncode != 0:
+        raise ClusterError(f"mariadb-install-db failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+
+
+def _mariadb_datadir(data: Path, opts: Sequence[str]) -> None:
+    """An empty MariaDB data directory at ``data``: a copy (``cp -a``, owner kept) of a pristine
+    one that ``mariadb-install-db`` made once per MariaDB version in the chroot cache
+    directory, since making one costs seconds and copying it a fraction of that.  Without a
+    writable cache it is made in place."""
+    ver = re.sub(r"[^\w.-]", "_", _slurm_version([_which("mariadbd") or "mariadbd", "--version"]) or "unknown")
+    cache = chroot_cache() / f"mariadb-{ver}"
+    if not (cache / ".ready").is_file():
+        tmp = cache.with_name(f".{cache.name}.{os.getpid()}.new")
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(mode=0o750)
+            uid, gid = _user_ids("mysql")
+            os.chown(tmp, uid, gid)
+            _install_db(tmp, opts)
+            (tmp / ".ready").write_text("made by contrib/testcluster/cluster.py\n")
+            os.rename(tmp, cache)
+        except OSError:  # no cache (read-only, or another process was faster): in place
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not (cache / ".ready").is_file():
+                _install_db(data, opts)
+                return
+    proc = subprocess.run(["cp", "-a", str(cache), str(data)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ClusterError(f"cannot copy {cache}: {proc.stderr.strip()}")
 
 
 def _user_ids(name: str) -> Tuple[int, int]:
