@@ -206,3 +206,18 @@ def test_replay_speed_over_accounting(accounting_cluster, accounting_job_submit,
         "replay via sacct: %d jobs in %.2f s = %.0f jobs/s"
         % (rep["judged_now"], rep["seconds"], rep["jobs_per_second"])
     )
+
+
+def test_admin_comment_token_on_every_release(slurm_cluster, job_submit):
+    """The token reaches the job record (scontrol show job) on each Slurm release the suite runs,
+    without accounting: job_desc.admin_comment is writable from job_submit.lua on 22.05 and 24.11."""
+    site = load_site(str(TESTCLUSTER))
+    job_submit(render_filter(site, "job_submit"))
+    mark = slurm_cluster.log_mark()
+    job = slurm_cluster.submit(GOOD, "-H")
+    warned = slurm_cluster.submit(BAD.replace("-N2", "-N1"), "-H")  # TP=16 on 8 GPUs: world-mismatch warning
+    info = slurm_cluster.job_info(job) or {}
+    assert info.get("AdminComment", "").strip() == "slurmgpu=ok", info
+    assert (slurm_cluster.job_info(warned) or {}).get("AdminComment", "").startswith("slurmgpu=warn:"), warned
+    assert "admin-comment" not in slurm_cluster.ctld_log(mark)
+    assert slurm_cluster.job_submit_errors(mark) == []
