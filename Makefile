@@ -25,6 +25,7 @@ bench:
 	$(PYTHON) bench/submit_bench.py
 	$(PYTHON) bench/spank_bench.py
 	$(PYTHON) bench/explain_bench.py
+	$(PYTHON) bench/replay_speed.py
 
 # `make lint` runs every check below (also after one fails) and fails if any failed; the
 # same commands are the hooks in .pre-commit-config.yaml. Tools: `make deps` (ruff, mypy and

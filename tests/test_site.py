@@ -704,7 +704,7 @@ def test_bad_policy_mode(tmp_path):
             text,
             "mode: enforced",
             "policy.mode",
-            "must be one of enforce, warn, off, got 'enforced' (did you mean 'enforce'?)",
+            "must be one of enforce, warn, shadow, off, got 'enforced' (did you mean 'enforce'?)",
         )
     ]
 
@@ -716,7 +716,13 @@ def test_bad_partition_policy_and_launcher_policy(tmp_path):
     )
     path = write(tmp_path, text)
     assert issues_of(path) == [
-        at(path, text, "policy: strict", "partitions.gpu.policy", "must be one of enforce, warn, off, got 'strict'"),
+        at(
+            path,
+            text,
+            "policy: strict",
+            "partitions.gpu.policy",
+            "must be one of enforce, warn, shadow, off, got 'strict'",
+        ),
         at(
             path,
             text,
@@ -725,7 +731,7 @@ def test_bad_partition_policy_and_launcher_policy(tmp_path):
             "unknown launcher; expected one of: "
             "torchrun, srun, megatron, deepspeed, nemo, torchtitan, accelerate, vllm, sglang",
         ),
-        at(path, text, "vllm", "policy.launchers.vllm", "must be one of enforce, warn, off, got 'never'"),
+        at(path, text, "vllm", "policy.launchers.vllm", "must be one of enforce, warn, shadow, off, got 'never'"),
     ]
 
 

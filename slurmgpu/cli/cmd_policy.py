@@ -111,6 +111,8 @@ def check_cmd(
             click.echo("warning: %s" % msg)
         for msg in verdict.notes:
             click.echo("warning: %s" % msg)
+        for msg in verdict.shadow_messages + verdict.shadow_warnings:  # never shown to the user
+            click.echo("shadow: %s" % msg)
         lay = verdict.layout
         if verdict.exempt:
             how = "exempt from the policy"
@@ -131,7 +133,17 @@ def check_cmd(
         where = ", ".join(verdict.partitions) or "no managed partition"
         click.echo(
             "%s: %s on site %s, partition %s; %s"
-            % (script_path, "REJECTED" if not verdict.accepted else "accepted", s.name, where, how)
+            % (
+                script_path,
+                "REJECTED"
+                if not verdict.accepted
+                else "accepted (shadow mode: enforcing would %s it)" % verdict.would
+                if verdict.verdict.startswith("shadow-")
+                else "accepted",
+                s.name,
+                where,
+                how,
+            )
         )
     sys.exit(verdict.exit_code)
 
@@ -396,3 +408,181 @@ def admin_topology(
     nodes = parse_hostlist(hostlist)
     text = block_conf(site, pname, nodes) if form == "block" else block_yaml(site, pname, nodes)
     click.echo(text, nl=False)
+
+
+@admin.command("replay")
+@click.option("--site", "site_name", metavar="NAME|PATH", help="Site config (default: the site in effect).")
+@click.option("--since", metavar="DATE", help="Past jobs from accounting (sacct) submitted since DATE (2026-11-01).")
+@click.option("--until", metavar="DATE", help="... and before DATE (default: now).")
+@click.option("--user", metavar="NAME", help="Only this user's jobs (sacct -u).")
+@click.option("--partition", metavar="NAME", help="Only jobs that ran in this partition (sacct -r).")
+@click.option(
+    "--from-dir",
+    type=click.Path(file_okay=False),
+    help="Judge every file under DIR as a batch script instead (no accounting needed).",
+)
+@click.option(
+    "--enforce",
+    "as_enforce",
+    is_flag=True,
+    help="Replay as if every warn and shadow mode were enforce (default: the site's policy; shadow counts as enforce).",
+)
+@click.option(
+    "--state",
+    "state_file",
+    type=click.Path(dir_okay=False),
+    help="Keep finished jobs in FILE and skip them on a rerun (resume an interrupted replay).",
+)
+@click.option("--limit", type=click.IntRange(min=1), default=100000, show_default=True, help="Judge at most N jobs.")
+@click.option("--json", "as_json", is_flag=True, help="The report and every job's row as JSON.")
+@click.option("--csv", "as_csv", is_flag=True, help="One CSV row per job.")
+def admin_replay(
+    site_name: Optional[str],
+    since: Optional[str],
+    until: Optional[str],
+    user: Optional[str],
+    partition: Optional[str],
+    from_dir: Optional[str],
+    as_enforce: bool,
+    state_file: Optional[str],
+    limit: int,
+    as_json: bool,
+    as_csv: bool,
+) -> None:
+    """Run the site's filter over past jobs: what enforcing it would have rejected or warned.
+
+    Jobs come from accounting (--since; needs slurmdbd with AccountingStoreFlags=job_script,job_env,
+    which keeps each batch script and environment; the sbatch command line is SubmitLine) or
+    from a directory of scripts (--from-dir). Each is judged by the same Lua as job_submit.lua;
+    the report groups the jobs that would be rejected or warned by rule, user and launcher, with
+    the messages users would have seen. Exit status: 0 done, 2 usage or input error.
+
+    \b
+    Examples:
+      slurmgpu admin replay --site /etc/slurmgpu/site.yaml --since 2026-11-01
+      slurmgpu admin replay --since 2026-11-01 --user alice --partition gpu --json
+      slurmgpu admin replay --since 2026-10-01 --state /var/tmp/replay.json   # resumable
+      slurmgpu admin replay --from-dir ./old-scripts --enforce --csv > verdicts.csv
+    """
+    import csv
+
+    from ..policy.replay import ReplayState, SacctQuery, enforce_everywhere, jobs_from_dir, jobs_from_sacct, replay
+    from ..slurm import SubprocessRunner
+
+    if (since is None) == (from_dir is None):
+        raise click.UsageError("give either --since DATE (accounting) or --from-dir DIR")
+    if from_dir is not None and (until or user or partition):
+        raise click.UsageError("--until, --user and --partition select accounting records: use them with --since")
+    if as_json and as_csv:
+        raise click.UsageError("--json and --csv are exclusive")
+    s = _load_site(site_name, quiet=as_json or as_csv)
+    if as_enforce:
+        s = enforce_everywhere(s)
+    if from_dir is not None:
+        source = "dir:%s" % os.path.abspath(from_dir)
+    else:
+        source = "sacct:%s..%s user=%s partition=%s" % (since, until or "now", user or "*", partition or "*")
+    source += " site=%s%s" % (s.name, " enforce" if as_enforce else "")
+    state = ReplayState(state_file, source)
+    if from_dir is not None:
+        jobs = jobs_from_dir(from_dir)
+    else:
+        assert since is not None
+        jobs = jobs_from_sacct(SubprocessRunner(), SacctQuery(since, until, user, partition), skip=state.rows)
+    tty = sys.stderr.isatty()
+
+    def progress(n: int) -> None:
+        if n % 50 == 0:
+            click.echo("\rslurmgpu: replayed %d jobs" % n, err=True, nl=False)
+
+    report = replay(s, jobs, state, limit=limit, progress=progress if tty else None)
+    if tty:
+        click.echo("\r" + " " * 40 + "\r", err=True, nl=False)
+    if as_json:
+        _emit_json(report.to_dict())
+    elif as_csv:
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerows(report.csv_rows())
+    else:
+        click.echo(report.text(), nl=False)
+
+
+@admin.command("stats")
+@click.option("--site", "site_name", metavar="NAME|PATH", help="Site name for the metrics' site label.")
+@click.option(
+    "--log",
+    "logs",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="slurmctld.log to read (repeatable; rotated .gz files too). Default: SlurmctldLogFile of slurm.conf.",
+)
+@click.option(
+    "--accounting", "from_accounting", is_flag=True, help="Count the AdminComment tokens in sacct instead of the log."
+)
+@click.option("--since", default="24h", show_default=True, metavar="WHEN", help="Window start: 24h, 7d, or a date.")
+@click.option(
+    "--prometheus",
+    "prom_file",
+    type=click.Path(dir_okay=False),
+    help="Also write the counts to FILE in node-exporter textfile format (atomically).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable counts.")
+def admin_stats(
+    site_name: Optional[str],
+    logs: Any,
+    from_accounting: bool,
+    since: str,
+    prom_file: Optional[str],
+    as_json: bool,
+) -> None:
+    """Count the filter's verdicts (ok, warn, reject, shadow-warn, shadow-reject, exempt, error)
+    per partition and rule over a window, from its slurmctld.log lines or from accounting.
+
+    The log has every decision; accounting only jobs that were let through (a rejected job
+    has no record). --prometheus writes gauges (slurmgpu_filter_decisions,
+    slurmgpu_filter_rule_hits) for node-exporter's textfile collector, e.g. from cron.
+
+    \b
+    Examples:
+      slurmgpu admin stats --since 7d
+      slurmgpu admin stats --log /var/log/slurm/slurmctld.log --since 2026-11-01 --json
+      slurmgpu admin stats --prometheus /var/lib/node_exporter/textfile/slurmgpu.prom
+      slurmgpu admin stats --accounting --since 30d
+    """
+    from ..policy.stats import collect, collect_accounting, parse_since, prometheus_text, write_atomic
+    from ..slurm import SubprocessRunner
+
+    start = parse_since(since)
+    if from_accounting:
+        if logs:
+            raise click.UsageError("--log and --accounting are exclusive")
+        st = collect_accounting(SubprocessRunner(), start)
+    else:
+        paths = list(logs) or [_ctld_log_file()]
+        st = collect(paths, start)
+    site = site_name or os.environ.get("SLURMGPU_SITE") or "-"
+    if site_name:
+        site = _load_site(site_name, quiet=True).name
+    if prom_file:
+        write_atomic(prom_file, prometheus_text(st, site))
+        click.echo("wrote %s (%d decisions)" % (prom_file, st.lines), err=True)
+    if as_json:
+        _emit_json(st.to_dict())
+    else:
+        click.echo(st.text(), nl=False)
+
+
+def _ctld_log_file() -> str:
+    """SlurmctldLogFile from slurm.conf ($SLURM_CONF or /etc/slurm/slurm.conf)."""
+    import re
+
+    conf = os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
+    try:
+        with open(conf, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                m = re.match(r"^\s*SlurmctldLogFile\s*=\s*(\S+)", line, re.I)
+                if m:
+                    return m.group(1)
+    except OSError as exc:
+        raise SlurmgpuError("cannot read %s (%s): name the log with --log" % (conf, exc.strerror)) from None
+    raise SlurmgpuError("%s has no SlurmctldLogFile (slurmctld logs to syslog): name the log with --log" % conf)

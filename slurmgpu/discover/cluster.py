@@ -651,7 +651,7 @@ def build_draft(
         "Optional sections (defaults shown; see site-configs/dgx-h100.yaml):",
         "container: {runtime: none}        # pyxis | apptainer | none",
         "paths: {scratch: /scratch, checkpoint: /scratch/checkpoints}",
-        "policy: {mode: enforce}           # enforce | warn | off",
+        "policy: {mode: enforce}           # enforce | warn | shadow | off",
     )
     return SiteDraft(
         header=header, top=top, partitions=partitions, node_types=node_types, footer=footer, notes=tuple(notes)

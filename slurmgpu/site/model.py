@@ -20,7 +20,8 @@ GPU_REQUESTS = ("gpus-per-node", "gres")
 TOPOLOGIES = ("flat", "tree", "block")
 
 
-POLICY_MODES = ("enforce", "warn", "off")
+# shadow: judge and log (AdminComment too) what enforce would do, tell the user nothing
+POLICY_MODES = ("enforce", "warn", "shadow", "off")
 
 
 DEFAULT_SITE = "dgx-h100"
