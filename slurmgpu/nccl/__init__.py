@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from .fabric import (
     FABRIC_TABLE,
+    MNNVL_TABLE,
     OFI_NET,
     FabricEnv,
     cuda_device_max_connections,
     derived_names,
     fabric_env,
     fabric_facts,
+    mnnvl_env,
     nccl_required,
     socket_ifname,
 )
@@ -18,6 +20,7 @@ from .lint import PATH_LEVELS, VARS, errors, lint_env, parse_devlist, prefix_tra
 __all__ = [
     "FABRIC_TABLE",
     "FabricEnv",
+    "MNNVL_TABLE",
     "OFI_NET",
     "PATH_LEVELS",
     "VARS",
@@ -27,6 +30,7 @@ __all__ = [
     "fabric_env",
     "fabric_facts",
     "lint_env",
+    "mnnvl_env",
     "nccl_required",
     "parse_devlist",
     "prefix_traps",

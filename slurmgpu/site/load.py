@@ -13,6 +13,7 @@ from ..vocab import FABRICS, LAUNCHERS, RUNTIMES
 from .model import (
     GPU_REQUESTS,
     LINKS,
+    MNNVL_MODES,
     POLICY_MODES,
     TOPOLOGIES,
     VENDORS,
@@ -73,6 +74,7 @@ _NODE_FIELDS = {
     "env": Field("strmap", default=dict),
     "roce_gid_index": Field("int", minimum=0),
     "roce_traffic_class": Field("int", minimum=0),
+    "mnnvl": Field("str", default="auto", choices=MNNVL_MODES),
 }
 
 
@@ -359,6 +361,14 @@ def _node_type(ck: Checker, name: str, raw: Any, parent: Any) -> Optional[NodeTy
             path + ".nvlink_domain",
             "an NVLink domain smaller than a node must divide its %d GPUs, got %d" % (gpus, domain),
         )
+    if v["mnnvl"] != "auto" and domain <= gpus:
+        ck.error(
+            raw,
+            "mnnvl",
+            path + ".mnnvl",
+            "mnnvl: %s applies to NVLink domains larger than a node (nvlink_domain %d on %d-GPU nodes); "
+            "remove it or set nvlink_domain (e.g. 72 for GB200/GB300 NVL72)" % (v["mnnvl"], domain, gpus),
+        )
     if v["link"] == "pcie" and domain > gpus:
         ck.error(
             raw,
@@ -409,6 +419,7 @@ def _node_type(ck: Checker, name: str, raw: Any, parent: Any) -> Optional[NodeTy
         env=dict(v["env"] or {}),
         roce_gid_index=v["roce_gid_index"],
         roce_traffic_class=v["roce_traffic_class"],
+        mnnvl=v["mnnvl"],
     )
 
 

@@ -21,6 +21,7 @@ TOPOLOGIES = ("flat", "tree", "block")
 
 
 POLICY_MODES = ("enforce", "warn", "off")
+MNNVL_MODES = ("auto", "on", "off")  # NodeType.mnnvl (the NCCL settings per mode: slurmgpu.nccl.fabric MNNVL_TABLE)
 
 
 DEFAULT_SITE = "dgx-h100"
@@ -68,6 +69,13 @@ class NodeType:
     env: Mapping[str, str] = field(default_factory=dict)
     roce_gid_index: Optional[int] = None
     roce_traffic_class: Optional[int] = None
+    # multi-node NVLink (nvlink_domain > gpus): "on" = IMEX channels are set up, NCCL must use the
+    # rack's NVLink across trays; "off" = no IMEX, NCCL stays on the network; "auto" = NCCL decides
+    mnnvl: str = "auto"
+
+    @property
+    def multi_node_nvlink(self) -> bool:
+        return self.nvlink_domain > self.gpus
 
     @property
     def compute_nics(self) -> Tuple[Nic, ...]:
@@ -102,6 +110,7 @@ class NodeType:
             "env": dict(self.env),
             "roce_gid_index": self.roce_gid_index,
             "roce_traffic_class": self.roce_traffic_class,
+            "mnnvl": self.mnnvl,
         }
 
 
