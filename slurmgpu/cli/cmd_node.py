@@ -218,7 +218,9 @@ def _preflight_aggregate(
     if stamp_line:
         words = parse_stamp(stamp_line)
         if words is None:
-            raise SlurmgpuError("--stamp: not a stamp line (expected `# slurmgpu: site=NAME tp=N ...`): %r" % stamp_line)
+            raise SlurmgpuError(
+                "--stamp: not a stamp line (expected `# slurmgpu: site=NAME tp=N ...`): %r" % stamp_line
+            )
         s = _load_site(site_name or words.get("site"), quiet=True)
         agg.job = pf.check_domain_groups(
             agg,
@@ -232,9 +234,7 @@ def _preflight_aggregate(
         _emit_json(agg.to_dict())
     else:
         click.echo(pf.render_table(agg, site_label), nl=False)
-    warned = any(x.status == "warn" for r in agg.reports for x in r.results) or any(
-        x.status == "warn" for x in agg.job
-    )
+    warned = any(x.status == "warn" for r in agg.reports for x in r.results) or any(x.status == "warn" for x in agg.job)
     if not agg.ok or (strict and warned):
         sys.exit(1)
 

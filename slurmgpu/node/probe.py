@@ -606,6 +606,35 @@ def probe(
     )
 
 
+DOMAIN_PREFIX = "SLURMGPU-NVL "
+
+
+def domain_line(hostname: str, clique: Optional[str]) -> str:
+    """One line per node for `discover --probe` (srun over all trays): `SLURMGPU-NVL node clique|-`."""
+    return "%s%s %s" % (DOMAIN_PREFIX, hostname, clique or "-")
+
+
+def parse_domain_lines(text: str) -> Dict[str, Optional[str]]:
+    """Node -> its "ClusterUUID/CliqueId" (None: the node reported none) from srun output."""
+    out: Dict[str, Optional[str]] = {}
+    for line in (text or "").splitlines():
+        i = line.find(DOMAIN_PREFIX)
+        if i < 0:
+            continue
+        words = line[i + len(DOMAIN_PREFIX) :].split()
+        if len(words) == 2:
+            out[words[0]] = None if words[1] == "-" else words[1]
+    return out
+
+
+def probe_domain(runner: Optional[Runner] = None, hostname: Optional[str] = None) -> str:
+    """This node's domain line from `nvidia-smi -q` alone (seconds, so srun can ask every tray)."""
+    runner = runner or SubprocessRunner()
+    res = runner.run(["nvidia-smi", "-q"], timeout=60)
+    clique = fabric_clique(parse_nvidia_smi_q(res.stdout))[0] if res.ok else None
+    return domain_line(hostname or os.environ.get("SLURMD_NODENAME") or socket.gethostname(), clique)
+
+
 def describe(r: ProbeResult) -> str:
     """Human-readable report (what `slurmgpu probe` prints without --json)."""
     out = ["node %s" % r.hostname]
