@@ -524,6 +524,9 @@ def test_gpu_table_agrees_with_presets():
         ("AMD Instinct MI300X", "mi300x", 192),
         ("gh200", "gh200", 96),
         ("tesla_v100-sxm2-32gb", "v100", 32),
+        ("NVIDIA GB300", "gb300", 288),
+        ("NVIDIA B300 SXM6 AC", "b300", 270),
+        ("NVIDIA GB200", "gb200", 186),
     ],
 )
 def test_gpu_lookup(name, key, mem):

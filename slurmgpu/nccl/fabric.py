@@ -168,6 +168,8 @@ def derived_names(kind: str) -> Tuple[str, ...]:
     names.extend(n for n, _, _ in f.amd_env)
     if f.ib_disable:
         names.append("NCCL_IB_DISABLE")
+    # from node_types.X.mnnvl on multi-node NVLink sites (the site sets mnnvl, not these)
+    names.extend(sorted({n for rows in MNNVL_TABLE.values() for n, _, _ in rows}))
     return tuple(names)
 
 
