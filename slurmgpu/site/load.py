@@ -53,6 +53,7 @@ _PARTITION_FIELDS = {
     "constraint": Field("str"),
     "exclusive": Field("bool", default=True),
     "policy": Field("str", choices=POLICY_MODES),
+    "leaf_switches": Field("strmap", default=dict),
 }
 
 
@@ -452,6 +453,7 @@ def _partition(
             path + ".max_nodes_per_job",
             "max_nodes_per_job (%d) exceeds the partition's %d nodes" % (maxn, v["nodes"]),
         )
+    leaves = _leaf_switches(ck, raw, path, v["leaf_switches"] or {}, v["nodes"])
     if len(ck.issues) > n_before:
         return None
     return Partition(
@@ -462,7 +464,46 @@ def _partition(
         constraint=v["constraint"],
         exclusive=v["exclusive"],
         policy=v["policy"],
+        leaf_switches=leaves,
     )
+
+
+def _leaf_switches(
+    ck: Checker, raw: Any, path: str, given: Mapping[str, str], nodes: Any
+) -> Dict[str, Tuple[str, ...]]:
+    """partitions.X.leaf_switches: switch name -> Slurm host list, each node under one leaf."""
+    from ..slurm.parse import parse_hostlist
+
+    src = raw.get("leaf_switches") if isinstance(raw, dict) else None
+    out: Dict[str, Tuple[str, ...]] = {}
+    seen: Dict[str, str] = {}
+    for leaf, hosts in given.items():
+        where = join(path + ".leaf_switches", leaf)
+        try:
+            members = tuple(parse_hostlist(str(hosts)))
+            odd = [m for m in members if any(c in m for c in "[] \t")]
+            if odd:
+                raise ValueError("unbalanced brackets or blanks in %r" % odd[0])
+        except Exception as exc:  # SlurmError: a bad range
+            ck.error(src, leaf, where, "not a Slurm host list (e.g. gb[001-018]): %s" % exc)
+            continue
+        if not members:
+            ck.error(src, leaf, where, "no nodes: give the nodes under this leaf switch, e.g. gb[001-018]")
+            continue
+        for n in members:
+            if n in seen:
+                ck.error(src, leaf, where, "node %s is already under leaf switch %s" % (n, seen[n]))
+                break
+            seen[n] = leaf
+        out[str(leaf)] = members
+    if isinstance(nodes, int) and len(seen) > nodes:
+        ck.error(
+            raw,
+            "leaf_switches",
+            path + ".leaf_switches",
+            "the leaf switches list %d nodes but the partition has %d (nodes:)" % (len(seen), nodes),
+        )
+    return out
 
 
 def resolve_site(explicit: Optional[str], environ: Mapping[str, str]) -> Tuple[Site, str]:

@@ -125,6 +125,13 @@ class Partition:
     constraint: Optional[str] = None
     exclusive: bool = True
     policy: Optional[str] = None  # overrides SitePolicy.mode for this partition
+    # IB leaf switch -> its nodes (expanded), for topology/tree and gen's --switches=1 hint
+    leaf_switches: Mapping[str, Tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def largest_leaf(self) -> int:
+        """Nodes under the largest listed leaf switch (0: none listed)."""
+        return max((len(m) for m in self.leaf_switches.values()), default=0)
 
     def to_dict(self) -> Dict[str, Any]:
         return {
@@ -134,6 +141,7 @@ class Partition:
             "constraint": self.constraint,
             "exclusive": self.exclusive,
             "policy": self.policy,
+            "leaf_switches": {k: list(v) for k, v in self.leaf_switches.items()},
         }
 
 
