@@ -704,10 +704,10 @@ def build_draft(
     top.update(_topology_value(facts, node_types))
     notes = list(facts.notes) + list(pl.notes) + list(pl.skipped)
     for gname, dm in domains.items():
-        for clique, members in sorted(domain_groups(dm).items(), key=lambda kv: sorted(kv[1])):
+        for clique, trays in sorted(domain_groups(dm).items(), key=lambda kv: sorted(kv[1])):
             notes.append(
                 "%s NVLink domain %s: %s (one block each: slurmgpu admin topology)"
-                % (gname, clique, compress_hostlist(sorted(members)))
+                % (gname, clique, compress_hostlist(sorted(trays)))
             )
     header = (
         "Site config draft written by slurmgpu %s from Slurm %s (read with: %s)."
