@@ -277,7 +277,7 @@ def test_regenerate_line_reproduces_the_script(repo):
         (["--segment", "2", "--nodes", "2", "--", "train.py"], "error: segment: --segment needs a topology/block site"),
         (
             ["--site", "gb200-nvl72", "--segment", "3", "--nodes", "4", "--", "train.py"],
-            "error: segment: --segment=3 does not keep TP groups",
+            "error: segment: --segment=3 does not keep the model-parallel groups",
         ),
         (["--container", "pyxis", "--", "train.py"], "error: container.image: container runtime pyxis needs an image"),
         (["--requeue", "--time", "5:00", "--", "train.py"], "error: grace: the checkpoint signal comes 300 s before"),
