@@ -137,7 +137,7 @@ def test_preset_loads_and_is_consistent(name: str):
         nt = s.node_types[p.node_type]
         assert 1 <= p.max_nodes_per_job <= p.nodes
         assert nt.fabric in FABRICS and nt.link in LINKS
-        assert 0 < nt.gpu_memory_gb <= 200 and 0 < nt.bf16_tflops <= 5000
+        assert 0 < nt.gpu_memory_gb <= 300 and 0 < nt.bf16_tflops <= 5000  # B300 / GB300: 288 GB HBM3e
         # the NVLink domain tiles the node or a whole number of nodes
         assert nt.gpus % nt.nvlink_domain == 0 or nt.nvlink_domain % nt.gpus == 0
         if nt.domain_nodes > 1:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 import click
 
@@ -378,36 +378,111 @@ def admin_install(
     show_default=True,
     help="topology.conf block form (23.11+), topology.yaml (25.05+), or tree form for IB leaf switches.",
 )
-@click.option("--switch", "switches", multiple=True, metavar="NAME=HOSTLIST", help="An IB leaf switch (tree form).")
+@click.option(
+    "--switch",
+    "switches",
+    multiple=True,
+    metavar="NAME=HOSTLIST",
+    help="An IB leaf switch (tree form; default: the partition's leaf_switches in the site file).",
+)
+@click.option(
+    "--emit",
+    type=click.Choice(["topology", "gres", "nodes"]),
+    default="topology",
+    show_default=True,
+    help="What to print: the topology file, the matching gres.conf lines, or the slurm.conf "
+    "NodeName/PartitionName/TopologyPlugin lines.",
+)
+@click.option(
+    "--diff",
+    "do_diff",
+    is_flag=True,
+    help="Compare with the live cluster (`scontrol show topology`) instead of printing: exit 0 when it "
+    "matches, 1 when it differs, 3 when the cluster cannot be reached (said on stderr).",
+)
 def admin_topology(
-    site_name: Optional[str], partition: Optional[str], hostlist: Optional[str], form: str, switches: Any
+    site_name: Optional[str],
+    partition: Optional[str],
+    hostlist: Optional[str],
+    form: str,
+    switches: Any,
+    emit: str,
+    do_diff: bool,
 ) -> None:
     """Print Slurm's topology for the site: one block per NVLink domain, or IB leaf switches.
 
+    The same site file gives the gres.conf and slurm.conf node lines (--emit), and --diff
+    checks what the running slurmctld has loaded.
+
     \b
-    Example:
+    Examples:
       slurmgpu admin topology --site gb200-nvl72 --nodes 'gb[001-036]' > /etc/slurm/topology.conf
+      slurmgpu admin topology --site gb200-nvl72 --nodes 'gb[001-036]' --emit gres >> /etc/slurm/gres.conf
+      slurmgpu admin topology --site gb200-nvl72 --nodes 'gb[001-036]' --diff
       slurmgpu admin topology --form tree --switch leaf1='n[01-04]' --switch leaf2='n[05-08]'
     """
-    from ..discover.topology import block_conf, block_yaml, tree_conf
+    from ..discover.topology import (
+        block_conf,
+        block_yaml,
+        blocks,
+        diff_live,
+        gres_conf,
+        node_lines,
+        site_switches,
+        tree_conf,
+    )
+    from ..slurm import SubprocessRunner
     from ..slurm.parse import parse_hostlist
 
+    pairs: Dict[str, str] = {}
+    for sw in switches:
+        name, sep, hosts = sw.partition("=")
+        if not sep or not name or not hosts:
+            raise SlurmgpuError("--switch wants NAME=HOSTLIST, got %r" % sw)
+        pairs[name] = hosts
+    site = None
+    if form != "tree" or not pairs or emit != "topology":
+        site = _load_site(site_name, quiet=True)
+    pname = partition or (site.default_partition if site else "")
     if form == "tree":
-        pairs = {}
-        for s in switches:
-            name, sep, hosts = s.partition("=")
-            if not sep or not name or not hosts:
-                raise SlurmgpuError("--switch wants NAME=HOSTLIST, got %r" % s)
-            pairs[name] = hosts
-        click.echo(tree_conf(pairs), nl=False)
+        if not pairs and site is not None:
+            pairs = site_switches(site, pname)
+        if not pairs:
+            raise SlurmgpuError(
+                "the tree form needs the IB leaf switches: --switch NAME=HOSTLIST, or partitions.%s.leaf_switches "
+                "in the site file" % pname
+            )
+    if site is not None and emit != "topology":
+        nodes = (
+            parse_hostlist(hostlist)
+            if hostlist
+            else [n for v in site.partition(pname).leaf_switches.values() for n in v]
+        )
+        if not nodes:
+            raise SlurmgpuError("--nodes HOSTLIST is needed: the site file gives node counts, not names")
+        click.echo((gres_conf if emit == "gres" else node_lines)(site, pname, nodes), nl=False)
         return
-    site = _load_site(site_name)
-    pname = partition or site.default_partition
-    if not hostlist:
-        raise SlurmgpuError("--nodes HOSTLIST is needed: the site file gives node counts, not names")
-    nodes = parse_hostlist(hostlist)
-    text = block_conf(site, pname, nodes) if form == "block" else block_yaml(site, pname, nodes)
-    click.echo(text, nl=False)
+    if form == "tree":
+        wanted = {k: parse_hostlist(v) for k, v in pairs.items()}
+        text, kind = tree_conf(pairs), "SwitchName"
+    else:
+        assert site is not None
+        if not hostlist:
+            raise SlurmgpuError("--nodes HOSTLIST is needed: the site file gives node counts, not names")
+        nodes = parse_hostlist(hostlist)
+        wanted = {k: list(v) for k, v in blocks(site, pname, nodes).items()}
+        text = block_conf(site, pname, nodes) if form == "block" else block_yaml(site, pname, nodes)
+        kind = "BlockName"
+    if not do_diff:
+        click.echo(text, nl=False)
+        return
+    diff, why = diff_live(SubprocessRunner(), wanted, kind)
+    if diff is None:
+        click.echo("warning: live topology not compared: %s" % why, err=True)
+        sys.exit(3)
+    click.echo(diff.text(), nl=False)
+    if not diff.same:
+        sys.exit(1)
 
 
 @admin.command("replay")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .layout import Layout
 
@@ -63,6 +63,13 @@ def groups(layout: Layout, kind: str, order: str = "megatron", etp: Optional[int
         for off in range(stride):
             out.append([base + off + k * stride for k in range(size)])
     return out
+
+
+def strict_kinds(groups: Mapping[str, str]) -> Tuple[str, ...]:
+    """Group kinds that must stay inside one NVLink domain: TP always, CP/EP unless the site's
+    policy.groups sets that kind to warn or off (then the planner prefers a layout that keeps them
+    in a rack through the cost model, and the filter warns)."""
+    return tuple(k for k in DOMAIN_KINDS if k == "tp" or groups.get(k, "enforce") == "enforce")
 
 
 def group_nodes(

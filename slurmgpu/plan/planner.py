@@ -372,6 +372,17 @@ def _build(
             "domain%s."
             % (best.segment, best.segment, hw.nt.nvlink_domain, " (TP groups span %d nodes)" % tn if tn > 1 else "")
         )
+    relaxed = [k for k in ("cp", "ep") if k not in hw.strict_kinds and int(getattr(lay, k)) > 1]
+    if relaxed and hw.nt.nvlink_domain > hw.nt.gpus and lay.nodes > 1:
+        from .placement import crossings
+
+        cross = crossings(lay, hw.nt.domain_nodes, best.segment, kinds=relaxed)
+        if cross:
+            notes.append(
+                "%s groups may cross NVLink domains (%s): the site's policy.groups only warns for them, so "
+                "their traffic is planned over the network; the submit filter will warn"
+                % ("/".join(k.upper() for k in cross), ", ".join("%d %s" % (n, k.upper()) for k, n in cross.items()))
+            )
     if m.estimated:
         notes.append(
             "model shape estimated from --params: %d layers, hidden %d, %d heads, FFN %d, vocab %d; "
