@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from slurmgpu.plan import Layout
-from slurmgpu.plan.layout import group_index, rank_coords, tp_groups
+from slurmgpu.plan.layout import rank_coords, tp_groups
+from slurmgpu.plan.placement import groups
 from slurmgpu.site import resolve_site
 from slurmgpu.view import Topology, crossings, doctor_marks, fix_layout, svg
 from slurmgpu.view.figure import PALETTE, RED
@@ -72,18 +73,48 @@ def test_tp16_on_hgx_crosses_the_node_boundary_in_red():
     assert crossings(fix, t) == []
 
 
-def test_group_index_follows_rank_coords():
+def _classes(text: str):
+    """rank -> {letter: index} from the cells' classes (t<i> p<i> d<i> c<i> e<i>)."""
+    out = {}
+    for c in cells(text):
+        names = c.get("class").split()[1:6]
+        out[int(c.get("data-rank"))] = {n[0]: n[1:] for n in names}
+    return out
+
+
+def test_cells_colour_the_placement_groups_megatron_carves_ep_out_of_cp_x_dp():
+    """The picture's groups are plan.placement.groups (Megatron order, the planner's and the filter's).
+
+    With CP=2 Megatron's expert mesh (etp-ep-edp-pp) carves EP out of CP x DP, CP innermost: rank 0's
+    EP partner is rank 2 (CP rank 1 of the same replica), not rank 4 (the next DP replica), which the
+    view drew before it took its groups from placement.
+    """
     lay = Layout(tp=2, pp=2, dp=4, cp=2, ep=2, nodes=4, gpus_per_node=8)
-    seen = {}
-    for r in range(lay.world):
-        g, c = group_index(lay, r), rank_coords(lay, r)
-        assert (g["pp"], g["dp"], g["cp"]) == (c["pp"], c["dp"], c["cp"])
-        assert r in tp_groups(lay)[g["tp"]]
-        seen.setdefault(g["ep"], []).append(r)
-    for members in seen.values():  # an EP group: ep replicas of one stage/CP/TP rank
-        cs = [rank_coords(lay, r) for r in members]
-        assert len(members) == lay.ep
-        assert len({(c["pp"], c["cp"], c["tp"], c["dp"] // lay.ep) for c in cs}) == 1
+    got = _classes(svg(lay, topo("dgx-h100", 8)))
+    assert len(got) == lay.world == 32
+    for kind, letter in (("tp", "t"), ("ep", "e")):  # colour = group number
+        for g, members in enumerate(groups(lay, kind)):
+            assert {got[r][letter] for r in members} == {str(g % len(PALETTE))}, (kind, members)
+    for kind, letter in (("pp", "p"), ("dp", "d"), ("cp", "c")):  # colour = place in the group
+        for members in groups(lay, kind):
+            assert [got[r][letter] for r in members] == [str(i) for i in range(len(members))], (kind, members)
+    for r in range(lay.world):  # and those agree with the launcher's coordinates
+        c = rank_coords(lay, r)
+        assert (got[r]["p"], got[r]["d"], got[r]["c"]) == (str(c["pp"]), str(c["dp"]), str(c["cp"]))
+    assert groups(lay, "ep")[:3] == [[0, 2], [1, 3], [4, 6]]
+    assert got[0]["e"] == got[2]["e"] != got[4]["e"]
+
+
+def test_an_ep_that_does_not_divide_the_ranks_is_drawn_white_and_said(tmp_path: Path):
+    (tmp_path / "ep3.sbatch").write_text(
+        "#!/bin/bash\n#SBATCH -N1 --gpus-per-node=8\n"
+        "# slurmgpu: site=dgx-h100 tp=2 pp=1 dp=4 cp=1 ep=3 nodes=1 gpus_per_node=8\nsrun x\n"
+    )
+    run_cli(tmp_path, "check", "--site", "dgx-h100", "ep3.sbatch", "--html", "e.html")
+    html = (tmp_path / "e.html").read_text()
+    assert html_problems(html) == []
+    assert "No EP groups drawn" in html and "does not divide" in html
+    assert len(re.findall(r'class="gpu [^"]*enone', html)) == 8
 
 
 def test_16384_gpus_are_aggregated_small_and_fast():

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..plan.layout import GROUP_KINDS, Layout
 from ..plan.types import Plan
-from .figure import KIND_LETTER, PALETTE, RED, Marks, Topology, crossings, group_counts, svg
+from .figure import KIND_LETTER, PALETTE, RED, Marks, Topology, crossings, group_counts, membership, svg
 
 KIND_WORDS = {
     "tp": "TP group",
@@ -66,6 +66,7 @@ def _css() -> str:
             continue  # the cells' own fill is the TP colouring
         for i, c in enumerate(PALETTE):
             rules.append("#c-%s:checked ~ .figs .%s%d{fill:%s}" % (k, KIND_LETTER[k], i, c))
+        rules.append("#c-%s:checked ~ .figs .%snone{fill:#fff}" % (k, KIND_LETTER[k]))  # no such groups
     return "\n".join(rules)
 
 
@@ -75,6 +76,13 @@ def _legend(lays: Sequence[Layout]) -> str:
     out = ['<div class="legends">']
     for k in GROUP_KINDS:
         n = counts[k]
+        why = [membership(lay).missing[k] for lay in lays if k in membership(lay).missing]
+        if why:
+            out.append(
+                '<div class="legend lg-%s"><strong class="bad">No %ss drawn</strong> (white): %s</div>'
+                % (k, KIND_WORDS[k], escape("; ".join(why)))
+            )
+            continue
         shown = min(n, len(PALETTE))
         items = "".join(
             '<span class="sw" style="background:%s"></span>%s %d%s'
