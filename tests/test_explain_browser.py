@@ -90,6 +90,14 @@ def test_two_node_tp8_pp2_renders_16_cells_in_group_colours(browser: Any, tmp_pa
     assert len(set(pp.values())) == 2 and pp[0] != pp[8]  # PP=2: node 0 stage 0, node 1 stage 1
     _choose(browser, "cp")
     assert len(set(_fills(browser).values())) == 1  # CP=1: one colour, unlike the 2 TP groups
+    bars = browser.execute_script(
+        "return Array.from(document.querySelectorAll('svg.stages g.stage')).map(function (g) {"
+        " return [g.getAttribute('data-label'), Array.from(g.querySelectorAll('rect.part')).map("
+        "function (r) { return [r.getAttribute('data-part'), r.getBBox().width]; })]; });"
+    )
+    assert [b[0] for b in bars] == ["stage 0 (40 layers)", "stage 1 (40 layers)"]  # one bar per PP stage
+    for _, parts in bars:  # rendered, with the KV cache as a visible segment
+        assert dict(parts)["kv cache"] > 1 and all(w > 0 for _, w in parts)
 
 
 def test_gb200_72_gpu_domain(browser: Any, tmp_path: Path) -> None:

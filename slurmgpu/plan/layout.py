@@ -78,17 +78,4 @@ def expert_tp(tp: int, dp: int, cp: int, ep: int) -> int:
     return tp if ep <= 1 or (dp * cp) % ep == 0 else 1
 
 
-GROUP_KINDS = ("tp", "pp", "dp", "cp", "ep")
-
-
-def group_index(layout: Layout, rank: int) -> Dict[str, int]:
-    """Which TP group, PP stage, DP replica, CP rank and EP group a rank belongs to.
-
-    From rank_coords, so the pictures colour exactly the groups the launcher builds. An EP group
-    is the `ep` consecutive DP replicas of one (PP stage, CP rank, TP rank) that exchange tokens.
-    """
-    c = rank_coords(layout, rank)
-    ep = max(1, layout.ep)
-    ep_blocks = -(-layout.dp // ep)
-    ep_group = ((c["pp"] * ep_blocks + c["dp"] // ep) * layout.cp + c["cp"]) * layout.tp + c["tp"]
-    return {"tp": rank // layout.tp, "pp": c["pp"], "dp": c["dp"], "cp": c["cp"], "ep": ep_group}
+GROUP_KINDS = ("tp", "pp", "dp", "cp", "ep")  # the explain view's colourings; members: placement.group_index

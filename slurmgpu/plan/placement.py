@@ -72,6 +72,24 @@ def strict_kinds(groups: Mapping[str, str]) -> Tuple[str, ...]:
     return tuple(k for k in DOMAIN_KINDS if k == "tp" or groups.get(k, "enforce") == "enforce")
 
 
+def group_index(
+    layout: Layout, order: str = "megatron", etp: Optional[int] = None, kinds: Sequence[str] = KINDS
+) -> Dict[str, List[Tuple[int, int]]]:
+    """For each kind, every global rank's (group number, position inside the group), from `groups`.
+
+    One pass per kind, so a 16,384-rank picture needs no per-rank search. Raises ValueError as
+    `groups` does when EP x expert TP does not divide a stage's ranks.
+    """
+    out: Dict[str, List[Tuple[int, int]]] = {}
+    for kind in kinds:
+        where = [(0, 0)] * layout.world
+        for g, ranks in enumerate(groups(layout, kind, order, etp)):
+            for pos, r in enumerate(ranks):
+                where[r] = (g, pos)
+        out[kind] = where
+    return out
+
+
 def group_nodes(
     layout: Layout, kind: str, ranks_per_node: Optional[int] = None, order: str = "megatron", etp: Optional[int] = None
 ) -> List[List[int]]:

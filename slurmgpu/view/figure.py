@@ -10,10 +10,12 @@ nodes, showing the first node's GPUs and the count, so 16,384 GPUs stay a small 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from html import escape
 from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
-from ..plan.layout import GROUP_KINDS, Layout, group_index, tp_groups
+from ..plan.layout import GROUP_KINDS, Layout, expert_tp, tp_groups
+from ..plan.placement import group_index
 from ..site import NodeType
 
 # Colour-blind-friendly palette without red (red is kept for what is wrong).
@@ -173,6 +175,7 @@ def svg(
     for c in cross:
         crossing_ranks.update(c.ranks)
     aggregated = lay.nodes > DETAIL_NODES
+    member = membership(lay)
     top = 48
     pos: Dict[int, Tuple[int, int]] = {}  # box index -> (x, y)
     for b in range(len(geo.boxes)):
@@ -247,8 +250,10 @@ def svg(
                     'stroke-dasharray="2 2"><title>unused GPU</title></rect>' % (cx + 1, cy + 1, CELL - 2, CELL - 2)
                 )
                 continue
-            gi = group_index(lay, rank)
-            classes = ["gpu"] + ["%s%d" % (KIND_LETTER[k], gi[k] % len(PALETTE)) for k in GROUP_KINDS]
+            classes = ["gpu"] + [
+                "%s%s" % (KIND_LETTER[k], "none" if k not in member.index else member.index[k][rank] % len(PALETTE))
+                for k in GROUP_KINDS
+            ]
             bad = rank in crossing_ranks or (
                 aggregated and any(r2 in crossing_ranks for r2 in range(rank, (first + count) * gpn, gpn))
             )
@@ -256,7 +261,7 @@ def svg(
                 classes.append("x")
             if rank in marks.ranks:
                 classes.append("fail")
-            fill = RED if bad else colour("tp", gi["tp"])
+            fill = RED if bad else colour("tp", member.index["tp"][rank])
             out.append(
                 '<rect class="%s" data-rank="%d" x="%d" y="%d" width="%d" height="%d" fill="%s" '
                 'stroke="%s" stroke-width="%s"/>'
@@ -332,13 +337,41 @@ def _node_label(topo: Topology, first: int, count: int) -> str:
     return "%s-%d (x%d nodes)" % (name(first), first + count - 1, count)
 
 
+# What each colouring numbers: the group (TP, EP) or the rank's place in its group (PP stage, DP
+# replica, CP rank: the position along that axis, the same in every group of the kind).
+COLOUR_BY = {"tp": 0, "ep": 0, "pp": 1, "dp": 1, "cp": 1}
+
+
+@dataclass(frozen=True)
+class Membership:
+    """Each rank's colouring index per kind, from plan.placement.group_index (Megatron order), so the
+    picture colours exactly the groups the planner and the submit filter reason about."""
+
+    index: Dict[str, List[int]]
+    counts: Dict[str, int]
+    missing: Dict[str, str]  # kind -> why it has no groups (an EP that does not divide the ranks)
+
+
+@lru_cache(maxsize=8)
+def membership(lay: Layout) -> Membership:
+    """Expert TP as the cost model assumes it (plan.layout.expert_tp: TP, or 1 when EP does not
+    divide DP x CP), so an EP layout the planner prices is an EP layout the picture draws."""
+    etp = expert_tp(lay.tp, lay.dp, lay.cp, lay.ep)
+    index: Dict[str, List[int]] = {}
+    counts: Dict[str, int] = {}
+    missing: Dict[str, str] = {}
+    for k in GROUP_KINDS:
+        try:
+            where = group_index(lay, etp=etp, kinds=(k,))[k]
+        except ValueError as e:
+            missing[k] = str(e)
+            counts[k] = 0
+            continue
+        index[k] = [w[COLOUR_BY[k]] for w in where]
+        counts[k] = max(index[k]) + 1 if index[k] else 0
+    return Membership(index, counts, missing)
+
+
 def group_counts(lay: Layout) -> Dict[str, int]:
-    """How many groups of each kind the layout has (the legend's length)."""
-    ep = max(1, lay.ep)
-    return {
-        "tp": lay.world // lay.tp,
-        "pp": lay.pp,
-        "dp": lay.dp,
-        "cp": lay.cp,
-        "ep": lay.pp * -(-lay.dp // ep) * lay.cp * lay.tp,
-    }
+    """How many colours each kind has (the legend's length): TP/EP groups, PP stages, DP replicas, CP ranks."""
+    return dict(membership(lay).counts)

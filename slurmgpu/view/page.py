@@ -11,8 +11,9 @@ from html import escape
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..plan.layout import GROUP_KINDS, Layout
+from ..plan.memory import MemoryBreakdown, usable_gb
 from ..plan.types import Plan
-from .figure import KIND_LETTER, PALETTE, RED, Marks, Topology, crossings, group_counts, svg
+from .figure import KIND_LETTER, PALETTE, RED, Marks, Topology, crossings, group_counts, membership, svg
 
 KIND_WORDS = {
     "tp": "TP group",
@@ -66,6 +67,7 @@ def _css() -> str:
             continue  # the cells' own fill is the TP colouring
         for i, c in enumerate(PALETTE):
             rules.append("#c-%s:checked ~ .figs .%s%d{fill:%s}" % (k, KIND_LETTER[k], i, c))
+        rules.append("#c-%s:checked ~ .figs .%snone{fill:#fff}" % (k, KIND_LETTER[k]))  # no such groups
     return "\n".join(rules)
 
 
@@ -75,6 +77,13 @@ def _legend(lays: Sequence[Layout]) -> str:
     out = ['<div class="legends">']
     for k in GROUP_KINDS:
         n = counts[k]
+        why = [membership(lay).missing[k] for lay in lays if k in membership(lay).missing]
+        if why:
+            out.append(
+                '<div class="legend lg-%s"><strong class="bad">No %ss drawn</strong> (white): %s</div>'
+                % (k, KIND_WORDS[k], escape("; ".join(why)))
+            )
+            continue
         shown = min(n, len(PALETTE))
         items = "".join(
             '<span class="sw" style="background:%s"></span>%s %d%s'
@@ -162,21 +171,122 @@ def _bar(parts: Sequence[Tuple[str, float, str]], total: float, unit: str, marks
     return "\n".join(out) + "\n<p>%s</p>" % key
 
 
+MAX_STAGE_BARS = 16  # above this many stages, draw the first, the last, the most loaded and the
+# planner's own and summarise the rest (range of totals), so PP=64 stays a readable page
+
+
+def _stage_rows(plan: Plan) -> List[Tuple[str, MemoryBreakdown]]:
+    """(label, breakdown) per drawn bar; a label names the stages a bar stands for."""
+    stages = list(plan.stage_memory) or [plan.memory]
+    counts = list(plan.stage_layers)
+
+    def label(m: MemoryBreakdown) -> str:
+        layers = " (%d layers)" % counts[m.stage] if m.stage < len(counts) else ""
+        return "stage %d%s" % (m.stage, layers)
+
+    if len(stages) <= MAX_STAGE_BARS:
+        return [(label(m), m) for m in stages]
+    worst = max(stages, key=lambda m: m.total)
+    keep = sorted({0, len(stages) - 1, worst.stage, plan.memory.stage})
+    rows: List[Tuple[str, MemoryBreakdown]] = []
+    prev = -1
+    for i in keep:
+        gap = stages[prev + 1 : i]
+        if gap:
+            heaviest = max(gap, key=lambda m: m.total)  # stands for the run, so no row understates it
+            rows.append(("stages %d-%d (not drawn)" % (gap[0].stage, gap[-1].stage), heaviest))
+        rows.append((label(stages[i]), stages[i]))
+        prev = i
+    return rows
+
+
+def _stage_bars(rows: Sequence[Tuple[str, MemoryBreakdown]], capacity: float, usable: float) -> str:
+    """One stacked bar per pipeline stage on a common GB scale, with the usable and capacity lines."""
+    label_w, width, row_h, gap, top = 190.0, 600.0, 22, 6, 6
+    total = max([capacity] + [m.total for _, m in rows])
+    scale = width / total if total > 0 else 0.0
+    height = top + len(rows) * (row_h + gap) + 36
+    out = [
+        '<svg class="bar stages" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif">'
+        % (label_w + width + 50, height, label_w + width + 50, height)
+    ]
+    for n, (name, m) in enumerate(rows):
+        y = top + n * (row_h + gap)
+        drawn = not name.endswith("(not drawn)")
+        out.append(
+            '<g class="stage" data-stage="%d" data-label="%s" data-total-gb="%.6f"%s>'
+            % (m.stage, escape(name), m.total, "" if drawn else ' data-summary="1"')
+        )
+        out.append(
+            '<text x="0" y="%d" font-size="11">%s</text>'
+            % (y + 15, escape(name if drawn else "%s: up to %.1f GB" % (name, m.total)))
+        )
+        out.append(
+            '<rect x="%d" y="%d" width="%d" height="%d" fill="#eee" stroke="#999"/>' % (label_w, y, width, row_h)
+        )
+        x = label_w
+        for part, value in m.parts() if drawn else []:
+            w = value * scale
+            out.append(
+                '<rect class="part" data-part="%s" data-gb="%.6f" x="%.1f" y="%d" width="%.2f" height="%d" '
+                'fill="%s"><title>stage %d %s: %.3g GB</title></rect>'
+                % (escape(part), value, x, y, w, row_h, MEMORY_COLOURS.get(part, "#999"), m.stage, escape(part), value)
+            )
+            x += w
+        if drawn:
+            out.append(
+                '<text x="%.1f" y="%d" font-size="10">%.1f GB</text>'
+                % (min(x + 4, label_w + width - 40), y + 15, m.total)
+            )
+        out.append("</g>")
+    bottom = top + len(rows) * (row_h + gap)
+    for n, (value, text) in enumerate(((usable, "usable %.0f GB" % usable), (capacity, "capacity %.0f GB" % capacity))):
+        mx = label_w + min(value * scale, width)
+        out.append('<line x1="%.1f" y1="2" x2="%.1f" y2="%d" stroke="#000" stroke-width="1.5"/>' % (mx, mx, bottom))
+        out.append(
+            '<text x="%.1f" y="%d" font-size="10" text-anchor="middle">%s</text>'
+            % (min(mx, label_w + width - 20), bottom + 12 + 14 * n, escape(text))
+        )
+    out.append("</svg>")
+    names = [p for p in MEMORY_COLOURS if any(p == q for _, m in rows for q, _v in m.parts())]
+    key = " ".join(
+        '<span class="sw" style="display:inline-block;width:.9em;height:.9em;background:%s"></span> %s'
+        % (MEMORY_COLOURS[p], escape(p))
+        for p in names
+    )
+    return "\n".join(out) + "\n<p>%s</p>" % key
+
+
 def _memory_section(plan: Plan) -> str:
     mem = plan.memory
-    parts = [(n, v, MEMORY_COLOURS.get(n, "#999")) for n, v in mem.parts()]
-    usable = plan.capacity_gb * 0.9
+    usable = usable_gb(plan.capacity_gb)
+    rows = _stage_rows(plan)
+    pp = plan.layout.pp
+    stages = list(plan.stage_memory) or [mem]
     head = (
-        "<h2>Memory per GPU</h2><p>Pipeline stage %d (the most loaded of %d): %.1f GB of %.0f GB "
-        "(usable %.1f GB, headroom %.1f GB).</p>"
-        % (mem.stage, plan.layout.pp, mem.total, plan.capacity_gb, usable, usable - mem.total)
+        "<h2>Memory per GPU</h2><p>One bar per pipeline stage (%d stage%s). The planner ranks layouts by "
+        "stage %d: %.1f GB of %.0f GB (usable %.1f GB, headroom %.1f GB).%s</p>"
+        % (
+            pp,
+            "s" if pp != 1 else "",
+            mem.stage,
+            mem.total,
+            plan.capacity_gb,
+            usable,
+            usable - mem.total,
+            " Stages not drawn are summarised by their heaviest stage." if len(rows) < len(stages) else "",
+        )
     )
-    return head + _bar(
-        parts,
-        max(plan.capacity_gb, mem.total),
-        "GB",
-        [(usable, "usable %.0f GB" % usable), (plan.capacity_gb, "capacity")],
-    )
+    worst = max(stages, key=lambda m: m.total)
+    if worst.total > mem.total + 0.0005:
+        head += (
+            '<p class="bad">Stage %d holds %.1f GB, more than the %.1f GB of stage %d the planner checked '
+            "against the usable %.1f GB (the search evaluates only the first, the first full and the "
+            "last stage).</p>" % (worst.stage, worst.total, mem.total, mem.stage, usable)
+        )
+    if not plan.stage_memory:
+        head += "<p>Only the most loaded stage's breakdown is known for this plan.</p>"
+    return head + _stage_bars(rows, plan.capacity_gb, usable)
 
 
 def _time_section(plan: Plan) -> str:
