@@ -5,7 +5,7 @@
 # test. The local Slurm clusters (one per release) are started by the tests.
 PYTHON ?= python3
 
-.PHONY: test deps test-unit bench lint lint-format lint-ruff lint-mypy lint-vermin lint-shell lint-lua
+.PHONY: test deps test-unit bench docs-img lint lint-format lint-ruff lint-mypy lint-vermin lint-shell lint-lua
 
 test: deps
 	$(PYTHON) -m pytest -q
@@ -24,6 +24,8 @@ bench:
 	$(PYTHON) bench/filter_bench.py
 	$(PYTHON) bench/submit_bench.py
 	$(PYTHON) bench/spank_bench.py
+	$(PYTHON) bench/explain_bench.py
+	$(PYTHON) bench/replay_speed.py
 
 # `make lint` runs every check below (also after one fails) and fails if any failed; the
 # same commands are the hooks in .pre-commit-config.yaml. Tools: `make deps` (ruff, mypy and
@@ -38,6 +40,10 @@ lint:
 	  echo "== $$t"; $(MAKE) --no-print-directory $$t || failed="$$failed $$t"; done; \
 	 if [ -n "$$failed" ]; then echo "make lint: FAILED:$$failed" >&2; exit 1; fi; \
 	 echo "make lint: all checks passed"
+
+# The explain view's pictures in docs/explain.md (tests/test_explain.py checks they are current).
+docs-img:
+	$(PYTHON) -m tests.gen_explain_img
 
 lint-format:
 	$(PYTHON) -m ruff format --check --output-format concise . || { echo "run: ruff format . (see the diff with: ruff format --diff .)" >&2; exit 1; }

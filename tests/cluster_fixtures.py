@@ -17,6 +17,11 @@ Fixtures:
   Skipped when not root or Slurm is not installed, unless
   ``SLURMGPU_REQUIRE_CLUSTER=1``, which turns that into a failure.
   ``SLURMGPU_KEEP_CLUSTER=1`` keeps the cluster directory (logs) afterwards.
+* ``accounting_cluster`` (session, native release only): like ``slurm_cluster`` plus
+  slurmdbd and a private MariaDB (``sacct`` works, batch scripts and environments are
+  stored); opt-in, since it adds a few seconds of start-up.  Its own job_submit.lua is
+  swapped with ``accounting_job_submit``.  (The chroot release has no accounting: its chroot
+  would need slurmdbd and MariaDB too, which make-chroot.sh does not install.)
 * ``job_submit`` / ``cli_filter``: swap the Lua script for one test::
 
       def test_x(slurm_cluster, job_submit):
@@ -43,6 +48,8 @@ __all__ = [
     "testcluster",
     "slurm_release",
     "slurm_cluster",
+    "accounting_cluster",
+    "accounting_job_submit",
     "new_cluster",
     "job_submit",
     "cli_filter",
@@ -74,7 +81,7 @@ def _load_testcluster():
 
 
 testcluster = _load_testcluster()
-_state: dict = {"cluster": None, "summary": []}
+_state: dict = {"cluster": None, "accounting": None, "summary": []}
 RELEASES = testcluster.test_releases()
 _REPO = Path(__file__).resolve().parents[1]
 
@@ -99,11 +106,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
     setattr(item, "rep_" + report.when, report)
-    cluster = _state["cluster"]
+    names = getattr(item, "fixturenames", ())
+    cluster = _state["cluster"] if "slurm_cluster" in names else _state["accounting"]
     if (
         report.failed
         and cluster is not None
-        and "slurm_cluster" in getattr(item, "fixturenames", ())
+        and ("slurm_cluster" in names or "accounting_cluster" in names)
         and all(name != _LOG_SECTION for name, _ in report.sections)
     ):
         report.sections.append((_LOG_SECTION, cluster.logs()))
@@ -179,14 +187,53 @@ def slurm_cluster(slurm_release, new_cluster):
         )
 
 
+@pytest.fixture(scope="session")
+def accounting_cluster(tmp_path_factory):
+    """A TestCluster of the native release with slurmdbd and MariaDB (see cluster.py,
+    "Accounting"), an accept-all job_submit.lua; one per session, started on first use."""
+    release = testcluster.native_release()
+    reasons = release.missing() + testcluster.accounting_missing(release)
+    if reasons:
+        _unavailable("accounting cluster: " + "; ".join(reasons))
+    cluster = testcluster.TestCluster(
+        job_submit_lua=testcluster.ACCEPT_ALL_JOB_SUBMIT_LUA,
+        keep_dir=os.environ.get(KEEP_ENV) == "1",
+        release=release,
+        accounting=True,
+    )
+    try:
+        cluster.start()
+    except testcluster.ClusterError as e:
+        pytest.fail(f"accounting test cluster did not start: {e}", pytrace=False)
+    _state["accounting"] = cluster
+    _state["summary"].append(
+        f"slurm accounting cluster ({release.label}): up in {cluster.startup_seconds:.1f} s, "
+        f"of which {cluster.accounting_seconds:.1f} s MariaDB + slurmdbd + sacctmgr ({cluster.dir})"
+    )
+    try:
+        yield cluster
+    finally:
+        _state["accounting"] = None
+        cluster.stop()
+
+
+@pytest.fixture
+def accounting_job_submit(accounting_cluster):
+    """Like ``job_submit``, for the accounting cluster."""
+    swap = ScriptSwap(accounting_cluster.install_job_submit, testcluster.ACCEPT_ALL_JOB_SUBMIT_LUA)
+    yield swap
+    swap.restore()
+
+
 @pytest.fixture(autouse=True)
 def _slurm_cluster_cleanup(request: pytest.FixtureRequest):
     """Cancel jobs a cluster test left behind, so the next test starts with
     idle nodes.  Does nothing (and starts nothing) for other tests."""
     yield
-    cluster = _state["cluster"]
-    if cluster is not None and "slurm_cluster" in request.fixturenames:
-        cluster.cancel_all_jobs()
+    for key, name in (("cluster", "slurm_cluster"), ("accounting", "accounting_cluster")):
+        cluster = _state[key]
+        if cluster is not None and name in request.fixturenames:
+            cluster.cancel_all_jobs()
 
 
 class ScriptSwap:

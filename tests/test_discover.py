@@ -14,7 +14,7 @@ from typing import Dict, List, Optional
 import pytest
 import yaml
 from click.testing import CliRunner
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from slurmgpu.cli import main
@@ -466,6 +466,7 @@ def test_group_nodes_splits_by_cpus():
 
 
 @given(st.text(max_size=40))
+@example("A\n")  # a plain word with a final newline was written unquoted and read back without it
 def test_scalar_round_trips(s):
     assert yaml.safe_load("k: %s" % scalar(s))["k"] == s
 
@@ -524,6 +525,9 @@ def test_gpu_table_agrees_with_presets():
         ("AMD Instinct MI300X", "mi300x", 192),
         ("gh200", "gh200", 96),
         ("tesla_v100-sxm2-32gb", "v100", 32),
+        ("NVIDIA GB300", "gb300", 288),
+        ("NVIDIA B300 SXM6 AC", "b300", 270),
+        ("NVIDIA GB200", "gb200", 186),
     ],
 )
 def test_gpu_lookup(name, key, mem):
@@ -564,3 +568,64 @@ def test_cli_without_slurm_explains(tmp_path):
     env = {"PATH": str(tmp_path), "SLURM_CONF": str(tmp_path / "none.conf")}
     r = CliRunner().invoke(main, ["discover"], env=env)
     assert r.exit_code == 2 and "cannot run sinfo" in r.output
+
+
+class ProbeCluster(Replay):
+    """Replay plus srun: `probe --json` answers with a recorded GB200 tray, `probe --domain` with
+    one line per node from the racks given (tests/data/probe/gb200-rack*)."""
+
+    def __init__(self, sample, override, racks):
+        super().__init__(sample, override)
+        self.racks = racks
+
+    def run(self, argv, timeout=60.0):
+        argv = tuple(argv)
+        if argv[:1] != ("srun",):
+            return super().run(argv, timeout)
+        self.calls.append(argv)
+        if "--domain" in argv:
+            lines = []
+            for node, rack in self.racks.items():
+                d = DATA / "probe" / rack
+                lines.append(pr_domain(DirRunner(d), node))
+            return CommandResult(argv, 0, "\n".join(lines) + "\n", "")
+        node = argv[argv.index("-w") + 1]
+        d = DATA / "probe" / self.racks.get(node, "pcie-l40s")
+        pr = probe(str(d / "sys"), DirRunner(d), hostname=node, devroot=str(d / "dev"))
+        return CommandResult(argv, 0, pr.to_json(), "")
+
+
+def pr_domain(runner, node):
+    from slurmgpu.node.probe import probe_domain
+
+    return probe_domain(runner, node)
+
+
+def _gb200_cluster(racks):
+    nodes = text("22.05.8-live", "scontrol_node_o.txt").replace("gpu:h100:8", "gpu:gb200:4")
+    over = {
+        ("sinfo", "--json"): failed(("sinfo", "--json")),
+        ("scontrol", "show", "node", "-o"): CommandResult(("scontrol", "show", "node", "-o"), 0, nodes, ""),
+    }
+    return ProbeCluster("22.05.8-live", over, racks)
+
+
+def test_probe_counts_the_nvlink_domains_from_the_trays():
+    """gpu01-02 report rack1's ClusterUUID, gpu03-04 rack2's: two domains of 2 trays = 8 GPUs, measured."""
+    racks = {"gpu01": "gb200-rack1", "gpu02": "gb200-rack1", "gpu03": "gb200-rack2", "gpu04": "gb200-rack2"}
+    runner = _gb200_cluster(racks)
+    d = discover(runner, with_probe=True)
+    s = _site(d)
+    assert s.node_types["gb200x4"].nvlink_domain == 8 and s.topology == "block"
+    v = d.node_types["gb200x4"]["nvlink_domain"]
+    assert not v.todo and "2 NVLink domains" in v.comment
+    dom_calls = [c for c in runner.calls if "--domain" in c]
+    assert len(dom_calls) == 1 and "-N4" in dom_calls[0] and "--json" not in dom_calls[0]
+    assert any("gpu[01-02]" in n and "5d3c2b1a" in n for n in d.notes)
+
+
+def test_uneven_or_silent_trays_leave_the_domain_marked_todo():
+    racks = {"gpu01": "gb200-rack1", "gpu02": "gb200-rack1", "gpu03": "gb200-rack2", "gpu04": "dgx-h100"}
+    d = discover(_gb200_cluster(racks), with_probe=True)
+    v = d.node_types["gb200x4"]["nvlink_domain"]
+    assert v.todo and v.value == 8 and "no domain reported by gpu04" in v.comment

@@ -159,3 +159,23 @@ def test_refusals_say_why_and_never_blame_the_policy(results):
     for c, (kind, why) in results.items():
         if kind == "refused":
             assert why and "policy" not in why.lower(), (c, why)
+
+
+@pytest.mark.parametrize(
+    "launcher, pins, segment",
+    [
+        ("megatron", {"tp": 1, "pp": 2, "ep": 64}, 16),  # one EP group = 64 ranks = 16 trays
+        ("megatron", {"tp": 2, "pp": 2, "ep": 32}, 16),  # EP x expert-TP folds over 16 trays
+        ("torchtitan", {"tp": 1, "pp": 2, "ep": 16}, 16),  # 4-tray groups, the largest rack-sized multiple
+    ],
+)
+def test_moe_on_nvl72_gets_the_segment_of_its_expert_groups_and_check_accepts_it(launcher, pins, segment):
+    """Issue 18: the segment covers the EP groups too (not only TP), and the filter accepts it."""
+    site = _SITES["gb200-nvl72"]
+    spec = JobSpec(
+        model="deepseek-v3", task="lora", launcher=launcher, nodes=32, parallel=pins, command=COMMAND.get(launcher, ())
+    )
+    gen = J.generate(site, spec, J.search_path(None, None, site))
+    assert "#SBATCH --segment=%d" % segment in gen.script.splitlines()
+    v = check_script(site, gen.script)
+    assert v.accepted, v.messages

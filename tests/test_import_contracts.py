@@ -17,7 +17,8 @@ ROOT_MODULES = {"errors", "yamlsrc", "schema", "vocab", "cache", "stamp", "jobfi
 
 # package -> the packages it may import (root modules are always allowed, except where noted)
 ALLOWED: Dict[str, Set[str]] = {
-    "cli": {"site", "slurm", "plan", "nccl", "render", "job", "policy", "discover", "node"},
+    "cli": {"site", "slurm", "plan", "nccl", "render", "job", "policy", "discover", "node", "view"},
+    "view": {"site", "plan"},  # the explain picture: drawn from plans, layouts and site topology
     "discover": {"site", "slurm", "node", "nccl"},
     "node": {"site", "slurm", "nccl", "plan", "policy", "render"},  # render: the script's path expansion
     "job": {"site", "plan", "nccl", "render", "policy", "slurm"},
@@ -25,7 +26,7 @@ ALLOWED: Dict[str, Set[str]] = {
     "render": set(),
     "plan": {"site"},
     "nccl": {"site", "plan"},
-    "site": set(),
+    "site": {"slurm"},  # the one host-list codec for partitions.X.leaf_switches (slurm imports nothing)
     "slurm": set(),
 }
 # third-party modules only one layer may import

@@ -260,3 +260,31 @@ def test_socket_ifname_compared_with_lists_and_prefixes_from_the_site(preset, va
     nt = load_site(str(preset_dir() / (preset + ".yaml"))).node_type_of()
     found = [f for f in lint_env({"NCCL_SOCKET_IFNAME": value}, nt) if f.var == "NCCL_SOCKET_IFNAME"]
     assert (not found) == ok, found
+
+
+def test_mnnvl_settings_follow_the_site(tmp_path):
+    """GB200 preset (mnnvl: on) forces NCCL_MNNVL_ENABLE=1 on multi-node jobs; off disables MNNVL and NVLS."""
+    from slurmgpu.nccl import fabric_env
+    from slurmgpu.plan import Layout
+
+    site = load_site(str(preset_dir() / "gb200-nvl72.yaml"))
+    nt = site.node_type_of()
+    multi, single = Layout(tp=4, dp=8, nodes=8, gpus_per_node=4), Layout(tp=4, nodes=1, gpus_per_node=4)
+    assert fabric_env(nt, "torchrun", multi).get("NCCL_MNNVL_ENABLE") == "1"
+    assert fabric_env(nt, "torchrun", single).get("NCCL_MNNVL_ENABLE") is None
+    f = tmp_path / "off.yaml"
+    f.write_text('extends: gb200-nvl72\nname: gb-off\nnode_types:\n  gb200-tray:\n    mnnvl: "off"\n')
+    env = fabric_env(load_site(str(f)).node_type_of(), "torchrun", multi)
+    assert (env.get("NCCL_MNNVL_ENABLE"), env.get("NCCL_NVLS_ENABLE")) == ("0", "0")
+    h100 = load_site(str(preset_dir() / "dgx-h100.yaml")).node_type_of()
+    assert fabric_env(h100, "torchrun", Layout(tp=8, dp=2, nodes=2, gpus_per_node=8)).get("NCCL_MNNVL_ENABLE") is None
+
+
+def test_mnnvl_on_a_single_node_domain_is_a_located_error(tmp_path):
+    from slurmgpu.errors import ConfigError
+
+    f = tmp_path / "bad.yaml"
+    f.write_text('extends: dgx-h100\nname: bad\nnode_types:\n  dgx-h100:\n    mnnvl: "on"\n')
+    with pytest.raises(ConfigError) as exc:
+        load_site(str(f))
+    assert "mnnvl" in str(exc.value) and "nvlink_domain" in str(exc.value)

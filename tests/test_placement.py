@@ -80,3 +80,26 @@ def test_explicit_segment_must_hold_whole_ep_groups():
     assert layout_segment_error(nt, lay, 16) is None
     err = layout_segment_error(nt, lay, 4)
     assert err and "EP=32 needs 8-node blocks" in err
+
+
+def test_ep_set_to_warn_is_preferred_not_required(tmp_path):
+    """policy.groups.ep: warn: the planner takes a pinned EP group larger than a rack (its all-to-all
+    then runs on the NICs, which the cost model charges) and the segment keeps only TP whole; with
+    the default (enforce) the same pins are refused. Unpinned, it still picks EP inside a rack."""
+    from slurmgpu.errors import PlanError
+    from slurmgpu.site import load_site
+
+    pins = {"tp": 1, "pp": 8, "ep": 128}
+    with pytest.raises(PlanError):
+        make_plan(_gb200(256), PlanRequest(model=get_model("deepseek-v3"), nodes=256, pins=pins))
+    f = tmp_path / "warn.yaml"
+    f.write_text(
+        "extends: gb200-nvl72\nname: gb-warn\npartitions:\n  gpu:\n    node_type: gb200-tray\n    nodes: 256\n"
+        "policy:\n  groups:\n    ep: warn\n"
+    )
+    warn = load_site(str(f))
+    plan = make_plan(warn, PlanRequest(model=get_model("deepseek-v3"), nodes=256, pins=pins))
+    assert plan.layout.ep == 128 and (plan.segment is None or plan.segment <= 18)
+    assert any("EP groups may cross NVLink domains" in n for n in plan.notes)
+    free = make_plan(warn, PlanRequest(model=get_model("deepseek-v3"), nodes=256))
+    assert free.layout.tp * free.layout.ep <= 72

@@ -86,6 +86,8 @@ def test_case(case, runners):
         v.launcher or "",
         v.layout,
         slurm_version=r.site.slurm_version,
+        would=v.would,
+        shadow=(v.shadow_messages, v.shadow_warnings),
     )
     assert not found, "%s (%s)\nmessages: %s\nwarnings: %s" % (
         found,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -102,8 +103,9 @@ def test_cases_through_slurm_job_submit(tmp_path, lua_version):
         ]
         body = (
             "local parts = %s\nlocal descs = %s\nfor i = 1, #descs do\n"
-            "  local rc, msgs, log = S.submit(descs[i], parts, 1000)\n"
-            "  out({rc = rc, msgs = msgs, log = log})\nend\n" % (lua_literal(part_list(site)), lua_literal(descs))
+            "  local rc, msgs, log, audit = S.submit(descs[i], parts, 1000)\n"
+            "  out({rc = rc, msgs = msgs, log = log, audit = audit})\nend\n"
+            % (lua_literal(part_list(site)), lua_literal(descs))
         )
         results = run_lua(tmp_path / site.name, body, render_filter(site, "job_submit"), lua=lua_version)
         assert len(results) == len(cases)
@@ -114,6 +116,10 @@ def test_cases_through_slurm_job_submit(tmp_path, lua_version):
             assert all(m.startswith("slurmgpu: ") for m in res["msgs"])
             tagged = [line for line in res["log"] if "slurmgpu-filter:" in line]
             assert len(tagged) == 1 and ("decision=%s" % decision) in tagged[0], res["log"]
+            if c.would == "reject":  # shadow: the would-be verdict is in the log line and the token
+                assert " verdict=shadow-reject" in tagged[0] or " verdict=reject" in tagged[0], tagged
+            if decision == "accept":
+                assert re.search(r"(^| )slurmgpu=[a-z-]+", res["audit"] or ""), res
             assert not any(line.startswith("error") for line in res["log"]), res["log"]
             checked += 1
     assert checked == len(CASES)

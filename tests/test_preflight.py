@@ -527,3 +527,136 @@ def test_preflight_thresholds_default_to_the_site_models_one_place():
     assert site.preflight == d
     src = Path(PF.__file__).read_text()
     assert "0.7" not in src and "10.0" not in src
+
+
+# -- multi-node NVLink (GB200 NVL72): NVLink domain per node, IMEX, groups across nodes ----------
+
+RACK1 = os.path.join(PROBE, "gb200-rack1")
+RACK2 = os.path.join(PROBE, "gb200-rack2")
+NO_IMEX = os.path.join(PROBE, "gb200-rack1-noimex")
+MULTI = {"SLURM_NODEID": "1", "SLURM_JOB_NUM_NODES": "4"}
+
+
+def nvl_facts(d, node):
+    return probe(
+        sysfs=os.path.join(d, "sys"),
+        runner=pf.FixtureRunner(d),
+        hostname=node,
+        net_reader=read_net_sysfs,
+        devroot=os.path.join(d, "dev"),
+    )
+
+
+def nvl_report(site, d, node, env=MULTI):
+    return pf.run_checks(site, nvl_facts(d, node), env, NO_CONTAINER, node=node)
+
+
+@pytest.fixture(scope="module")
+def gb200():
+    return preset("gb200-nvl72")
+
+
+def test_gb200_tray_passes_and_reports_its_nvlink_domain(gb200):
+    rep = nvl_report(gb200, RACK1, "gb01")
+    assert rep.ok, [r for r in rep.results if r.status != "ok"]
+    assert rep.nvlink_clique == "5d3c2b1a-9e8f-4a7b-8c6d-1e2f3a4b5c6d/32766"
+    assert [r.status for r in rows(rep, "imex")] == ["ok"]
+    # the record carries it to the aggregation step
+    back = pf.parse_records(rep.record().splitlines()).reports[0]
+    assert back.nvlink_clique == rep.nvlink_clique
+
+
+def test_missing_imex_channel_fails_a_multi_node_job_only(gb200, tmp_path):
+    rep = nvl_report(gb200, NO_IMEX, "gb02")
+    (r,) = rows(rep, "imex")
+    assert r.status == "fail" and "switch/nvidia_imex" in r.fix and not rep.ok
+    single = nvl_report(gb200, NO_IMEX, "gb02", env={"SLURM_NODEID": "0", "SLURM_JOB_NUM_NODES": "1"})
+    assert rows(single, "imex") == []
+    site_file = tmp_path / "auto.yaml"
+    site_file.write_text("extends: gb200-nvl72\nname: gb-auto\nnode_types:\n  gb200-tray:\n    mnnvl: auto\n")
+    (r,) = rows(nvl_report(load_site(str(site_file)), NO_IMEX, "gb02"), "imex")
+    assert r.status == "warn" and "falls back to the network" in r.fix
+
+
+def test_fabric_not_ready_warns_with_the_state(gb200, tmp_path):
+    d = tmp_path / "tray"
+    shutil.copytree(RACK1, str(d))
+    q = d / "nvidia-smi-q.txt"
+    q.write_text(
+        q.read_text().replace(
+            "State                             : Completed", "State                             : In Progress", 1
+        )
+    )
+    rep = nvl_report(gb200, str(d), "gb03")
+    (r,) = rows(rep, "nvl-domain")
+    assert r.status == "warn" and "In Progress" in r.found and rep.nvlink_clique == ""
+
+
+def _agg(gb200, placement):
+    reports = [nvl_report(gb200, d, n) for n, d in placement]
+    return pf.Aggregate(reports=reports)
+
+
+STAMP = {
+    "site": "gb200-nvl72",
+    "tp": "2",
+    "pp": "1",
+    "dp": "8",
+    "cp": "1",
+    "ep": "4",
+    "nodes": "4",
+    "gpus_per_node": "4",
+}
+
+
+def test_ep_groups_inside_one_rack_pass(gb200):
+    agg = _agg(gb200, [("gb01", RACK1), ("gb02", RACK1), ("gb03", RACK2), ("gb04", RACK2)])
+    # EP=4 x expert TP=2: 8-rank blocks = 2 trays: gb01+gb02, gb03+gb04, each in one rack
+    assert pf.check_domain_groups(agg, gb200, STAMP, ["gb01", "gb02", "gb03", "gb04"]) == []
+
+
+def test_ep_group_across_racks_fails_per_site_policy(gb200, tmp_path):
+    agg = _agg(gb200, [("gb01", RACK1), ("gb02", RACK2), ("gb03", RACK1), ("gb04", RACK2)])
+    (r,) = pf.check_domain_groups(agg, gb200, STAMP, ["gb01", "gb02", "gb03", "gb04"])
+    assert r.status == "fail" and r.check == "nvl-domain" and r.node == "gb[01-04]"
+    assert r.found.startswith("4 of 4 EP groups span NVLink domains") and "--segment=18" in r.fix
+    agg.job = [r]
+    assert not agg.ok and "gb[01-04]" in pf.render_table(agg).splitlines()[0]
+    site_file = tmp_path / "warn.yaml"
+    site_file.write_text("extends: gb200-nvl72\nname: gb-warn\npolicy:\n  groups:\n    ep: warn\n")
+    (w,) = pf.check_domain_groups(agg, load_site(str(site_file)), STAMP, ["gb01", "gb02", "gb03", "gb04"])
+    assert w.status == "warn"
+    # TP=2 stays inside a tray: no TP row either way
+    assert all("EP" in x.found for x in (r, w))
+
+
+def test_node_without_domain_report_is_a_warning_not_a_pass(gb200, tmp_path):
+    d = tmp_path / "tray"
+    shutil.copytree(RACK1, str(d))
+    q = d / "nvidia-smi-q.txt"
+    q.write_text(q.read_text().replace("5d3c2b1a-9e8f-4a7b-8c6d-1e2f3a4b5c6d", "N/A"))
+    agg = _agg(gb200, [("gb01", RACK1), ("gb02", str(d))])
+    stamp = dict(STAMP, dp="4", nodes="2")
+    (r,) = pf.check_domain_groups(agg, gb200, stamp, ["gb01", "gb02"])
+    assert r.status == "warn" and r.node == "gb02"
+
+
+def test_cli_aggregate_with_stamp_rejects_ep_across_racks(tmp_path):
+    nodes = {"gb01": "gb200-rack1", "gb02": "gb200-rack2", "gb03": "gb200-rack1", "gb04": "gb200-rack2"}
+    (tmp_path / "nodes.json").write_text(json.dumps({n: os.path.join(PROBE, d) for n, d in nodes.items()}))
+    recs = []
+    for i, node in enumerate(nodes):
+        env = {
+            pf.FIXTURE_ENV: str(tmp_path),
+            "SLURMD_NODENAME": node,
+            "SLURM_NODEID": str(i + 1),
+            "SLURM_JOB_NUM_NODES": "4",
+        }
+        p = cli("preflight", "--site", "gb200-nvl72", "--container-runtime", "none", "--record", env=env)
+        assert p.returncode == 0, p.stdout + p.stderr
+        recs.append(p.stdout)
+    stamp = "# slurmgpu: site=gb200-nvl72 tp=2 pp=1 dp=8 cp=1 ep=4 nodes=4 gpus_per_node=4"
+    p = cli("preflight", "--aggregate", "-", "--nodes", "gb[01-04]", "--stamp", stamp, stdin="".join(recs))
+    assert p.returncode == 1 and "nvl-domain" in p.stdout and "EP groups span" in p.stdout
+    p = cli("preflight", "--aggregate", "-", "--nodes", "gb[01-04]", stdin="".join(recs))
+    assert p.returncode == 0, p.stdout

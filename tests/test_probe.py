@@ -302,3 +302,43 @@ def test_probe_and_site_share_one_nic_type():
     assert P.Nic is S.Nic
     r = probed("dgx-h100")
     assert all(isinstance(n, S.Nic) for n in r.nics)
+
+
+# -- the Fabric section (multi-node NVLink: GB200 NVL72) ---------------------------------------
+
+
+def test_gb200_fabric_section_gives_the_nvlink_domain():
+    d = PROBE / "gb200-rack1"
+    gpus = parse_nvidia_smi_q((d / "nvidia-smi-q.txt").read_text())
+    assert [(g.fabric_state, g.fabric_status, g.clique_id) for g in gpus] == [("Completed", "Success", "32766")] * 4
+    assert {g.cluster_uuid for g in gpus} == {"5d3c2b1a-9e8f-4a7b-8c6d-1e2f3a4b5c6d"}
+    r = probe(str(d / "sys"), DirRunner(d), hostname="gb01", devroot=str(d / "dev"))
+    assert r.nvlink_clique == "5d3c2b1a-9e8f-4a7b-8c6d-1e2f3a4b5c6d/32766" and r.imex_channels == ("channel0",)
+    assert "ClusterUUID/CliqueId" in describe(r)
+    other = probe(str(PROBE / "gb200-rack2" / "sys"), DirRunner(PROBE / "gb200-rack2"), hostname="gb19")
+    assert other.nvlink_clique and other.nvlink_clique != r.nvlink_clique
+    assert any("no IMEX channel" in m for m in other.missing)  # devroot /dev here has none
+
+
+def test_nodes_without_multi_node_nvlink_report_no_domain(tmp_path):
+    assert probed("dgx-h100").nvlink_clique is None  # no Fabric section at all (driver 535 fixture)
+    d = tmp_path / "n"
+    shutil.copytree(PROBE / "gb200-rack1", d)
+    q = d / "nvidia-smi-q.txt"
+    text = q.read_text()
+    # single-node NVSwitch systems: N/A, or an all-zero ClusterUUID
+    for uuid in ("N/A", "00000000-0000-0000-0000-000000000000"):
+        q.write_text(text.replace("5d3c2b1a-9e8f-4a7b-8c6d-1e2f3a4b5c6d", uuid))
+        r = probe(str(d / "sys"), DirRunner(d), hostname="x", devroot=str(d / "dev"))
+        assert r.nvlink_clique is None and not any("NVLink" in m for m in r.missing)
+
+
+def test_gpus_disagreeing_on_the_domain_is_a_note(tmp_path):
+    d = tmp_path / "n"
+    shutil.copytree(PROBE / "gb200-rack1", d)
+    q = d / "nvidia-smi-q.txt"
+    text = q.read_text()
+    last = text.rfind("CliqueId                          : 32766")
+    q.write_text(text[:last] + text[last:].replace(": 32766", ": 7", 1))
+    r = probe(str(d / "sys"), DirRunner(d), hostname="x", devroot=str(d / "dev"))
+    assert r.nvlink_clique is None and any("different NVLink domains" in m for m in r.missing)

@@ -50,7 +50,10 @@ def test_repair_sets_the_segment_and_says_so(tmp_path, lua_version):  # noqa: F8
     res = _submit(tmp_path, _site(tmp_path, "25.11"), True, lua_version)
     assert res["rc"] == 0, res
     assert res["seg"] == 16
-    assert res["note"] == "slurmgpu: set --segment=16 (model-parallel groups inside one NVLink domain)"
+    # the repair note, then the audit token (the verdict is a warning: the job was repaired)
+    note, token = res["note"].split(" slurmgpu=", 1)
+    assert note == "slurmgpu: set --segment=16 (model-parallel groups inside one NVLink domain)"
+    assert token.startswith("warn:ep-needs-segment"), token
     assert any("repaired: this cluster set --segment=16" in m for m in res["msgs"]), res["msgs"]
 
 

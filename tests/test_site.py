@@ -137,7 +137,7 @@ def test_preset_loads_and_is_consistent(name: str):
         nt = s.node_types[p.node_type]
         assert 1 <= p.max_nodes_per_job <= p.nodes
         assert nt.fabric in FABRICS and nt.link in LINKS
-        assert 0 < nt.gpu_memory_gb <= 200 and 0 < nt.bf16_tflops <= 5000
+        assert 0 < nt.gpu_memory_gb <= 300 and 0 < nt.bf16_tflops <= 5000  # B300 / GB300: 288 GB HBM3e
         # the NVLink domain tiles the node or a whole number of nodes
         assert nt.gpus % nt.nvlink_domain == 0 or nt.nvlink_domain % nt.gpus == 0
         if nt.domain_nodes > 1:
@@ -704,7 +704,7 @@ def test_bad_policy_mode(tmp_path):
             text,
             "mode: enforced",
             "policy.mode",
-            "must be one of enforce, warn, off, got 'enforced' (did you mean 'enforce'?)",
+            "must be one of enforce, warn, shadow, off, got 'enforced' (did you mean 'enforce'?)",
         )
     ]
 
@@ -716,7 +716,13 @@ def test_bad_partition_policy_and_launcher_policy(tmp_path):
     )
     path = write(tmp_path, text)
     assert issues_of(path) == [
-        at(path, text, "policy: strict", "partitions.gpu.policy", "must be one of enforce, warn, off, got 'strict'"),
+        at(
+            path,
+            text,
+            "policy: strict",
+            "partitions.gpu.policy",
+            "must be one of enforce, warn, shadow, off, got 'strict'",
+        ),
         at(
             path,
             text,
@@ -725,7 +731,7 @@ def test_bad_partition_policy_and_launcher_policy(tmp_path):
             "unknown launcher; expected one of: "
             "torchrun, srun, megatron, deepspeed, nemo, torchtitan, accelerate, vllm, sglang",
         ),
-        at(path, text, "vllm", "policy.launchers.vllm", "must be one of enforce, warn, off, got 'never'"),
+        at(path, text, "vllm", "policy.launchers.vllm", "must be one of enforce, warn, shadow, off, got 'never'"),
     ]
 
 

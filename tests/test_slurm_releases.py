@@ -229,6 +229,35 @@ def test_admin_topology_loads_in_slurmctld(nvl):
         assert m and sorted(parse_hostlist(m.group(1))) == list(members), out
 
 
+def test_admin_topology_diff_against_the_live_cluster(nvl):
+    """`admin topology --diff` reads `scontrol show topology` from the running slurmctld: the file it
+    was started with matches (exit 0); racks cut differently are named (exit 1)."""
+    cluster, site, blocks = nvl
+    if cluster.release.version_tuple >= BLOCK_TOPOLOGY_FROM:
+        same = ["--site", str(NVL_SITE), "--nodes", "nvl[01-08]"]
+        other = ["--site", str(NVL_SITE), "--nodes", "nvl[05-08],nvl[01-04]"]
+    else:
+        same = ["--form", "tree"] + ["--switch=%s=%s" % (b, ",".join(m)) for b, m in blocks.items()]
+        other = ["--form", "tree", "--switch=rack1=nvl[01-02]", "--switch=rack2=nvl[03-08]"]
+    env = cluster.env
+    p = subprocess.run(
+        [sys.executable, "-m", "slurmgpu.cli", "admin", "topology", *same, "--diff"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert p.returncode == 0 and "matches the site" in p.stdout, p.stdout + p.stderr
+    p = subprocess.run(
+        [sys.executable, "-m", "slurmgpu.cli", "admin", "topology", *other, "--diff"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert p.returncode == 1 and "rack1: site" in p.stdout, p.stdout + p.stderr
+
+
 def test_block_topology_comes_from_the_site(nvl):
     cluster, site, blocks = nvl
     if cluster.release.version_tuple < BLOCK_TOPOLOGY_FROM:

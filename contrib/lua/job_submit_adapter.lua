@@ -174,10 +174,33 @@ local function repair_segment(desc, v)
   pcall(function() desc.admin_comment = prev and (prev .. "; " .. note) or note end)
 end
 
+-- The audit trail: the verdict token appended to the job's AdminComment (`sacct -o
+-- AdminComment`), after whatever the site (or an earlier plugin) put there, which is kept; an
+-- earlier slurmgpu token is replaced. A rejected job gets no record, so it is not written then.
+local AUDIT_OLD = "slurmgpu=[%w%-_:,+]*"
+local ADMIN_COMMENT_MAX = 1024 -- a site's own text longer than this is kept, the token not added
+
+local function audit(desc, v)
+  if v.code ~= SUCCESS then return end
+  local old = get(desc, "admin_comment")
+  if type(old) ~= "string" then old = "" end
+  old = string.gsub(string.gsub(old, "%s*" .. AUDIT_OLD, ""), "^%s+", "")
+  if #old > ADMIN_COMMENT_MAX then
+    log(TAG .. " warning admin-comment: the job's AdminComment is over " .. ADMIN_COMMENT_MAX
+      .. " bytes; the verdict token was not added")
+    return
+  end
+  local token = P.audit_token(v)
+  local new = old == "" and token or (old .. " " .. token)
+  local ok, err = pcall(function() desc.admin_comment = new end)
+  if not ok then log(TAG .. " warning admin-comment: cannot set AdminComment: " .. P.clean(err, 200)) end
+end
+
 local function submit(desc, part_list, uid)
   local v, job = evaluate_desc(desc, part_list, uid)
   repair_segment(desc, v)
   log(P.log_line(v, job))
+  audit(desc, v)
   log_unknown(v)
   for i = 1, #v.messages do user(v.messages[i]) end
   for i = 1, #v.warnings do user(v.warnings[i]) end

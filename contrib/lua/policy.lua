@@ -639,7 +639,9 @@ end
 ---------------------------------------------------------------------------
 -- The rules
 
-local LENIENCY = {enforce = 1, warn = 2, off = 3}
+-- shadow judges like enforce but tells the user nothing (the would-be verdict goes to the log
+-- and the audit token): quieter than warn, stricter than off.
+local LENIENCY = {enforce = 1, warn = 2, shadow = 3, off = 4}
 local check_domain_groups
 
 local function mode_for(topo, part, launcher, pname)
@@ -1025,7 +1027,7 @@ end
 local function new_verdict()
   return {decision = "accept", code = 0, messages = {}, warnings = {}, layout = {tp = 1, pp = 1, cp = 1, ep = 1},
           source = "none", launcher = "", partitions = {}, rules = {}, mode = "enforce", exempt = false,
-          unknown_partitions = {}, notes = {}}
+          unknown_partitions = {}, notes = {}, shadow_messages = {}, shadow_warnings = {}, would = "accept"}
 end
 
 -- Whether the job asks for GPUs in any form (an unreadable GPU request counts).
@@ -1174,6 +1176,8 @@ function P.evaluate(job, topo)
               " (repaired: this cluster set --segment=%d for the job)", f.repair))
           elseif f.sev == "reject" and fmode == "enforce" then
             push_unique(v.messages, seen_m, f.text)
+          elseif fmode == "shadow" then
+            push_unique(f.sev == "reject" and v.shadow_messages or v.shadow_warnings, seen_w, f.text)
           elseif f.sev == "reject" then
             push_unique(v.warnings, seen_w, f.text .. format(" (not enforced: warn-only for %s)", fwhy))
           else
@@ -1193,28 +1197,35 @@ function P.evaluate(job, topo)
     end
   end
   v.mode = strictest or "off"
+  local wlist = v.mode == "shadow" and v.shadow_warnings or v.warnings -- notes below: to the user or not
   local L = ctx.layouts[1] or layout_for(det, nil)
   v.layout = {tp = L.tp, pp = L.pp, cp = L.cp, ep = L.ep, dp = L.dp}
   -- notes about the detection itself
   if det.source == "stamp" and det.stamp.site and topo.site and det.stamp.site ~= topo.site then
-    push_unique(v.warnings, seen_w, format("slurmgpu: the script was generated for site '%s' but this cluster is '%s'.",
+    push_unique(wlist, seen_w, format("slurmgpu: the script was generated for site '%s' but this cluster is '%s'.",
       det.stamp.site, clean(topo.site, 64)))
   end
   if det.source ~= "flags" and det.values.tp then
     local ft = max_of(det.values.tp, L.tp)
     if ft and ft ~= L.tp then
-      push_unique(v.warnings, seen_w, format(
+      push_unique(wlist, seen_w, format(
         "slurmgpu: the script's launcher flags say TP=%d but the %s says TP=%d; the filter checks TP=%d.",
         ft, det.source == "stamp" and "slurmgpu stamp" or "SLURMGPU_TP environment variable", L.tp, L.tp))
     end
   end
   if #det.unreadable > 0 and #v.partitions > 0 and v.mode ~= "off" then
-    push_unique(v.warnings, seen_w, format("slurmgpu: could not read the value of '%s'; the filter did not check it.",
+    push_unique(wlist, seen_w, format("slurmgpu: could not read the value of '%s'; the filter did not check it.",
       det.unreadable[1]))
   end
   if #v.messages > 0 then
     v.decision = "reject"
     v.code = P.REJECT_CODE
+  end
+  -- what the job would have got with its shadow partitions enforced
+  if #v.messages > 0 or #v.shadow_messages > 0 then
+    v.would = "reject"
+  elseif #v.warnings > 0 or #v.shadow_warnings > 0 then
+    v.would = "warn"
   end
   return v
 end
@@ -1257,7 +1268,40 @@ function P.log_line(v, job)
   parts[#parts + 1] = "rules=" .. (#v.rules > 0 and concat(v.rules, ",") or "-")
   if v.exempt then parts[#parts + 1] = "exempt=" .. gsub(tostring(v.exempt_reason), " ", ":") end
   if v.internal_error then parts[#parts + 1] = "internal-error=" .. v.internal_error end
+  parts[#parts + 1] = "verdict=" .. P.verdict_word(v)
   return concat(parts, " ")
+end
+
+-- The one-word verdict of the audit trail (AdminComment, log lines, `slurmgpu admin stats`):
+-- ok | warn | reject | shadow-warn | shadow-reject | exempt | error.
+function P.verdict_word(v)
+  if type(v) ~= "table" then return "error" end
+  if v.internal_error then return "error" end
+  if v.exempt then return "exempt" end
+  if v.decision == "reject" then return "reject" end
+  local sm, sw = v.shadow_messages or {}, v.shadow_warnings or {}
+  if #sm > 0 then return "shadow-reject" end
+  if #(v.warnings or {}) > 0 then return "warn" end
+  if #sw > 0 then return "shadow-warn" end
+  return "ok"
+end
+
+-- "slurmgpu=<verdict>[:<rule>,...]" for the job's AdminComment: at most P.AUDIT_MAX bytes, rule
+-- ids cut at a comma ("+" marks the cut).
+P.AUDIT_MAX = 96
+function P.audit_token(v)
+  local word = P.verdict_word(v)
+  local token = "slurmgpu=" .. word
+  local rules = type(v) == "table" and v.rules or {}
+  if word == "ok" or word == "exempt" or word == "error" or #rules == 0 then return token end
+  token = token .. ":"
+  for i = 1, #rules do
+    local r = gsub(clean(rules[i], 40), "[^%w%-_]", "")
+    local piece = (i > 1 and "," or "") .. r
+    if #token + #piece > P.AUDIT_MAX - 1 then return token .. "+" end
+    token = token .. piece
+  end
+  return token
 end
 
 return P

@@ -132,11 +132,12 @@ function S.verdict(desc, parts, uid)
 end
 
 -- What slurmctld would get: slurm_job_submit's return value and the user messages.
+-- The fourth value is the AdminComment the filter left on the job_desc (nil: none).
 function S.submit(desc, parts, uid)
   S.reset()
   S.last_desc = S.job_desc(desc) -- what the controller keeps (segment_size, admin_comment written)
   local rc = slurm_job_submit(S.last_desc, S.part_list(parts), uid)
-  return rc, S.user_msgs, S.log
+  return rc, S.user_msgs, S.log, S.last_desc.admin_comment
 end
 
 ---------------------------------------------------------------------------
@@ -179,12 +180,19 @@ local function json(v)
 end
 S.json = json
 
+-- The filter's audit words (policy.lua's P, reached through the global the adapter sets).
+-- (nil when only policy.lua is loaded, without an adapter)
+local function P_word(v) return slurmgpu_filter and slurmgpu_filter.policy.verdict_word(v) end
+local function P_token(v) return slurmgpu_filter and slurmgpu_filter.policy.audit_token(v) end
+
 -- Verdict fields that leave Lua (plain data only).
 function S.export(v)
   return {decision = v.decision, code = v.code, messages = v.messages, warnings = v.warnings,
           layout = v.layout, source = v.source, launcher = v.launcher, partitions = v.partitions,
           rules = v.rules, mode = v.mode, exempt = v.exempt, internal_error = v.internal_error,
-          unknown_partitions = v.unknown_partitions, notes = v.notes, repair_segment = v.repair_segment}
+          unknown_partitions = v.unknown_partitions, notes = v.notes, repair_segment = v.repair_segment,
+          shadow_messages = v.shadow_messages, shadow_warnings = v.shadow_warnings, would = v.would,
+          verdict = P_word(v), audit = P_token(v)}
 end
 
 slurmgpu_stub = S

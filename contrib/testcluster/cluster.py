@@ -20,8 +20,19 @@ The nodes claim their CPUs, memory and GPUs through
 ``SlurmdParameters=config_overrides``; each GPU is a character device
 ``<dir>/dev/nvidiaN`` (a copy of /dev/null: slurmd ignores plain files) named
 in gres.conf, so jobs get a real ``CUDA_VISIBLE_DEVICES``.  No cgroups (``proctrack/linuxproc``,
-``task/none``), no accounting, ``select/cons_tres`` with ``CR_Core``.
+``task/none``), no accounting (unless ``accounting=True``, below), ``select/cons_tres`` with ``CR_Core``.
 Node names are added to /etc/hosts as 127.0.0.1 (needed for MASTER_ADDR).
+
+Accounting (``accounting=True``, native release only): a private MariaDB
+(``<dir>/mysql/data``, a copy of a pristine data directory ``mariadb-install-db`` makes once
+per MariaDB version in the chroot cache directory, ``mariadbd --user=mysql``
+on a random loopback port, never the system service) and ``slurmdbd`` with its
+own ``slurmdbd.conf`` (mode 600) are started before slurmctld, which then runs
+``AccountingStorageType=accounting_storage/slurmdbd`` with
+``AccountingStoreFlags=job_script,job_env``; the cluster, the account
+``research`` and the users ``root`` and ``nobody`` are created with
+``sacctmgr -i``.  It costs a few seconds of start-up (``accounting_seconds``),
+so only clusters that ask for it pay it.
 
 ``job_submit.lua`` and ``cli_filter.lua`` live next to slurm.conf.  They are
 enabled only when their text is given to the constructor, because an
@@ -367,6 +378,22 @@ class _Node:
     gpu_type: str
     gpus: int
     features: Tuple[str, ...]
+
+
+ACCOUNTING_BINARIES = ("slurmdbd", "mariadbd", "mariadb-install-db", "mariadb", "sacct", "sacctmgr")
+ACCOUNTING_ACCOUNT = "research"
+ACCOUNTING_USERS = ("root", "nobody")
+
+
+def accounting_missing(release: Optional[Release] = None) -> List[str]:
+    """Reasons a cluster of ``release`` cannot run with accounting (empty when it can)."""
+    release = release or Release("native", "")
+    if release.root is not None:
+        return [f"accounting (slurmdbd + MariaDB) runs on the native release only, not the {release.name} chroot"]
+    missing = [b for b in ACCOUNTING_BINARIES if not _which(b)]
+    if missing:
+        return ["not installed: " + ", ".join(missing) + " (run contrib/testcluster/install-deps.sh)"]
+    return []
 
 
 def missing_prerequisites(release: Optional[Release] = None) -> List[str]:
@@ -716,8 +743,13 @@ class TestCluster:
         topology_blocks: Optional[Mapping[str, Sequence[str]]] = None,
         block_sizes: Sequence[int] = (),
         topology_conf: Optional[Tuple[str, str]] = None,
+        accounting: bool = False,
     ) -> None:
         self.release = release or native_release()
+        self.accounting = accounting
+        self.dbd_port = 0
+        self.db_port = 0
+        self.accounting_seconds: Optional[float] = None
         # host directories a chroot release sees at the same path: read-only,
         # read-write (the base directory always is)
         self.shared_paths = tuple(str(Path(p).resolve()) for p in shared_paths)
@@ -803,6 +835,15 @@ class TestCluster:
         return self.log_dir / f"slurmd-{node}.log"
 
     @property
+    def dbd_conf_path(self) -> Path:
+        return self.conf_dir / "slurmdbd.conf"
+
+    @property
+    def mysql_dir(self) -> Path:
+        """MariaDB's directory (owned by mysql): data/, the socket, the error log."""
+        return self._require_dir() / "mysql"
+
+    @property
     def bin_dir(self) -> Optional[Path]:
         """For a chroot release: wrappers that run its clients (sbatch, srun,
         ...) in the chroot, first in ``env``'s PATH; None for the native one."""
@@ -846,7 +887,7 @@ class TestCluster:
         slurmd; return once ``sinfo`` shows every node idle."""
         if self.dir is not None:
             raise ClusterError("the test cluster is already started")
-        reasons = self.release.missing()
+        reasons = self.release.missing() + (accounting_missing(self.release) if self.accounting else [])
         if reasons:
             raise ClusterError("; ".join(reasons))
         t0 = time.monotonic()
@@ -855,9 +896,9 @@ class TestCluster:
         self.dir = Path(tempfile.mkdtemp(prefix="sgtc-", dir=self._base_dir))
         try:
             os.chmod(self.dir, 0o755)
-            ports = _free_ports(1 + len(self.nodes))
-            self.ctld_port = ports[0]
-            self.node_ports = dict(zip(self.nodes, ports[1:]))
+            ports = _free_ports(3 + len(self.nodes))
+            self.ctld_port, self.dbd_port, self.db_port = ports[:3]
+            self.node_ports = dict(zip(self.nodes, ports[3:]))
             self._write_config()
             self._ensure_hosts()
             if not self.in_chroot:
@@ -879,13 +920,17 @@ class TestCluster:
         if self.pids.get("slurmctld") and _pid_alive(self.pids["slurmctld"]):
             self._cancel_all_jobs(wait=5.0)
         self._kill_job_processes()
-        for pid in self.pids.values():
-            self._signal(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for pid in self.pids.values():
-            if not self._wait_exit(pid, deadline):
-                self._signal(pid, signal.SIGKILL)
-                self._wait_exit(pid, time.monotonic() + 5)
+        # slurmctld and slurmd first, then slurmdbd (they talk to it), then the database
+        last = ("slurmdbd", "mariadbd")
+        groups = [[p for n, p in self.pids.items() if n not in last]] + [[self.pids[n]] for n in last if n in self.pids]
+        for group in groups:
+            for pid in group:
+                self._signal(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            for pid in group:
+                if not self._wait_exit(pid, deadline):
+                    self._signal(pid, signal.SIGKILL)
+                    self._wait_exit(pid, time.monotonic() + 5)
         self._kill_job_processes()
         self._stop_munged()
         self._stop_supervisor()
@@ -1076,6 +1121,10 @@ class TestCluster:
         if self.dir is None:
             return "<test cluster not running>"
         parts = [f"== test cluster {self.dir} (SLURM_CONF={self.conf_path})"]
+        if self.accounting:
+            for path in (self.log_dir / "slurmdbd.log", self.mysql_dir / "mysqld.err"):
+                if path.exists() and path.stat().st_size:
+                    parts.append(f"== {path.name} last {node_lines} lines:\n" + _tail(path, node_lines))
         daemons = [("slurmctld", self.ctld_log_path, lines)] + [
             (node, self.slurmd_log_path(node), node_lines) for node in self.nodes
         ]
@@ -1142,7 +1191,7 @@ class TestCluster:
             # Start batch jobs at once (default: up to 3 s delay).
             "SchedulerParameters=batch_sched_delay=0",
             "GresTypes=gpu",
-            "AccountingStorageType=accounting_storage/none",
+            *self._accounting_lines(),
             "JobAcctGatherType=jobacct_gather/none",
             "JobCompType=jobcomp/none",
             "PropagateResourceLimits=NONE",
@@ -1199,6 +1248,8 @@ class TestCluster:
         if self.extra_config:
             lines.append(self.extra_config)
         (d / "etc" / "slurm.conf").write_text("\n".join(lines) + "\n")
+        if self.accounting:
+            self._write_dbd_config()
         (d / "etc" / "gres.conf").write_text("\n".join(gres) + "\n")
         (d / "etc" / "cgroup.conf").write_text(self._cgroup_conf())
         if self.topology_conf:
@@ -1208,6 +1259,106 @@ class TestCluster:
             if self.block_sizes:
                 topo.append("BlockSizes=" + ",".join(map(str, self.block_sizes)))
             (d / "etc" / "topology.conf").write_text("\n".join(topo) + "\n")
+
+    def _accounting_lines(self) -> List[str]:
+        if not self.accounting:
+            return ["AccountingStorageType=accounting_storage/none"]
+        return [
+            "AccountingStorageType=accounting_storage/slurmdbd",
+            "AccountingStorageHost=127.0.0.1",
+            f"AccountingStoragePort={self.dbd_port}",
+            "AccountingStoreFlags=job_script,job_env",
+        ]
+
+    def _write_dbd_config(self) -> None:
+        """slurmdbd.conf (mode 600, owned by SlurmUser, as slurmdbd demands) and MariaDB's
+        directory (owned by mysql)."""
+        d = self._require_dir()
+        text = "\n".join(
+            [
+                "# Generated by contrib/testcluster/cluster.py",
+                "AuthType=auth/munge",
+                "DbdHost=localhost",
+                "DbdAddr=127.0.0.1",
+                f"DbdPort={self.dbd_port}",
+                "SlurmUser=root",
+                f"DebugLevel={self.debug_level}",
+                f"LogFile={self.log_dir / 'slurmdbd.log'}",
+                f"PidFile={d / 'run' / 'slurmdbd.pid'}",
+                "StorageType=accounting_storage/mysql",
+                "StorageHost=127.0.0.1",
+                f"StoragePort={self.db_port}",
+                "StorageUser=root",
+                "StorageLoc=slurm_acct_db",
+                "",
+            ]
+        )
+        fd = os.open(self.dbd_conf_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        uid, gid = _user_ids("mysql")
+        self.mysql_dir.mkdir(mode=0o750)
+        os.chown(self.mysql_dir, uid, gid)
+
+    # MariaDB sized for a test: small log and buffer pool, no binary log, no performance schema
+    _MARIADB_OPTS = (
+        "--skip-name-resolve",
+        "--innodb-log-file-size=4M",
+        "--innodb-buffer-pool-size=16M",
+        "--innodb-data-file-path=ibdata1:4M:autoextend",
+    )
+
+    def _start_accounting(self) -> None:
+        """A private mariadbd and slurmdbd (children of the supervisor), then the cluster's
+        associations; before slurmctld, which registers with slurmdbd at start-up."""
+        t0 = time.monotonic()
+        m = self.mysql_dir
+        data = m / "data"
+        _mariadb_datadir(data, self._MARIADB_OPTS)
+        self._spawn(
+            "mariadbd",
+            [
+                _which("mariadbd") or "mariadbd",
+                "--no-defaults",
+                f"--datadir={data}",
+                "--user=mysql",
+                "--bind-address=127.0.0.1",
+                f"--port={self.db_port}",
+                f"--socket={m / 'mysqld.sock'}",
+                f"--pid-file={m / 'mysqld.pid'}",
+                f"--log-error={m / 'mysqld.err'}",
+                "--skip-log-bin",
+                "--performance-schema=OFF",
+                *self._MARIADB_OPTS,
+            ],
+        )
+        probe = [_which("mariadb") or "mariadb", "--no-defaults", "-h127.0.0.1", f"-P{self.db_port}", "-uroot"]
+        self._wait_for(
+            "mariadbd", lambda: subprocess.run(probe + ["-e", "select 1"], capture_output=True).returncode == 0
+        )
+        self._spawn("slurmdbd", [self._daemon("slurmdbd"), "-D"])
+        self._wait_for("slurmdbd", lambda: self.run(["sacctmgr", "-n", "list", "cluster"], timeout=10).returncode == 0)
+        users = ",".join(ACCOUNTING_USERS)
+        for cmd in (
+            ["sacctmgr", "-i", "add", "cluster", "slurmgpu-test"],
+            ["sacctmgr", "-i", "add", "account", ACCOUNTING_ACCOUNT, "Cluster=slurmgpu-test", "Description=tests"],
+            ["sacctmgr", "-i", "add", "user", users, f"Account={ACCOUNTING_ACCOUNT}", "Cluster=slurmgpu-test"],
+        ):
+            self.run(cmd, timeout=30, check=True)
+        self.accounting_seconds = time.monotonic() - t0
+
+    def _wait_for(self, what: str, ready, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._check_alive()
+            if ready():
+                return
+            time.sleep(0.2)
+        raise ClusterError(f"{what} not ready after {timeout:.0f} s\n{self.logs()}")
+
+    def sacct(self, *args: str, timeout: float = 60.0) -> str:
+        """``sacct *args`` (accounting clusters), stdout; raises ClusterError on failure."""
+        return self.run(["sacct", *args], timeout=timeout, check=True).stdout
 
     def _cgroup_conf(self) -> str:
         """No cgroups are used (task/none, proctrack/linuxproc), but slurmd
@@ -1433,6 +1584,8 @@ class TestCluster:
         if self.in_chroot:
             self._start_munged()
             self._write_wrappers()
+        if self.accounting:
+            self._start_accounting()
         self._spawn("slurmctld", [self._daemon("slurmctld"), "-D", "-f", conf])
         # Let slurmctld bind its port before the nodes register.
         deadline = time.monotonic() + 15
@@ -1454,7 +1607,7 @@ class TestCluster:
     def _spawn(self, name: str, argv: List[str]) -> None:
         sup = self._supervisor
         assert sup is not None and sup.stdin and sup.stdout
-        label = name if name in ("slurmctld", "munged") else f"slurmd-{name}"
+        label = name if name in ("slurmctld", "munged", "slurmdbd", "mariadbd") else f"slurmd-{name}"
         if self.in_chroot:
             argv = ["chroot", str(self._require_root()), "/usr/bin/env", "-C", str(self.dir), "--", *argv]
         request = {"argv": argv, "env": self.env, "cwd": str(self.dir), "log": str(self.log_dir / f"{label}.stderr")}
@@ -1482,8 +1635,11 @@ class TestCluster:
         raise ClusterError(f"nodes not idle after {self.start_timeout:.0f} s: {states}\n{self.logs()}")
 
     def _signal(self, pid: int, sig: int) -> None:
-        # Only processes of this cluster: guards against pid reuse.
-        if str(self.conf_path) not in _pid_cmdline(pid):
+        # Only processes of this cluster: guards against pid reuse (slurmdbd's command line
+        # names no file of the cluster: it has the cluster's SLURM_CONF in its environment).
+        if str(self.conf_path) not in _pid_cmdline(pid) and not (
+            str(self.dir) in _pid_cmdline(pid) or _has_env(pid, f"SLURM_CONF={self.conf_path}".encode())
+        ):
             return
         try:
             os.kill(pid, sig)
@@ -1546,6 +1702,7 @@ class TestCluster:
             "partitions": [p.__dict__ for p in self.partitions],
             "job_submit": self.job_submit_enabled,
             "cli_filter": self.cli_filter_enabled,
+            "accounting": self.accounting,
         }
 
     @classmethod
@@ -1560,12 +1717,70 @@ class TestCluster:
             job_submit_lua="" if state["job_submit"] else None,
             cli_filter_lua="" if state["cli_filter"] else None,
             release=release,
+            accounting=bool(state.get("accounting")),
         )
         c.dir = Path(state["dir"])
         c.pids = {k: int(v) for k, v in state["pids"].items()}
         c.supervisor_pid = int(state.get("supervisor", 0))
         c._munged_pid = int(state.get("munged", 0))
         return c
+
+
+def _install_db(data: Path, opts: Sequence[str]) -> None:
+    proc = subprocess.run(
+        [
+            _which("mariadb-install-db") or "mariadb-install-db",
+            "--no-defaults",
+            f"--datadir={data}",
+            "--user=mysql",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+            *opts,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if proc.returncode != 0:
+        raise ClusterError(f"mariadb-install-db failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+
+
+def _mariadb_datadir(data: Path, opts: Sequence[str]) -> None:
+    """An empty MariaDB data directory at ``data``: a copy (``cp -a``, owner kept) of a pristine
+    one that ``mariadb-install-db`` made once per MariaDB version in the chroot cache
+    directory, since making one costs seconds and copying it a fraction of that.  Without a
+    writable cache it is made in place."""
+    ver = re.sub(r"[^\w.-]", "_", _slurm_version([_which("mariadbd") or "mariadbd", "--version"]) or "unknown")
+    cache = chroot_cache() / f"mariadb-{ver}"
+    if not (cache / ".ready").is_file():
+        tmp = cache.with_name(f".{cache.name}.{os.getpid()}.new")
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(mode=0o750)
+            uid, gid = _user_ids("mysql")
+            os.chown(tmp, uid, gid)
+            _install_db(tmp, opts)
+            (tmp / ".ready").write_text("made by contrib/testcluster/cluster.py\n")
+            os.rename(tmp, cache)
+        except OSError:  # no cache (read-only, or another process was faster): in place
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not (cache / ".ready").is_file():
+                _install_db(data, opts)
+                return
+    proc = subprocess.run(["cp", "-a", str(cache), str(data)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ClusterError(f"cannot copy {cache}: {proc.stderr.strip()}")
+
+
+def _user_ids(name: str) -> Tuple[int, int]:
+    import pwd
+
+    try:
+        pw = pwd.getpwnam(name)
+    except KeyError:
+        raise ClusterError(f"no user {name} (install mariadb-server: contrib/testcluster/install-deps.sh)") from None
+    return pw.pw_uid, pw.pw_gid
 
 
 def _munge_works() -> bool:
@@ -1621,6 +1836,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--job-submit", metavar="LUA_FILE", help="job_submit.lua to start with (default: accept all)")
     ap.add_argument("--cli-filter", metavar="LUA_FILE", help="cli_filter.lua to start with (default: pass-through)")
     ap.add_argument("--keep-dir", action="store_true", help="down: keep the cluster directory (logs)")
+    ap.add_argument("--accounting", action="store_true", help="up: with slurmdbd and a private MariaDB (sacct works)")
     ap.add_argument(
         "--release",
         default="native",
@@ -1636,13 +1852,17 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         cf = Path(args.cli_filter).read_text() if args.cli_filter else PASSTHROUGH_CLI_FILTER_LUA
         try:
             release = native_release() if args.release == "native" else chroot_release(args.release)
-            c = TestCluster(job_submit_lua=js, cli_filter_lua=cf, keep_dir=True, release=release)
+            c = TestCluster(
+                job_submit_lua=js, cli_filter_lua=cf, keep_dir=True, release=release, accounting=args.accounting
+            )
             c.start()
         except ClusterError as e:
             print(f"error: {e}", file=sys.stderr)
             return 1
         state_file.write_text(json.dumps(c._state(), indent=1))
         print(f"# cluster up in {c.startup_seconds:.1f} s, dir {c.dir}")
+        if c.accounting_seconds is not None:
+            print(f"# of which accounting (MariaDB + slurmdbd + sacctmgr): {c.accounting_seconds:.1f} s")
         if c.hosts_warning:
             print(f"# warning: {c.hosts_warning}")
         print(f"export SLURM_CONF={c.conf_path}")

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Install what the local Slurm test cluster (contrib/testcluster/cluster.py) and the
 # Lua/shell checks need, from Debian's archive: Slurm daemons and clients (22.05 on
-# Debian 12, 24.11 on Debian 13), munge, Lua 5.1 (the version Debian's slurmctld embeds),
+# Debian 12, 24.11 on Debian 13), munge, slurmdbd and MariaDB (accounting; never started as
+# a service: the cluster runs its own), Lua 5.1 (the version Debian's slurmctld embeds),
 # ShellCheck and luacheck (`make lint`), the Slurm/Lua headers for building plugins, and
-# debootstrap; then build (or reuse) the chroot with the other Debian release's Slurm
-# (make-chroot.sh), so the cluster tests run on both 22.05 and 24.11.  SLURMGPU_CHROOT=0 skips
+# debootstrap, and headless Chromium with its driver (the explain view's browser tests); then
+# build (or reuse) the chroot with the other Debian release's Slurm (make-chroot.sh), so the cluster tests run on both 22.05 and 24.11.  SLURMGPU_CHROOT=0 skips
 # the chroot (its tests are then skipped, or fail under SLURMGPU_REQUIRE_CLUSTER=1).  Run as
 # root.  Idempotent: when everything is already installed and the cached chroot is current it
 # changes nothing and does not touch the network.
 set -euo pipefail
 
-PACKAGES=(slurmctld slurmd slurm-client munge lua5.1 shellcheck lua-check libslurm-dev liblua5.1-dev debootstrap)
+# slurmdbd + mariadb-server: the accounting cluster (TestCluster(accounting=True), native release only);
+# chromium + chromium-driver: the explain view's browser tests
+PACKAGES=(slurmctld slurmd slurm-client munge lua5.1 shellcheck lua-check libslurm-dev liblua5.1-dev debootstrap
+    chromium chromium-driver slurmdbd mariadb-server)
 
 die() {
     echo "install-deps.sh: error: $*" >&2
@@ -43,7 +47,8 @@ else
         || die "apt-get install ${missing[*]} failed"
 fi
 
-for cmd in slurmctld slurmd sbatch munged lua5.1 shellcheck luacheck; do
+for cmd in slurmctld slurmd sbatch munged lua5.1 shellcheck luacheck chromium chromedriver slurmdbd mariadbd \
+    mariadb-install-db; do
     command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] \
         || die "$cmd is still missing after installation"
 done

@@ -12,6 +12,7 @@ import click
 
 from .. import vocab
 from ..errors import SlurmgpuError
+from . import explain_out
 from .app import _Group, main
 from .common import _LAUNCHERS, _emit_json, _load_site, _write_atomic, spec_field_options
 
@@ -174,8 +175,11 @@ def _summary(gen: Generated) -> None:
 
 @main.command("gen", cls=_CommandWithProgram)
 @_job_options
+@click.option("--explain-html", metavar="FILE", type=click.Path(dir_okay=False), help=explain_out.HTML_HELP)
 @click.pass_context
-def gen_cmd(ctx: click.Context, /, out_file: Optional[str], as_json: bool, **kw: Any) -> None:
+def gen_cmd(
+    ctx: click.Context, /, out_file: Optional[str], as_json: bool, explain_html: Optional[str], **kw: Any
+) -> None:
     """Write the batch script for a job: plan it, render it for the site, check it.
 
     SPEC is a slurmgpu.yaml (default: the repo's, if any); flags override its
@@ -191,9 +195,12 @@ def gen_cmd(ctx: click.Context, /, out_file: Optional[str], as_json: bool, **kw:
       slurmgpu gen --site perlmutter --nodes 4 -- train.py --lr 3e-4
       slurmgpu gen slurmgpu.yaml --site aws-p5 -o job.sh
       slurmgpu gen --launcher vllm --weights meta-llama/Llama-3.1-70B-Instruct --nodes 2 --json
+      slurmgpu gen --model llama3-8b --nodes 2 -o job.sh --explain-html job.html
     """
-    _site, _spec, gen = _build_job(ctx, kw)
+    site, _spec, gen = _build_job(ctx, kw)
     _summary(gen)
+    if explain_html:
+        explain_out.gen_view(site, gen, explain_html)
     if out_file:
         _write_atomic(out_file, gen.script)
         click.echo("slurmgpu: wrote %s" % out_file, err=True)

@@ -40,6 +40,13 @@ from .common import _emit_json, _load_site
     help='With --aggregate: nodes that must report, e.g. "$SLURM_JOB_NODELIST".',
 )
 @click.option(
+    "--stamp",
+    "stamp_line",
+    metavar="LINE",
+    help="With --aggregate: the job's stamp line (`# slurmgpu: tp=.. cp=.. ep=.. gpus_per_node=..`); "
+    "on multi-node NVLink sites (NVL72) every TP/CP/EP group must then report one ClusterUUID/CliqueId.",
+)
+@click.option(
     "--bandwidth",
     is_flag=True,
     help="Run a short NCCL all-reduce instead (one task per GPU, needs "
@@ -98,6 +105,7 @@ def preflight_cmd(
     record: bool,
     aggregate: Optional[str],
     expect_nodes: Optional[str],
+    stamp_line: Optional[str],
     bandwidth: bool,
     bandwidth_size_mb: int,
     min_bandwidth_fraction: Optional[float],
@@ -123,14 +131,15 @@ def preflight_cmd(
       slurmgpu preflight                          # this node, as a table
       srun -N "$SLURM_JOB_NUM_NODES" -n "$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 \\
           slurmgpu preflight --record \\
-        | slurmgpu preflight --aggregate - --nodes "$SLURM_JOB_NODELIST"
+        | slurmgpu preflight --aggregate - --nodes "$SLURM_JOB_NODELIST" \\
+            --stamp "# slurmgpu: site=gb200-nvl72 tp=4 pp=1 dp=8 cp=1 ep=8 nodes=8 gpus_per_node=4"
       srun --ntasks-per-node=8 slurmgpu preflight --bandwidth --record \\
         | slurmgpu preflight --aggregate - --nodes "$SLURM_JOB_NODELIST"
     """
     from ..node import preflight as pf
 
     if aggregate:
-        _preflight_aggregate(pf, aggregate, expect_nodes, as_json, site_name, strict)
+        _preflight_aggregate(pf, aggregate, expect_nodes, as_json, site_name, strict, stamp_line, partition)
         return
     node = pf.node_name(os.environ)
     try:
@@ -188,9 +197,17 @@ def preflight_cmd(
 
 
 def _preflight_aggregate(
-    pf: Any, source: str, expect_nodes: Optional[str], as_json: bool, site_name: Optional[str], strict: bool
+    pf: Any,
+    source: str,
+    expect_nodes: Optional[str],
+    as_json: bool,
+    site_name: Optional[str],
+    strict: bool,
+    stamp_line: Optional[str] = None,
+    partition: Optional[str] = None,
 ) -> None:
     from ..slurm import parse_hostlist
+    from ..stamp import parse_stamp
 
     try:
         fh = sys.stdin if source == "-" else open(source, errors="replace")
@@ -198,12 +215,26 @@ def _preflight_aggregate(
         raise SlurmgpuError("cannot read %s: %s" % (source, exc.strerror or exc)) from None
     with fh:
         agg = pf.parse_records(fh, parse_hostlist(expect_nodes) if expect_nodes else ())
+    if stamp_line:
+        words = parse_stamp(stamp_line)
+        if words is None:
+            raise SlurmgpuError(
+                "--stamp: not a stamp line (expected `# slurmgpu: site=NAME tp=N ...`): %r" % stamp_line
+            )
+        s = _load_site(site_name or words.get("site"), quiet=True)
+        agg.job = pf.check_domain_groups(
+            agg,
+            s,
+            words,
+            parse_hostlist(expect_nodes) if expect_nodes else (),
+            partition or os.environ.get("SLURM_JOB_PARTITION"),
+        )
     site_label = site_name or next((r.site for r in agg.reports if r.site), "")
     if as_json:
         _emit_json(agg.to_dict())
     else:
         click.echo(pf.render_table(agg, site_label), nl=False)
-    warned = any(x.status == "warn" for r in agg.reports for x in r.results)
+    warned = any(x.status == "warn" for r in agg.reports for x in r.results) or any(x.status == "warn" for x in agg.job)
     if not agg.ok or (strict and warned):
         sys.exit(1)
 
@@ -217,7 +248,14 @@ def _preflight_aggregate(
     help="Site config for the advice (default: the site named in the job's stamp line, else the site in effect).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def doctor_cmd(target: str, site_name: Optional[str], as_json: bool) -> None:
+@click.option(
+    "--html",
+    "html_file",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="Also write the explain view to FILE: the job's layout with the failing ranks and nodes highlighted.",
+)
+def doctor_cmd(target: str, site_name: Optional[str], as_json: bool, html_file: Optional[str]) -> None:
     """Explain why a job failed and what to change.
 
     Reads the job's output (found with scontrol/sacct for a JOBID, or the LOGFILE; - for stdin),
@@ -230,6 +268,7 @@ def doctor_cmd(target: str, site_name: Optional[str], as_json: bool) -> None:
       slurmgpu doctor 123456
       slurmgpu doctor slurm-123456.out --site dgx-h100
       slurmgpu doctor train.log --json | jq '.problems[0].id'
+      slurmgpu doctor slurm-123456.out --html doctor.html
     """
     from ..node import doctor as dr
     from ..site import resolve_site
@@ -245,6 +284,10 @@ def doctor_cmd(target: str, site_name: Optional[str], as_json: bool) -> None:
             raise
         click.echo("note: no site config for the advice (%s)" % str(exc).splitlines()[0], err=True)
     d = dr.diagnose(src.text, site=site, stamp=stamp, source=src.label)
+    if html_file:
+        from .explain_out import doctor_view
+
+        doctor_view(site, d, src.text, html_file)
     if as_json:
         _emit_json(d.to_dict())
     else:

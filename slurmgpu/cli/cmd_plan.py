@@ -11,6 +11,7 @@ from .. import vocab
 from .app import main
 from .cmd_job import _job_spec, _spec_for_site
 from .common import _emit_json, _load_site
+from .explain_out import HTML_HELP, plan_view
 
 
 @main.command("models")
@@ -124,6 +125,14 @@ def models_cmd(as_json: bool) -> None:
 @click.option("--ep", type=int, help="Pin expert parallelism (MoE).")
 @click.option("--micro-batch", type=int, help="Pin the micro-batch size.")
 @click.option("--diagram", is_flag=True, help="Draw the nodes and GPUs with TP/PP/DP groups.")
+@click.option("--html", "html_file", metavar="FILE", type=click.Path(dir_okay=False), help=HTML_HELP)
+@click.option(
+    "--svg",
+    "svg_file",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="Also write the topology/groups picture (SVG) to FILE.",
+)
 @click.option(
     "--json",
     "as_json",
@@ -155,6 +164,8 @@ def plan_cmd(
     ep: Optional[int],
     micro_batch: Optional[int],
     diagram: bool,
+    html_file: Optional[str],
+    svg_file: Optional[str],
     as_json: bool,
 ) -> None:
     """Choose TP x PP x DP (x CP, x EP) and the node count for a model, and say why.
@@ -172,6 +183,7 @@ def plan_cmd(
       slurmgpu plan --model llama3.1-405b --tokens 15T --target-days 60
       slurmgpu plan --params 13B --task finetune --site perlmutter --json
       slurmgpu plan --model llama3-70b --nodes 2 --task inference --tp 8 --pp 2
+      slurmgpu plan --model llama3-70b --nodes 2 --task inference --html plan.html --svg plan.svg
     """
     from ..errors import PlanError
     from ..job import plan_request
@@ -212,6 +224,8 @@ def plan_cmd(
         site_obj, spec, model, zero=zero, recompute=recompute, optimizer=optimizer, target_days=target_days
     )
     plan = make_plan(site_obj, req)
+    if html_file or svg_file:
+        plan_view(site_obj, plan, html_file, svg_file)
     if as_json:
         out = plan.to_dict()
         if diagram:

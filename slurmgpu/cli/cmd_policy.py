@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 import click
 
@@ -20,8 +20,17 @@ if TYPE_CHECKING:
 @click.option("--site", "site_name", metavar="NAME|PATH", help="Site config (default: the site in effect).")
 @click.option("--partition", metavar="NAME[,NAME]", help="Partition(s), as sbatch --partition/-p.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable verdict.")
+@click.option(
+    "--html",
+    "html_file",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="Also write the explain view to FILE: the submitted layout and, if rejected, the fix side by side.",
+)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="SCRIPT [SBATCH_OPTIONS...]")
-def check_cmd(site_name: Optional[str], partition: Optional[str], as_json: bool, args: Any) -> None:
+def check_cmd(
+    site_name: Optional[str], partition: Optional[str], as_json: bool, html_file: Optional[str], args: Any
+) -> None:
     """Give the submit filter's verdict on a batch script, as slurmctld would.
 
     SCRIPT is read with its #SBATCH lines; sbatch options given here (before or after
@@ -35,6 +44,7 @@ def check_cmd(site_name: Optional[str], partition: Optional[str], as_json: bool,
       slurmgpu check train.sbatch
       slurmgpu check train.sbatch -N 4 --gpus-per-node=8
       slurmgpu check --site gb200-nvl72 -p gpu --segment=4 train.sbatch --json
+      slurmgpu check train.sbatch --html check.html
     """
     import getpass
 
@@ -73,6 +83,22 @@ def check_cmd(site_name: Optional[str], partition: Optional[str], as_json: bool,
         script_path=script_path,
         script_args=words,
     )
+    if html_file:
+        from ..slurm import job_desc
+        from .explain_out import check_view
+
+        desc = job_desc(
+            data,
+            options,
+            env=dict(os.environ),
+            script_path=script_path,
+            partition=partition,
+            user=user,
+            uid=uid,
+            script_args=words,
+            slurm_version=s.slurm_version,
+        )
+        check_view(s, verdict, desc, html_file, script_path)
     if as_json:
         out = verdict.to_dict()
         out["site"] = s.name
@@ -85,6 +111,8 @@ def check_cmd(site_name: Optional[str], partition: Optional[str], as_json: bool,
             click.echo("warning: %s" % msg)
         for msg in verdict.notes:
             click.echo("warning: %s" % msg)
+        for msg in verdict.shadow_messages + verdict.shadow_warnings:  # never shown to the user
+            click.echo("shadow: %s" % msg)
         lay = verdict.layout
         if verdict.exempt:
             how = "exempt from the policy"
@@ -105,7 +133,17 @@ def check_cmd(site_name: Optional[str], partition: Optional[str], as_json: bool,
         where = ", ".join(verdict.partitions) or "no managed partition"
         click.echo(
             "%s: %s on site %s, partition %s; %s"
-            % (script_path, "REJECTED" if not verdict.accepted else "accepted", s.name, where, how)
+            % (
+                script_path,
+                "REJECTED"
+                if not verdict.accepted
+                else "accepted (shadow mode: enforcing would %s it)" % verdict.would
+                if verdict.verdict.startswith("shadow-")
+                else "accepted",
+                s.name,
+                where,
+                how,
+            )
         )
     sys.exit(verdict.exit_code)
 
@@ -340,33 +378,286 @@ def admin_install(
     show_default=True,
     help="topology.conf block form (23.11+), topology.yaml (25.05+), or tree form for IB leaf switches.",
 )
-@click.option("--switch", "switches", multiple=True, metavar="NAME=HOSTLIST", help="An IB leaf switch (tree form).")
+@click.option(
+    "--switch",
+    "switches",
+    multiple=True,
+    metavar="NAME=HOSTLIST",
+    help="An IB leaf switch (tree form; default: the partition's leaf_switches in the site file).",
+)
+@click.option(
+    "--emit",
+    type=click.Choice(["topology", "gres", "nodes"]),
+    default="topology",
+    show_default=True,
+    help="What to print: the topology file, the matching gres.conf lines, or the slurm.conf "
+    "NodeName/PartitionName/TopologyPlugin lines.",
+)
+@click.option(
+    "--diff",
+    "do_diff",
+    is_flag=True,
+    help="Compare with the live cluster (`scontrol show topology`) instead of printing: exit 0 when it "
+    "matches, 1 when it differs, 3 when the cluster cannot be reached (said on stderr).",
+)
 def admin_topology(
-    site_name: Optional[str], partition: Optional[str], hostlist: Optional[str], form: str, switches: Any
+    site_name: Optional[str],
+    partition: Optional[str],
+    hostlist: Optional[str],
+    form: str,
+    switches: Any,
+    emit: str,
+    do_diff: bool,
 ) -> None:
     """Print Slurm's topology for the site: one block per NVLink domain, or IB leaf switches.
 
+    The same site file gives the gres.conf and slurm.conf node lines (--emit), and --diff
+    checks what the running slurmctld has loaded.
+
     \b
-    Example:
+    Examples:
       slurmgpu admin topology --site gb200-nvl72 --nodes 'gb[001-036]' > /etc/slurm/topology.conf
+      slurmgpu admin topology --site gb200-nvl72 --nodes 'gb[001-036]' --emit gres >> /etc/slurm/gres.conf
+      slurmgpu admin topology --site gb200-nvl72 --nodes 'gb[001-036]' --diff
       slurmgpu admin topology --form tree --switch leaf1='n[01-04]' --switch leaf2='n[05-08]'
     """
-    from ..discover.topology import block_conf, block_yaml, tree_conf
+    from ..discover.topology import (
+        block_conf,
+        block_yaml,
+        blocks,
+        diff_live,
+        gres_conf,
+        node_lines,
+        site_switches,
+        tree_conf,
+    )
+    from ..slurm import SubprocessRunner
     from ..slurm.parse import parse_hostlist
 
+    pairs: Dict[str, str] = {}
+    for sw in switches:
+        name, sep, hosts = sw.partition("=")
+        if not sep or not name or not hosts:
+            raise SlurmgpuError("--switch wants NAME=HOSTLIST, got %r" % sw)
+        pairs[name] = hosts
+    site = None
+    if form != "tree" or not pairs or emit != "topology":
+        site = _load_site(site_name, quiet=True)
+    pname = partition or (site.default_partition if site else "")
     if form == "tree":
-        pairs = {}
-        for s in switches:
-            name, sep, hosts = s.partition("=")
-            if not sep or not name or not hosts:
-                raise SlurmgpuError("--switch wants NAME=HOSTLIST, got %r" % s)
-            pairs[name] = hosts
-        click.echo(tree_conf(pairs), nl=False)
+        if not pairs and site is not None:
+            pairs = site_switches(site, pname)
+        if not pairs:
+            raise SlurmgpuError(
+                "the tree form needs the IB leaf switches: --switch NAME=HOSTLIST, or partitions.%s.leaf_switches "
+                "in the site file" % pname
+            )
+    if site is not None and emit != "topology":
+        nodes = (
+            parse_hostlist(hostlist)
+            if hostlist
+            else [n for v in site.partition(pname).leaf_switches.values() for n in v]
+        )
+        if not nodes:
+            raise SlurmgpuError("--nodes HOSTLIST is needed: the site file gives node counts, not names")
+        click.echo((gres_conf if emit == "gres" else node_lines)(site, pname, nodes), nl=False)
         return
-    site = _load_site(site_name)
-    pname = partition or site.default_partition
-    if not hostlist:
-        raise SlurmgpuError("--nodes HOSTLIST is needed: the site file gives node counts, not names")
-    nodes = parse_hostlist(hostlist)
-    text = block_conf(site, pname, nodes) if form == "block" else block_yaml(site, pname, nodes)
-    click.echo(text, nl=False)
+    if form == "tree":
+        wanted = {k: parse_hostlist(v) for k, v in pairs.items()}
+        text, kind = tree_conf(pairs), "SwitchName"
+    else:
+        assert site is not None
+        if not hostlist:
+            raise SlurmgpuError("--nodes HOSTLIST is needed: the site file gives node counts, not names")
+        nodes = parse_hostlist(hostlist)
+        wanted = {k: list(v) for k, v in blocks(site, pname, nodes).items()}
+        text = block_conf(site, pname, nodes) if form == "block" else block_yaml(site, pname, nodes)
+        kind = "BlockName"
+    if not do_diff:
+        click.echo(text, nl=False)
+        return
+    diff, why = diff_live(SubprocessRunner(), wanted, kind)
+    if diff is None:
+        click.echo("warning: live topology not compared: %s" % why, err=True)
+        sys.exit(3)
+    click.echo(diff.text(), nl=False)
+    if not diff.same:
+        sys.exit(1)
+
+
+@admin.command("replay")
+@click.option("--site", "site_name", metavar="NAME|PATH", help="Site config (default: the site in effect).")
+@click.option("--since", metavar="DATE", help="Past jobs from accounting (sacct) submitted since DATE (2026-11-01).")
+@click.option("--until", metavar="DATE", help="... and before DATE (default: now).")
+@click.option("--user", metavar="NAME", help="Only this user's jobs (sacct -u).")
+@click.option("--partition", metavar="NAME", help="Only jobs that ran in this partition (sacct -r).")
+@click.option(
+    "--from-dir",
+    type=click.Path(file_okay=False),
+    help="Judge every file under DIR as a batch script instead (no accounting needed).",
+)
+@click.option(
+    "--enforce",
+    "as_enforce",
+    is_flag=True,
+    help="Replay as if every warn and shadow mode were enforce (default: the site's policy; shadow counts as enforce).",
+)
+@click.option(
+    "--state",
+    "state_file",
+    type=click.Path(dir_okay=False),
+    help="Keep finished jobs in FILE and skip them on a rerun (resume an interrupted replay).",
+)
+@click.option("--limit", type=click.IntRange(min=1), default=100000, show_default=True, help="Judge at most N jobs.")
+@click.option("--json", "as_json", is_flag=True, help="The report and every job's row as JSON.")
+@click.option("--csv", "as_csv", is_flag=True, help="One CSV row per job.")
+def admin_replay(
+    site_name: Optional[str],
+    since: Optional[str],
+    until: Optional[str],
+    user: Optional[str],
+    partition: Optional[str],
+    from_dir: Optional[str],
+    as_enforce: bool,
+    state_file: Optional[str],
+    limit: int,
+    as_json: bool,
+    as_csv: bool,
+) -> None:
+    """Run the site's filter over past jobs: what enforcing it would have rejected or warned.
+
+    Jobs come from accounting (--since; needs slurmdbd with AccountingStoreFlags=job_script,job_env,
+    which keeps each batch script and environment; the sbatch command line is SubmitLine) or
+    from a directory of scripts (--from-dir). Each is judged by the same Lua as job_submit.lua;
+    the report groups the jobs that would be rejected or warned by rule, user and launcher, with
+    the messages users would have seen. Exit status: 0 done, 2 usage or input error.
+
+    \b
+    Examples:
+      slurmgpu admin replay --site /etc/slurmgpu/site.yaml --since 2026-11-01
+      slurmgpu admin replay --since 2026-11-01 --user alice --partition gpu --json
+      slurmgpu admin replay --since 2026-10-01 --state /var/tmp/replay.json   # resumable
+      slurmgpu admin replay --from-dir ./old-scripts --enforce --csv > verdicts.csv
+    """
+    import csv
+
+    from ..policy.replay import ReplayState, SacctQuery, enforce_everywhere, jobs_from_dir, jobs_from_sacct, replay
+    from ..slurm import SubprocessRunner
+
+    if (since is None) == (from_dir is None):
+        raise click.UsageError("give either --since DATE (accounting) or --from-dir DIR")
+    if from_dir is not None and (until or user or partition):
+        raise click.UsageError("--until, --user and --partition select accounting records: use them with --since")
+    if as_json and as_csv:
+        raise click.UsageError("--json and --csv are exclusive")
+    s = _load_site(site_name, quiet=as_json or as_csv)
+    if as_enforce:
+        s = enforce_everywhere(s)
+    if from_dir is not None:
+        source = "dir:%s" % os.path.abspath(from_dir)
+    else:
+        source = "sacct:%s..%s user=%s partition=%s" % (since, until or "now", user or "*", partition or "*")
+    source += " site=%s%s" % (s.name, " enforce" if as_enforce else "")
+    state = ReplayState(state_file, source)
+    if from_dir is not None:
+        jobs = jobs_from_dir(from_dir)
+    else:
+        assert since is not None
+        jobs = jobs_from_sacct(SubprocessRunner(), SacctQuery(since, until, user, partition), skip=state.rows)
+    tty = sys.stderr.isatty()
+
+    def progress(n: int) -> None:
+        if n % 50 == 0:
+            click.echo("\rslurmgpu: replayed %d jobs" % n, err=True, nl=False)
+
+    report = replay(s, jobs, state, limit=limit, progress=progress if tty else None)
+    if tty:
+        click.echo("\r" + " " * 40 + "\r", err=True, nl=False)
+    if as_json:
+        _emit_json(report.to_dict())
+    elif as_csv:
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerows(report.csv_rows())
+    else:
+        click.echo(report.text(), nl=False)
+
+
+@admin.command("stats")
+@click.option("--site", "site_name", metavar="NAME|PATH", help="Site name for the metrics' site label.")
+@click.option(
+    "--log",
+    "logs",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="slurmctld.log to read (repeatable; rotated .gz files too). Default: SlurmctldLogFile of slurm.conf.",
+)
+@click.option(
+    "--accounting", "from_accounting", is_flag=True, help="Count the AdminComment tokens in sacct instead of the log."
+)
+@click.option("--since", default="24h", show_default=True, metavar="WHEN", help="Window start: 24h, 7d, or a date.")
+@click.option(
+    "--prometheus",
+    "prom_file",
+    type=click.Path(dir_okay=False),
+    help="Also write the counts to FILE in node-exporter textfile format (atomically).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable counts.")
+def admin_stats(
+    site_name: Optional[str],
+    logs: Any,
+    from_accounting: bool,
+    since: str,
+    prom_file: Optional[str],
+    as_json: bool,
+) -> None:
+    """Count the filter's verdicts (ok, warn, reject, shadow-warn, shadow-reject, exempt, error)
+    per partition and rule over a window, from its slurmctld.log lines or from accounting.
+
+    The log has every decision; accounting only jobs that were let through (a rejected job
+    has no record). --prometheus writes gauges (slurmgpu_filter_decisions,
+    slurmgpu_filter_rule_hits) for node-exporter's textfile collector, e.g. from cron.
+
+    \b
+    Examples:
+      slurmgpu admin stats --since 7d
+      slurmgpu admin stats --log /var/log/slurm/slurmctld.log --since 2026-11-01 --json
+      slurmgpu admin stats --prometheus /var/lib/node_exporter/textfile/slurmgpu.prom
+      slurmgpu admin stats --accounting --since 30d
+    """
+    from ..policy.stats import collect, collect_accounting, parse_since, prometheus_text, write_atomic
+    from ..slurm import SubprocessRunner
+
+    start = parse_since(since)
+    if from_accounting:
+        if logs:
+            raise click.UsageError("--log and --accounting are exclusive")
+        st = collect_accounting(SubprocessRunner(), start)
+    else:
+        paths = list(logs) or [_ctld_log_file()]
+        st = collect(paths, start)
+    site = site_name or os.environ.get("SLURMGPU_SITE") or "-"
+    if site_name:
+        site = _load_site(site_name, quiet=True).name
+    if prom_file:
+        write_atomic(prom_file, prometheus_text(st, site))
+        click.echo("wrote %s (%d decisions)" % (prom_file, st.lines), err=True)
+    if as_json:
+        _emit_json(st.to_dict())
+    else:
+        click.echo(st.text(), nl=False)
+
+
+def _ctld_log_file() -> str:
+    """SlurmctldLogFile from slurm.conf ($SLURM_CONF or /etc/slurm/slurm.conf)."""
+    import re
+
+    conf = os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
+    try:
+        with open(conf, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                m = re.match(r"^\s*SlurmctldLogFile\s*=\s*(\S+)", line, re.I)
+                if m:
+                    return m.group(1)
+    except OSError as exc:
+        raise SlurmgpuError("cannot read %s (%s): name the log with --log" % (conf, exc.strerror)) from None
+    raise SlurmgpuError("%s has no SlurmctldLogFile (slurmctld logs to syslog): name the log with --log" % conf)

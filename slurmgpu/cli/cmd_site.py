@@ -286,7 +286,13 @@ def discover_cmd(
     type=click.Path(file_okay=False),
     help="Read this sysfs tree instead (a recorded one, for testing).",
 )
-def probe_cmd(as_json: bool, sysfs: str) -> None:
+@click.option(
+    "--domain",
+    is_flag=True,
+    help="Print only this node's NVLink domain (ClusterUUID/CliqueId from nvidia-smi -q) as one "
+    "`SLURMGPU-NVL NODE ID` line: what discover --probe runs on every tray of a multi-node NVLink domain.",
+)
+def probe_cmd(as_json: bool, sysfs: str, domain: bool) -> None:
     """Report this node's GPUs, GPU links, RDMA ports, interfaces and implied NCCL settings.
 
     Meant for a compute node. Missing pieces (no GPU driver, no RDMA) are
@@ -296,8 +302,15 @@ def probe_cmd(as_json: bool, sysfs: str) -> None:
     Examples:
       srun -N1 -p gpu slurmgpu probe
       srun -N1 -p gpu --exclusive slurmgpu probe --json > node.json
+      srun -N18 --ntasks-per-node=1 -p gb200 slurmgpu probe --domain
     """
     from ..node import describe, probe
+
+    if domain:
+        from ..node.probe import probe_domain
+
+        click.echo(probe_domain())
+        return
 
     result = probe(sysfs=sysfs)
     if as_json:

@@ -23,6 +23,7 @@ from .. import __version__
 from ..errors import SlurmError
 from ..nccl import derived_names
 from ..node import ProbeResult
+from ..node.probe import parse_domain_lines
 from ..site import GpuFacts, lookup
 from ..slurm import (
     CommandResult,
@@ -303,7 +304,13 @@ def _todo_cmd(partition: str, cmd: str) -> str:
     return "srun -N1 -p %s %s" % (shlex.quote(partition), cmd)
 
 
-def _gpu_values(g: NodeGroup, facts: Optional[GpuFacts], probe: Optional[ProbeResult], part: str) -> Dict[str, Value]:
+def _gpu_values(
+    g: NodeGroup,
+    facts: Optional[GpuFacts],
+    probe: Optional[ProbeResult],
+    part: str,
+    domains: Optional[Mapping[str, Optional[str]]] = None,
+) -> Dict[str, Value]:
     v: Dict[str, Value] = {}
     gres = ",".join(str(x) for x in g.first.gres if x.name == "gpu")
     pgpus = [x for x in (probe.gpus if probe else ()) if x.name]
@@ -362,7 +369,7 @@ def _gpu_values(g: NodeGroup, facts: Optional[GpuFacts], probe: Optional[ProbeRe
         v["bf16_tflops"] = Value(
             100, "unknown GPU: a guess; take dense (not sparse) BF16 TFLOP/s from the vendor datasheet", todo=True
         )
-    _link_values(v, g, facts, probe, part)
+    _link_values(v, g, facts, probe, part, domains)
     return v
 
 
@@ -373,7 +380,12 @@ def _check(facts: GpuFacts, field: str, how: str) -> str:
 
 
 def _link_values(
-    v: Dict[str, Value], g: NodeGroup, facts: Optional[GpuFacts], probe: Optional[ProbeResult], part: str
+    v: Dict[str, Value],
+    g: NodeGroup,
+    facts: Optional[GpuFacts],
+    probe: Optional[ProbeResult],
+    part: str,
+    domains: Optional[Mapping[str, Optional[str]]] = None,
 ) -> None:
     topo_cmd = _todo_cmd(part, "--gres=gpu:%d nvidia-smi topo -m" % g.gpus)
     if probe and probe.link and probe.gpus:
@@ -393,7 +405,9 @@ def _link_values(
             " or the datasheet)" % link,
             todo=True,
         )
-    if probe and probe.nvlink_domain and probe.gpus:
+    if probe and probe.nvlink_clique:
+        v["nvlink_domain"] = _probed_domain(g, facts, probe, part, domains or {})
+    elif probe and probe.nvlink_domain and probe.gpus:
         dom = min(probe.nvlink_domain, g.gpus)  # Slurm may hand out fewer GPUs than the node has
         while g.gpus % dom:
             dom -= 1
@@ -421,6 +435,51 @@ def _link_values(
         )
     else:
         v["nvlink_domain"] = Value(g.gpus, "all GPUs of a node assumed linked (find it with: %s)" % topo_cmd, todo=True)
+
+
+def domain_groups(domains: Mapping[str, Optional[str]]) -> Dict[str, List[str]]:
+    """ClusterUUID/CliqueId -> the nodes that reported it (nodes that reported none left out)."""
+    out: Dict[str, List[str]] = {}
+    for node, clique in domains.items():
+        if clique:
+            out.setdefault(clique, []).append(node)
+    return out
+
+
+def _probed_domain(
+    g: NodeGroup, facts: Optional[GpuFacts], probe: ProbeResult, part: str, domains: Mapping[str, Optional[str]]
+) -> Value:
+    """The NVLink domain size from the trays' ClusterUUID/CliqueId: nodes per domain x GPUs per node."""
+    cmd = _todo_cmd(part, "slurmgpu probe --domain").replace("srun ", "srun -N<all trays> --ntasks-per-node=1 ", 1)
+    by = domain_groups(domains)
+    if not by:
+        if facts and facts.nvlink_domain and facts.nvlink_domain > g.gpus:
+            return Value(
+                facts.nvlink_domain,
+                "probe of %s: multi-node NVLink (ClusterUUID %s), size from gpus.py '%s'; count the trays per "
+                "domain with: %s" % (probe.hostname, (probe.nvlink_clique or "").split("/")[0], facts.key, cmd),
+                todo=True,
+            )
+        return Value(
+            g.gpus,
+            "probe of %s reports a multi-node NVLink domain but its size is unknown (find it with: %s)"
+            % (probe.hostname, cmd),
+            todo=True,
+        )
+    sizes = sorted({len(m) for m in by.values()})
+    dom = sizes[-1] * g.gpus
+    why = "probe of %d nodes: %d NVLink domain%s (ClusterUUID/CliqueId) of %s node%s x %d GPUs" % (
+        len(domains),
+        len(by),
+        "" if len(by) == 1 else "s",
+        "/".join(str(x) for x in sizes),
+        "" if sizes == [1] else "s",
+        g.gpus,
+    )
+    silent = sorted(n for n, c in domains.items() if not c)
+    if silent:
+        why += "; no domain reported by %s" % compress_hostlist(silent)
+    return Value(dom, why, todo=len(sizes) > 1 or bool(silent))
 
 
 _FEATURE_FABRIC = (
@@ -478,9 +537,11 @@ def _fabric_values(v: Dict[str, Value], g: NodeGroup, probe: Optional[ProbeResul
     v["socket_ifname"] = Value("eth0", "a guess (find it with: %s)" % _todo_cmd(part, "ip -br link"), todo=True)
 
 
-def _node_type_values(g: NodeGroup, probe: Optional[ProbeResult], part: str) -> Dict[str, Value]:
+def _node_type_values(
+    g: NodeGroup, probe: Optional[ProbeResult], part: str, domains: Optional[Mapping[str, Optional[str]]] = None
+) -> Dict[str, Value]:
     facts = lookup(g.gres_type)
-    v = _gpu_values(g, facts, probe, part)
+    v = _gpu_values(g, facts, probe, part, domains)
     v["cpus"] = Value(g.first.cpus, "Slurm CPUTot")
     mems = sorted({n.memory_mb for n in g.nodes})
     v["memory_gb"] = Value(
@@ -606,14 +667,18 @@ def build_draft(
     probes: Optional[Mapping[str, ProbeResult]] = None,
     name: Optional[str] = None,
     command: str = "slurmgpu discover",
+    domains: Optional[Mapping[str, Mapping[str, Optional[str]]]] = None,
 ) -> SiteDraft:
     probes = probes or {}
+    domains = domains or {}
     pl = plan(facts, only)
     groups = {g.name: g for g in pl.groups}
     first_part: Dict[str, str] = {}
     for p, nt, _ in pl.partitions:
         first_part.setdefault(nt, p.name)
-    node_types = {g.name: _node_type_values(g, probes.get(g.name), first_part[g.name]) for g in pl.groups}
+    node_types = {
+        g.name: _node_type_values(g, probes.get(g.name), first_part[g.name], domains.get(g.name)) for g in pl.groups
+    }
     by_name = {n.name: n for n in facts.nodes}
     partitions = {}
     for p, nt, names in pl.partitions:
@@ -639,6 +704,12 @@ def build_draft(
     top["gpu_request"] = Value("gpus-per-node", "or gres, if the site's policy wants --gres=gpu:N")
     top.update(_topology_value(facts, node_types))
     notes = list(facts.notes) + list(pl.notes) + list(pl.skipped)
+    for gname, dm in domains.items():
+        for clique, trays in sorted(domain_groups(dm).items(), key=lambda kv: sorted(kv[1])):
+            notes.append(
+                "%s NVLink domain %s: %s (one block each: slurmgpu admin topology)"
+                % (gname, clique, compress_hostlist(sorted(trays)))
+            )
     header = (
         "Site config draft written by slurmgpu %s from Slurm %s (read with: %s)."
         % (__version__, facts.release, facts.backend),
@@ -651,7 +722,7 @@ def build_draft(
         "Optional sections (defaults shown; see site-configs/dgx-h100.yaml):",
         "container: {runtime: none}        # pyxis | apptainer | none",
         "paths: {scratch: /scratch, checkpoint: /scratch/checkpoints}",
-        "policy: {mode: enforce}           # enforce | warn | off",
+        "policy: {mode: enforce}           # enforce | warn | shadow | off",
     )
     return SiteDraft(
         header=header, top=top, partitions=partitions, node_types=node_types, footer=footer, notes=tuple(notes)
@@ -734,6 +805,46 @@ def probe_nodes(
     return results, notes
 
 
+def probe_domains(
+    runner: Runner,
+    facts: ClusterFacts,
+    probes: Mapping[str, ProbeResult],
+    only: Sequence[str] = (),
+    probe_command: Sequence[str] = (),
+    timeout: float = 300.0,
+    wait_s: int = 60,
+) -> Tuple[Dict[str, Dict[str, Optional[str]]], List[str]]:
+    """For node types whose probe saw a multi-node NVLink domain: every idle tray's ClusterUUID/CliqueId.
+
+    One srun over the idle nodes of the type (`slurmgpu probe --domain`, one line per node); the
+    domain size is then counted, not taken from the GPU table.
+    """
+    pl = plan(facts, only)
+    base = [a for a in (probe_command or ("slurmgpu", "probe")) if a != "--json"]
+    out: Dict[str, Dict[str, Optional[str]]] = {}
+    notes: List[str] = []
+    part_of: Dict[str, str] = {}
+    for p, nt, _ in pl.partitions:
+        part_of.setdefault(nt, p.name)
+    for g in pl.groups:
+        pr = probes.get(g.name)
+        if pr is None or not pr.nvlink_clique:
+            continue
+        names = [n.name for n in g.nodes if _idle(n)]
+        if len(names) <= 1:
+            notes.append("%s: too few idle nodes to count the NVLink domain's trays" % g.name)
+            continue
+        argv = ["srun", "-N%d" % len(names), "--ntasks-per-node=1", "-p", part_of[g.name], "-w"]
+        argv += [compress_hostlist(names), "-t", "5", "--immediate=%d" % max(1, wait_s), "-J", "slurmgpu-probe"]
+        res = runner.run(argv + base + ["--domain"], timeout=timeout)
+        got = parse_domain_lines(res.stdout)
+        if not res.ok and not got:
+            notes.append("NVLink domain probe of %s (%s) failed: %s" % (compress_hostlist(names), g.name, res.why()))
+            continue
+        out[g.name] = {n: got.get(n) for n in names}
+    return out, notes
+
+
 def discover(
     runner: Runner,
     only: Sequence[str] = (),
@@ -747,10 +858,13 @@ def discover(
     """Read the cluster (and probe one node per type if asked) and return the draft."""
     facts = read_cluster(runner, backend)
     probes: Dict[str, ProbeResult] = {}
+    domains: Dict[str, Dict[str, Optional[str]]] = {}
     extra: List[str] = []
     if with_probe:
         probes, extra = probe_nodes(runner, facts, only, probe_command, wait_s=wait_s)
-    draft = build_draft(facts, only, probes, name, command)
+        domains, more = probe_domains(runner, facts, probes, only, probe_command, wait_s=wait_s)
+        extra += more
+    draft = build_draft(facts, only, probes, name, command, domains)
     if extra:
         draft = SiteDraft(
             draft.header, draft.top, draft.partitions, draft.node_types, draft.footer, draft.notes + tuple(extra)

@@ -47,7 +47,7 @@ class SiteDraft:
         return out
 
 
-_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_./+-]*$")
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_./+-]*")  # used with fullmatch: `$` would let a final newline through
 _RESERVED = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
 
 
@@ -62,7 +62,7 @@ def scalar(v: Any) -> str:
     if isinstance(v, float):
         return str(int(v)) if v.is_integer() else repr(v)
     s = str(v)
-    if _PLAIN.match(s) and s.lower() not in _RESERVED and not re.match(r"^[-+.\d]", s):
+    if _PLAIN.fullmatch(s) and s.lower() not in _RESERVED and not re.match(r"^[-+.\d]", s):
         return s
     # JSON's double-quoted string is YAML's too, but YAML reads "\ud800\udc00" as two
     # characters: keep non-ASCII as is and escape only what YAML cannot carry raw.

@@ -123,6 +123,7 @@ def request_rows(req: RenderRequest) -> List[Tuple[str, str, Optional[str]]]:
         ("sbatch", "--time", _s(sb.time)),
         ("sbatch", "--exclusive", _yes(sb.exclusive)),
         ("sbatch", "--segment", _s(sb.segment)),
+        ("sbatch", "--switches", _s(sb.switches)),
         ("sbatch", "--signal", _s(sb.signal)),
         ("sbatch", "other", " ".join(sb.extra) or None),
     ]

@@ -14,7 +14,7 @@ from ..errors import ConfigError, Issue
 from ..nccl import FabricEnv, fabric_env
 from ..plan import Layout
 from ..render import PATH_VARS, TemplateDir, comment, render
-from ..site import NodeType, Site, preset_dir
+from ..site import NodeType, Partition, Site, preset_dir
 from .launchers import Launcher, Options, get_launcher
 from .sizing import Sizing, _check_size, segment_for
 
@@ -48,6 +48,7 @@ class Sbatch:
     requeue: bool
     dependency: Optional[str]
     extra: Tuple[str, ...] = ()
+    switches: Optional[int] = None  # --switches=1: the job fits under one IB leaf switch of the site
 
 
 @dataclass(frozen=True)
@@ -314,7 +315,19 @@ def _sbatch(
         requeue=spec.requeue,
         dependency=spec.dependency,
         extra=tuple(spec.sbatch),
+        switches=switches_for(site, part, layout.nodes),
     )
+
+
+def switches_for(site: Site, part: Partition, nodes: int) -> Optional[int]:
+    """1 when the partition lists its IB leaf switches and the job's nodes fit under one of them.
+
+    Slurm's topology/tree then waits (up to the site's max_switch_wait) for one leaf instead of
+    spreading the job over the spine; block sites keep racks together with --segment instead.
+    """
+    if site.topology == "block" or not part.leaf_switches or nodes <= 1:
+        return None
+    return 1 if nodes <= part.largest_leaf else None
 
 
 def _lint_user_env(fab: FabricEnv, node: NodeType, env: Mapping[str, str]) -> List[str]:

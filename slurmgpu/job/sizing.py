@@ -135,9 +135,11 @@ def segment_for(
     (`plan.rules.segment_for_layout`: whole TP, CP and EP groups inside one domain, from
     `plan.placement`), which is also the submit policy's.
     """
+    from ..plan.placement import strict_kinds
     from ..plan.rules import layout_segment_error
     from ..plan.rules import segment_for_layout as planned_segment
 
+    kinds = strict_kinds(site.policy.groups)
     if wanted is not None:
         if site.topology != "block":
             raise ConfigError(
@@ -152,13 +154,13 @@ def segment_for(
                     )
                 ]
             )
-        err = layout_segment_error(node, layout, wanted)
+        err = layout_segment_error(node, layout, wanted, kinds=kinds)
         if err:
             raise ConfigError([Issue("", None, None, "segment", err)])
         return wanted
     if planned is not None:
         return planned
-    seg, err = planned_segment(node, layout)
+    seg, err = planned_segment(node, layout, kinds=kinds)
     if err:
         raise PlanError(err)
     return seg

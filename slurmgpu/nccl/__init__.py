@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .fabric import (
         FABRIC_TABLE,
+        MNNVL_TABLE,
         OFI_NET,
         FabricEnv,
         cuda_device_max_connections,
         derived_names,
         fabric_env,
         fabric_facts,
+        mnnvl_env,
         nccl_required,
         socket_ifname,
     )
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "FABRIC_TABLE": (".fabric", "FABRIC_TABLE"),
     "FabricEnv": (".fabric", "FabricEnv"),
+    "MNNVL_TABLE": (".fabric", "MNNVL_TABLE"),
+    "mnnvl_env": (".fabric", "mnnvl_env"),
     "OFI_NET": (".fabric", "OFI_NET"),
     "PATH_LEVELS": (".lint", "PATH_LEVELS"),
     "VARS": (".lint", "VARS"),
@@ -41,8 +45,11 @@ _EXPORTS = {
     "socket_ifname": (".fabric", "socket_ifname"),
 }
 __all__ = [
+    "MNNVL_TABLE",
+    "mnnvl_env",
     "FABRIC_TABLE",
     "FabricEnv",
+    "MNNVL_TABLE",
     "OFI_NET",
     "PATH_LEVELS",
     "VARS",
@@ -52,6 +59,7 @@ __all__ = [
     "fabric_env",
     "fabric_facts",
     "lint_env",
+    "mnnvl_env",
     "nccl_required",
     "parse_devlist",
     "prefix_traps",

@@ -109,6 +109,34 @@ FABRIC_TABLE: Dict[str, FabricFacts] = {
 }
 
 
+# Multi-node NVLink (GB200/GB300 NVL72: one NVLink domain over 18 trays), per the site's
+# node_types.X.mnnvl. NCCL's default (2, auto) uses MNNVL when IMEX channels work and silently stays
+# on the network otherwise; NVLS (NVLink SHARP multicast) across trays needs the same IMEX setup
+# (fabric_facts.md 1, NCCL_MNNVL_ENABLE / NCCL_NVLS_ENABLE rows: src/mnnvl.cc, src/transport/nvls.cc).
+MNNVL_TABLE: Dict[str, Tuple[Tuple[str, str, str], ...]] = {
+    "on": (
+        (
+            "NCCL_MNNVL_ENABLE",
+            "1",
+            "the site runs IMEX channels: use NVLink across the trays of a rack or fail at init, "
+            "instead of silently falling back to the network (auto)",
+        ),
+    ),
+    "off": (
+        ("NCCL_MNNVL_ENABLE", "0", "the site has no IMEX channels: NCCL's multi-node NVLink setup would fail"),
+        ("NCCL_NVLS_ENABLE", "0", "NVLink SHARP across trays needs the IMEX setup the site does not run"),
+    ),
+    "auto": (),
+}
+
+
+def mnnvl_env(node: NodeType, nodes: int) -> Tuple[Tuple[str, str, str], ...]:
+    """(name, value, why) a job of `nodes` nodes sets for multi-node NVLink on this node type."""
+    if not node.multi_node_nvlink or nodes <= 1:
+        return ()
+    return MNNVL_TABLE.get(node.mnnvl, ())
+
+
 def fabric_facts(kind: str) -> FabricFacts:
     return FABRIC_TABLE.get(kind) or FabricFacts(kind, ask_socket_ifname=False)
 
@@ -140,6 +168,8 @@ def derived_names(kind: str) -> Tuple[str, ...]:
     names.extend(n for n, _, _ in f.amd_env)
     if f.ib_disable:
         names.append("NCCL_IB_DISABLE")
+    # from node_types.X.mnnvl on multi-node NVLink sites (the site sets mnnvl, not these)
+    names.extend(sorted({n for rows in MNNVL_TABLE.values() for n, _, _ in rows}))
     return tuple(names)
 
 
@@ -225,6 +255,9 @@ def fabric_env(node: NodeType, launcher: str, layout: Layout, fsdp: bool = False
     if node.socket_ifname:
         value, why = socket_ifname(node.socket_ifname)
         out.append(EnvVar("NCCL_SOCKET_IFNAME", value, "bootstrap/socket interface: " + why))
+
+    for name, value, why in mnnvl_env(node, layout.nodes):
+        out.append(EnvVar(name, value, "mnnvl: %s: %s" % (node.mnnvl, why)))
 
     for name, value in node.env.items():
         _put(out, EnvVar(name, value, "site config"))

@@ -9,7 +9,7 @@ srun-safe); one aggregation step prints a single table, failing nodes first, and
 non-zero so the script stops (docs/preflight.md shows the script lines).
 
 Testing hook: SLURMGPU_PROBE_FIXTURE=DIR makes the facts come from a recorded
-node (DIR/sys = sysfs root, DIR/nvidia-smi-q.txt etc. or DIR/commands.json =
+node (DIR/sys = sysfs root, DIR/dev = /dev (IMEX channels), DIR/nvidia-smi-q.txt etc. or DIR/commands.json =
 recorded command output, optional DIR/nodes.json = per-node fixture dirs)
 instead of this machine.
 """
@@ -28,8 +28,10 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, Issue, SlurmgpuError
 from ..nccl import lint_env, parse_devlist
+from ..plan import Layout
+from ..plan.placement import DOMAIN_KINDS, group_nodes
 from ..site import Nic, NodeType, Site, SitePreflight
-from ..slurm import NOT_FOUND, CommandResult, compress_hostlist
+from ..slurm import NOT_FOUND, CommandResult, compress_hostlist, parse_hostlist
 from .probe import NetIf, ProbeResult, probe, read_net_sysfs
 
 RECORD_PREFIX = "SLURMGPU-PREFLIGHT "
@@ -61,13 +63,20 @@ class NodeReport:
     node: str
     site: str
     results: Tuple[CheckResult, ...]
+    nvlink_clique: str = ""  # "ClusterUUID/CliqueId" from nvidia-smi -q (multi-node NVLink), for the job check
 
     @property
     def ok(self) -> bool:
         return not any(r.status == "fail" for r in self.results)
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"node": self.node, "site": self.site, "ok": self.ok, "results": [r.to_dict() for r in self.results]}
+        return {
+            "node": self.node,
+            "site": self.site,
+            "ok": self.ok,
+            "nvlink_clique": self.nvlink_clique,
+            "results": [r.to_dict() for r in self.results],
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NodeReport:
@@ -75,6 +84,7 @@ class NodeReport:
             node=str(d["node"]),
             site=str(d.get("site", "")),
             results=tuple(CheckResult(**{k: str(v) for k, v in r.items()}) for r in d.get("results", ())),
+            nvlink_clique=str(d.get("nvlink_clique") or ""),
         )
 
     def record(self) -> str:
@@ -165,7 +175,11 @@ def gather_facts(node: str, environ: Mapping[str, str]) -> Tuple[ProbeResult, bo
         if not os.path.isdir(d):
             raise SlurmgpuError("%s=%s: no such directory" % (FIXTURE_ENV, d))
         return probe(
-            sysfs=os.path.join(d, "sys"), runner=FixtureRunner(d), hostname=node, net_reader=read_net_sysfs
+            sysfs=os.path.join(d, "sys"),
+            runner=FixtureRunner(d),
+            hostname=node,
+            net_reader=read_net_sysfs,
+            devroot=os.path.join(d, "dev"),
         ), True
     return probe(hostname=node), False
 
@@ -193,13 +207,14 @@ def run_checks(
     results: List[CheckResult] = []
     results += check_gpus(node, nt, facts, environ, opts)
     results += check_nvlink(node, nt, facts)
+    results += check_mnnvl(node, nt, facts, environ)
     results += check_hcas(node, nt, facts, environ)
     results += check_socket(node, nt, facts, environ, addresses)
     results += check_nccl_env(node, nt, facts, environ)
     results += check_rendezvous(node, environ, opts)
     results += check_container(node, site, opts)
     results += check_checkpoint(node, site, environ, opts)
-    return NodeReport(node=node, site=site.name, results=tuple(results))
+    return NodeReport(node=node, site=site.name, results=tuple(results), nvlink_clique=facts.nvlink_clique or "")
 
 
 def _node_type(site: Site, opts: Options, environ: Mapping[str, str]) -> NodeType:
@@ -359,6 +374,52 @@ def check_nvlink(node: str, nt: NodeType, facts: ProbeResult) -> List[CheckResul
     return out or [
         _ok(node, "nvlink", "%d GPUs, NV%d between every pair" % (len(gpus), max(counts.values()) if counts else 0))
     ]
+
+
+def _job_nodes(environ: Mapping[str, str]) -> int:
+    v = environ.get("SLURM_JOB_NUM_NODES") or environ.get("SLURM_NNODES") or ""
+    return int(v) if v.isdigit() else 1
+
+
+def check_mnnvl(node: str, nt: NodeType, facts: ProbeResult, environ: Mapping[str, str]) -> List[CheckResult]:
+    """Multi-node NVLink (NVL72): the node reports its NVLink domain, and has an IMEX channel where
+    a multi-node job needs one (switch/nvidia_imex gives each job /dev/nvidia-caps-imex-channels/channelN)."""
+    if not getattr(nt, "multi_node_nvlink", False) or not facts.gpus or facts.gpu_tool != "nvidia-smi":
+        return []
+    out: List[CheckResult] = []
+    if facts.nvlink_clique:
+        out.append(_ok(node, "nvl-domain", "ClusterUUID/CliqueId %s" % facts.nvlink_clique))
+    else:
+        why = next((m for m in facts.missing if "NVLink fabric" in m or "NVLink domains" in m), "")
+        out.append(
+            CheckResult(
+                node,
+                "nvl-domain",
+                "warn",
+                why or "no ClusterUUID/CliqueId in nvidia-smi -q (Fabric section N/A)",
+                "the %d-GPU NVLink domain's ClusterUUID/CliqueId" % nt.nvlink_domain,
+                "check the fabric manager / IMEX service on %s (`nvidia-smi -q | grep -A4 Fabric`); without it the "
+                "trays of a rack cannot use NVLink between them" % node,
+            )
+        )
+    if _job_nodes(environ) <= 1 or nt.mnnvl == "off":
+        return out
+    if facts.imex_channels:
+        out.append(_ok(node, "imex", "IMEX channel %s" % ", ".join(facts.imex_channels)))
+    else:
+        out.append(
+            CheckResult(
+                node,
+                "imex",
+                "fail" if nt.mnnvl == "on" else "warn",
+                "no /dev/nvidia-caps-imex-channels/channel*",
+                "an IMEX channel for multi-node NVLink (mnnvl: %s)" % nt.mnnvl,
+                "the job needs SwitchType=switch/nvidia_imex in slurm.conf (or the nvidia-imex service and "
+                "`mknod` of channel0); until then NCCL cannot use NVLink between trays"
+                + ("" if nt.mnnvl == "on" else " and falls back to the network"),
+            )
+        )
+    return out
 
 
 Wanted = List[Tuple[str, Optional[int], Optional[Nic]]]  # (device, port or None, the site's Nic or None)
@@ -713,10 +774,16 @@ class Aggregate:
     reports: List[NodeReport] = field(default_factory=list)
     missing: List[str] = field(default_factory=list)
     other_lines: List[str] = field(default_factory=list)
+    job: List[CheckResult] = field(default_factory=list)  # checks across nodes (check_domain_groups)
 
     @property
     def ok(self) -> bool:
-        return not self.missing and all(r.ok for r in self.reports) and bool(self.reports)
+        return (
+            not self.missing
+            and all(r.ok for r in self.reports)
+            and bool(self.reports)
+            and not any(x.status == "fail" for x in self.job)
+        )
 
     def to_dict(self) -> Dict[str, Any]:
         return {
@@ -725,6 +792,7 @@ class Aggregate:
             "failed": sorted({r.node for r in self.reports if not r.ok} | set(self.missing)),
             "missing": list(self.missing),
             "reports": [r.to_dict() for r in self.reports],
+            "job": [x.to_dict() for x in self.job],
         }
 
 
@@ -770,8 +838,13 @@ def parse_records(lines: Iterable[str], expect_nodes: Sequence[str] = ()) -> Agg
 def render_table(agg: Aggregate, site: str = "") -> str:
     """One screen: failing rows first (identical rows of several nodes merged), then the passing nodes."""
     nodes = len(agg.reports) + len(agg.missing)
-    failed = sorted({r.node for r in agg.reports if not r.ok} | set(agg.missing))
+    failed = sorted(
+        {r.node for r in agg.reports if not r.ok}
+        | set(agg.missing)
+        | {n for x in agg.job if x.status == "fail" for n in parse_hostlist(x.node)}
+    )
     warns = sum(1 for r in agg.reports for x in r.results if x.status == "warn")
+    warns += sum(1 for x in agg.job if x.status == "warn")
     head = "slurmgpu preflight: %d node%s, %s%s%s" % (
         nodes,
         "" if nodes == 1 else "s",
@@ -795,6 +868,12 @@ def render_table(agg: Aggregate, site: str = "") -> str:
         if key not in order:
             order.append(key)
     for status in ("fail", "warn", "ok"):
+        for x in agg.job:
+            if x.status == status and status != "ok":
+                key = (x.check, x.status.upper(), x.found, x.expected, x.fix)
+                merged.setdefault(key, []).append(x.node)
+                if key not in order:
+                    order.append(key)
         for r in agg.reports:
             for x in r.results:
                 if x.status != status or (status == "ok" and x.check not in SHOWN_WHEN_OK):
@@ -832,6 +911,96 @@ def render_table(agg: Aggregate, site: str = "") -> str:
             "(the job spec can turn preflight off)."
         )
     return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# Across nodes: every TP/CP/EP group of the job inside one NVLink domain
+
+
+def stamp_layout(stamp: Mapping[str, str]) -> Layout:
+    """The job's layout from its stamp words (tp, pp, dp, cp, ep, nodes, gpus_per_node)."""
+    from ..stamp import stamp_int
+
+    vals = {k: stamp_int(stamp.get(k)) for k in ("tp", "pp", "dp", "cp", "ep", "nodes", "gpus_per_node")}
+    if vals["tp"] is None or vals["gpus_per_node"] is None:
+        raise SlurmgpuError(
+            "the stamp needs tp= and gpus_per_node= (got: %s)" % " ".join("%s=%s" % kv for kv in stamp.items())
+        )
+    return Layout(**{k: (v if v is not None else 1) for k, v in vals.items()})
+
+
+def check_domain_groups(
+    agg: Aggregate, site: Any, stamp: Mapping[str, str], node_order: Sequence[str], partition: Optional[str] = None
+) -> List[CheckResult]:
+    """Rows for TP/CP/EP groups whose nodes report different NVLink domains (ClusterUUID/CliqueId).
+
+    The placement is plan/placement.py's (Megatron rank order, ranks filling the job's nodes in
+    SLURM_JOB_NODELIST order); the status per kind follows the site's policy.groups (TP: enforce
+    unless set). Only node types whose NVLink domain spans nodes are checked: elsewhere a
+    multi-node group is on the network by design and the submit filter already said so.
+    """
+    nt = site.node_type_of(partition) if partition and partition in site.partitions else site.node_type_of()
+    if not nt.multi_node_nvlink:
+        return []
+    layout = stamp_layout(stamp)
+    clique = {r.node: r.nvlink_clique for r in agg.reports}
+    order = list(node_order) or sorted(clique)
+    out: List[CheckResult] = []
+    for kind in DOMAIN_KINDS:
+        if int(getattr(layout, kind)) <= 1:
+            continue
+        mode = site.policy.groups.get(kind, "enforce")
+        if mode == "off":
+            continue
+        try:
+            per_group = group_nodes(layout, kind, layout.gpus_per_node)
+        except ValueError as exc:
+            out.append(CheckResult(compress_hostlist(order), "nvl-domain", "warn", str(exc), "", ""))
+            continue
+        crossing: List[Tuple[List[str], List[str]]] = []
+        unknown: List[str] = []
+        for g in per_group:
+            names = [order[i] for i in g if i < len(order)]
+            if len(names) <= 1:
+                continue  # inside one node: on its own NVLink whatever the node reports
+            ids = {clique.get(n, "") for n in names}
+            if "" in ids:
+                unknown.extend(n for n in names if not clique.get(n))
+            elif len(ids) > 1:
+                crossing.append((names, sorted(ids)))
+        if crossing:
+            nodes = sorted({n for names, _ in crossing for n in names})
+            seg = "--segment=%d" % nt.domain_nodes
+            out.append(
+                CheckResult(
+                    compress_hostlist(nodes),
+                    "nvl-domain",
+                    "fail" if mode == "enforce" else "warn",
+                    "%d of %d %s groups span NVLink domains (e.g. %s: %s)"
+                    % (
+                        len(crossing),
+                        len(per_group),
+                        kind.upper(),
+                        compress_hostlist(crossing[0][0]),
+                        " vs ".join(i.split("/")[0][:8] for i in crossing[0][1]),
+                    ),
+                    "each %s group inside one NVLink domain (one ClusterUUID/CliqueId)" % kind.upper(),
+                    "resubmit with the --segment `slurmgpu gen` computes (at most %s on this site) so Slurm keeps "
+                    "each segment in one rack; policy.groups.%s is %s" % (seg, kind, mode),
+                )
+            )
+        if unknown:
+            out.append(
+                CheckResult(
+                    compress_hostlist(sorted(set(unknown))),
+                    "nvl-domain",
+                    "warn",
+                    "no NVLink domain reported: cannot tell whether the %s groups stay in one rack" % kind.upper(),
+                    "ClusterUUID/CliqueId from every node",
+                    "see the nvl-domain row of these nodes",
+                )
+            )
+    return out
 
 
 # ---------------------------------------------------------------------------

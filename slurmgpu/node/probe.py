@@ -32,6 +32,12 @@ class Gpu:
     vendor: str
     memory_mib: Optional[int] = None
     bus_id: Optional[str] = None
+    # `nvidia-smi -q` "Fabric" section (driver 550+ on multi-node NVLink systems such as GB200 NVL72):
+    # GPUs of one NVLink domain report the same ClusterUUID and CliqueId once State is Completed
+    fabric_state: Optional[str] = None  # Completed | In Progress | Not Started | Not Supported | N/A
+    fabric_status: Optional[str] = None  # Success, or the error
+    clique_id: Optional[str] = None
+    cluster_uuid: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,8 @@ class ProbeResult:
     nccl_env: Mapping[str, str] = field(default_factory=dict)
     found: Tuple[str, ...] = ()
     missing: Tuple[str, ...] = ()
+    imex_channels: Tuple[str, ...] = ()  # /dev/nvidia-caps-imex-channels/channel* present on the node
+    nvlink_clique: Optional[str] = None  # "ClusterUUID/CliqueId" all GPUs agree on (multi-node NVLink)
 
     def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
@@ -126,6 +134,8 @@ class ProbeResult:
             nccl_env=dict(d.get("nccl_env") or {}),
             found=tuple(d.get("found") or ()),
             missing=tuple(d.get("missing") or ()),
+            imex_channels=tuple(d.get("imex_channels") or ()),
+            nvlink_clique=d.get("nvlink_clique"),
         )
 
     def to_json(self) -> str:
@@ -177,7 +187,56 @@ def _gpu_from(d: Dict[str, Any], i: int) -> Gpu:
         vendor="nvidia",
         memory_mib=int(m.group(1)) if m else None,
         bus_id=d.get("bus_id"),
+        fabric_state=_known(d.get("Fabric/State")),
+        fabric_status=_known(d.get("Fabric/Status")),
+        clique_id=_known(d.get("Fabric/CliqueId")),
+        cluster_uuid=_known(d.get("Fabric/ClusterUUID")),
     )
+
+
+def _known(v: Optional[str]) -> Optional[str]:
+    """nvidia-smi writes N/A (and some drivers "Not Supported") where a field does not apply."""
+    return None if v is None or v in ("N/A", "Not Supported", "") else v
+
+
+_NULL_UUID = re.compile(r"^[0-]+$")
+
+
+def fabric_clique(gpus: Sequence[Gpu]) -> Tuple[Optional[str], List[str]]:
+    """("ClusterUUID/CliqueId" the node's GPUs share, notes) from their Fabric sections.
+
+    None when no GPU reports a multi-node NVLink fabric (single-node NVSwitch systems report N/A
+    or an all-zero ClusterUUID). A fabric still being set up, failed, or GPUs that disagree are
+    notes: then the node cannot vouch for its NVLink domain.
+    """
+    notes: List[str] = []
+    fab = [g for g in gpus if g.cluster_uuid and not _NULL_UUID.match(g.cluster_uuid)]
+    if not fab:
+        return None, notes
+    bad = [g for g in gpus if (g.fabric_state or "") != "Completed" or (g.fabric_status or "") != "Success"]
+    if bad:
+        notes.append(
+            "NVLink fabric not ready on GPU %s: State %s, Status %s (nvidia-smi -q, Fabric; the IMEX/fabric "
+            "manager service sets it up)"
+            % (",".join(str(g.index) for g in bad), bad[0].fabric_state or "?", bad[0].fabric_status or "?")
+        )
+        return None, notes
+    ids = sorted({"%s/%s" % (g.cluster_uuid, g.clique_id or "?") for g in gpus})
+    if len(ids) > 1:
+        notes.append(
+            "the GPUs of this node report different NVLink domains (ClusterUUID/CliqueId): %s" % ", ".join(ids)
+        )
+        return None, notes
+    return ids[0], notes
+
+
+IMEX_CHANNEL_DIR = "nvidia-caps-imex-channels"
+
+
+def read_imex_channels(devroot: str) -> List[str]:
+    """IMEX channel devices (<dev>/nvidia-caps-imex-channels/channelN): multi-node NVLink memory
+    sharing, and so NCCL's MNNVL, needs at least channel0 inside the job."""
+    return [c for c in _listdir(os.path.join(devroot, IMEX_CHANNEL_DIR)) if re.fullmatch(r"channel\d+", c)]
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -456,6 +515,7 @@ def probe(
     runner: Optional[Runner] = None,
     hostname: Optional[str] = None,
     net_reader: Optional[Callable[[str], List[NetIf]]] = None,
+    devroot: str = "/dev",
 ) -> ProbeResult:
     """Look at this node (or at a recorded sysfs tree + recorded command output)."""
     runner = runner or SubprocessRunner()
@@ -485,6 +545,15 @@ def probe(
             found.append("rocm-smi: %d GPU%s" % (len(gpus), "" if len(gpus) == 1 else "s"))
         else:
             missing.append(r.why() + (" (no ROCm here)" if r.not_found else ""))
+    clique, fab_notes = fabric_clique(gpus)
+    missing.extend(fab_notes)
+    if clique:
+        found.append("nvidia-smi -q Fabric: NVLink domain %s" % clique)
+    imex = read_imex_channels(devroot)
+    if imex:
+        found.append("%s/%s: %s" % (devroot, IMEX_CHANNEL_DIR, ", ".join(imex)))
+    elif clique:
+        missing.append("%s/%s: no IMEX channel (multi-node NVLink needs one)" % (devroot, IMEX_CHANNEL_DIR))
     link = domain = nvlinks = None
     if topo is not None:
         link, domain, nvlinks = nvlink_summary(topo)
@@ -532,7 +601,38 @@ def probe(
         nccl_env=env,
         found=tuple(found),
         missing=tuple(missing),
+        imex_channels=tuple(imex),
+        nvlink_clique=clique,
     )
+
+
+DOMAIN_PREFIX = "SLURMGPU-NVL "
+
+
+def domain_line(hostname: str, clique: Optional[str]) -> str:
+    """One line per node for `discover --probe` (srun over all trays): `SLURMGPU-NVL node clique|-`."""
+    return "%s%s %s" % (DOMAIN_PREFIX, hostname, clique or "-")
+
+
+def parse_domain_lines(text: str) -> Dict[str, Optional[str]]:
+    """Node -> its "ClusterUUID/CliqueId" (None: the node reported none) from srun output."""
+    out: Dict[str, Optional[str]] = {}
+    for line in (text or "").splitlines():
+        i = line.find(DOMAIN_PREFIX)
+        if i < 0:
+            continue
+        words = line[i + len(DOMAIN_PREFIX) :].split()
+        if len(words) == 2:
+            out[words[0]] = None if words[1] == "-" else words[1]
+    return out
+
+
+def probe_domain(runner: Optional[Runner] = None, hostname: Optional[str] = None) -> str:
+    """This node's domain line from `nvidia-smi -q` alone (seconds, so srun can ask every tray)."""
+    runner = runner or SubprocessRunner()
+    res = runner.run(["nvidia-smi", "-q"], timeout=60)
+    clique = fabric_clique(parse_nvidia_smi_q(res.stdout))[0] if res.ok else None
+    return domain_line(hostname or os.environ.get("SLURMD_NODENAME") or socket.gethostname(), clique)
 
 
 def describe(r: ProbeResult) -> str:
@@ -557,6 +657,11 @@ def describe(r: ProbeResult) -> str:
             )
     else:
         out.append("  GPUs: none found")
+    if r.nvlink_clique:
+        out.append(
+            "  multi-node NVLink domain (ClusterUUID/CliqueId): %s; IMEX channels: %s"
+            % (r.nvlink_clique, ", ".join(r.imex_channels) or "none")
+        )
     out.append("  fabric: %s" % r.fabric)
     for n in r.nics:
         out.append("    %-10s port %d  %-10s %6g Gb/s  %s" % (n.name, n.port, n.link_layer, n.gbps, n.role))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from ..site import NodeType, Partition, Site
+from .placement import strict_kinds
 
 # Cost-model constants; docs/planner.md says where each comes from.
 GEMM_EFF = 0.60  # share of dense peak that large transformer GEMMs sustain (GPUs without gemm_eff)
@@ -85,6 +86,8 @@ class Hardware:
     nic_node: float  # B/s all compute NICs of a node deliver
     hbm: float  # B/s
     notes: Tuple[str, ...]
+    # kinds whose groups must stay in one NVLink domain (rules.strict_kinds of the site's policy.groups)
+    strict_kinds: Tuple[str, ...] = ("tp", "cp", "ep")
 
     @property
     def link_words(self) -> str:
@@ -152,6 +155,7 @@ def hardware(site: Site, partition: Optional[str], precision: str = "bf16") -> H
         nic_node=gbps / 8 * NIC_EFF * 1e9,
         hbm=hbm * 1e9,
         notes=tuple(notes),
+        strict_kinds=strict_kinds(site.policy.groups),
     )
 
 

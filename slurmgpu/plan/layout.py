@@ -76,3 +76,6 @@ def expert_tp(tp: int, dp: int, cp: int, ep: int) -> int:
     NeMo's DeepSeek-V3 recipe (TP 2, EP 64 over DP 32) does.
     """
     return tp if ep <= 1 or (dp * cp) % ep == 0 else 1
+
+
+GROUP_KINDS = ("tp", "pp", "dp", "cp", "ep")  # the explain view's colourings; members: placement.group_index

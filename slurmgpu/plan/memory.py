@@ -42,7 +42,7 @@ PREFILL_CHUNK = 8192  # tokens processed at once during prefill (chunked prefill
 
 @dataclass(frozen=True)
 class MemoryBreakdown:
-    """GB per GPU on the most loaded pipeline stage."""
+    """GB per GPU on pipeline stage `stage` (a plan's `memory` is its most loaded stage)."""
 
     weights: float
     gradients: float
@@ -253,6 +253,17 @@ class TrainShape:
     seq: int
 
 
+def representative_stages(counts: Sequence[int]) -> List[int]:
+    """The stages the search evaluates: the first (embedding, most micro-batches in flight), the
+    first with the most layers, and the last (output layer and logits)."""
+    return sorted({0, list(counts).index(max(counts)), len(counts) - 1})
+
+
+def _worst(stages: Sequence[MemoryBreakdown]) -> MemoryBreakdown:
+    """The most loaded stage; the first of equals, so ties keep the lowest stage index."""
+    return max(stages, key=lambda mb: mb.total)
+
+
 def training_memory(
     model: ModelSpec,
     shape: TrainShape,
@@ -270,6 +281,25 @@ def training_memory(
     factor 1 + (p - 1)/(p * v) covers the extra micro-batches an interleaved schedule keeps.
     `stages` (stage_params for every stage) may be passed in by callers that cache it.
     """
+    return _worst(
+        training_stage_memory(model, shape, task, zero, recompute, optimizer_bytes, counts, interleave, stages)
+    )
+
+
+def training_stage_memory(
+    model: ModelSpec,
+    shape: TrainShape,
+    task: str = "pretrain",
+    zero: int = 1,
+    recompute: str = "selective",
+    optimizer_bytes: float = 12.0,
+    counts: Optional[Sequence[int]] = None,
+    interleave: int = 1,
+    stages: Optional[Sequence[StageParams]] = None,
+    which: Optional[Sequence[int]] = None,
+) -> List[MemoryBreakdown]:
+    """training_memory's breakdown of each stage in `which` (default: representative_stages), so
+    the plan can show every stage with the same formulas the search ranks by."""
     t, p, cp, ep = shape.tp, shape.pp, shape.cp, shape.ep
     if zero <= 1 and optimizer_bytes >= OPTIMIZER_BYTES["adam"]:
         optimizer_bytes -= MASTER_REMAINDER_SAVING  # NeMo's distributed Adam: see MASTER_REMAINDER_SAVING
@@ -290,9 +320,8 @@ def training_memory(
     work = 0.0
     if recompute == "full":  # one layer's activations are live again while it is recomputed
         work = activation_bytes_per_layer(s_loc, b, h, a, t, sp, "selective", layer_act_base(model, model.is_moe))
-    best: Optional[MemoryBreakdown] = None
-    full = max(counts)
-    for i in sorted({0, counts.index(full), p - 1}):
+    out: List[MemoryBreakdown] = []
+    for i in representative_stages(counts) if which is None else which:
         sp_ = stages[i] if stages is not None else stage_params(model, counts, i)
         per_dense = (sp_.dense + sp_.embed) / t
         per_exp = sp_.experts / (etp * ep)
@@ -321,11 +350,8 @@ def training_memory(
         if zero >= 3 and shard_dense > 1:
             # ZeRO-3 gathers one layer whole before using it, and prefetches the next (DeepSpeed: 4 x largest layer)
             weights += 2 * wb * _largest_layer(model, ep) / t
-        mb = MemoryBreakdown(weights / GB, grads / GB, opt / GB, acts / GB, 0.0, OVERHEAD_GB, i, recompute, zero)
-        if best is None or mb.total > best.total:
-            best = mb
-    assert best is not None
-    return best
+        out.append(MemoryBreakdown(weights / GB, grads / GB, opt / GB, acts / GB, 0.0, OVERHEAD_GB, i, recompute, zero))
+    return out
 
 
 def _largest_layer(model: ModelSpec, ep: int) -> float:
@@ -349,20 +375,32 @@ def inference_memory(
     stages: Optional[Sequence[StageParams]] = None,
 ) -> MemoryBreakdown:
     """Weights, KV cache for `batch` sequences of `seq` tokens, and the prefill working set."""
+    return _worst(inference_stage_memory(model, tp, pp, ep, batch, seq, precision, counts, stages))
+
+
+def inference_stage_memory(
+    model: ModelSpec,
+    tp: int,
+    pp: int,
+    ep: int,
+    batch: int,
+    seq: int,
+    precision: str = "bf16",
+    counts: Optional[Sequence[int]] = None,
+    stages: Optional[Sequence[StageParams]] = None,
+    which: Optional[Sequence[int]] = None,
+) -> List[MemoryBreakdown]:
+    """inference_memory's breakdown of each stage in `which` (default: representative_stages)."""
     wb = WEIGHT_BYTES.get(precision, 2.0)
     counts = counts if counts is not None else stage_layers(model.layers, pp)
     h = model.hidden
     width = model.expert_ffn * (model.experts_active + model.shared_experts) if model.is_moe else model.ffn
     chunk = min(batch * seq, PREFILL_CHUNK)
     work = chunk * 2.0 * (4 * h + 3 * width) / tp + 4.0 * batch * model.vocab / tp
-    best: Optional[MemoryBreakdown] = None
-    full = max(counts)
-    for i in sorted({0, counts.index(full), pp - 1}):
+    out: List[MemoryBreakdown] = []
+    for i in representative_stages(counts) if which is None else which:
         sp_ = stages[i] if stages is not None else stage_params(model, counts, i)
         weights = wb * ((sp_.dense + sp_.embed) / tp + sp_.experts / (tp * ep))
         kv = kv_cache_bytes(model, seq, batch, wb, tp, layers=counts[i])
-        mb = MemoryBreakdown(weights / GB, 0.0, 0.0, work / GB, kv / GB, OVERHEAD_GB, i, "none", 0)
-        if best is None or mb.total > best.total:
-            best = mb
-    assert best is not None
-    return best
+        out.append(MemoryBreakdown(weights / GB, 0.0, 0.0, work / GB, kv / GB, OVERHEAD_GB, i, "none", 0))
+    return out

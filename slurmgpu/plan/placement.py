@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .layout import Layout
 
@@ -62,6 +62,31 @@ def groups(layout: Layout, kind: str, order: str = "megatron", etp: Optional[int
     for base in range(0, world, block):
         for off in range(stride):
             out.append([base + off + k * stride for k in range(size)])
+    return out
+
+
+def strict_kinds(groups: Mapping[str, str]) -> Tuple[str, ...]:
+    """Group kinds that must stay inside one NVLink domain: TP always, CP/EP unless the site's
+    policy.groups sets that kind to warn or off (then the planner prefers a layout that keeps them
+    in a rack through the cost model, and the filter warns)."""
+    return tuple(k for k in DOMAIN_KINDS if k == "tp" or groups.get(k, "enforce") == "enforce")
+
+
+def group_index(
+    layout: Layout, order: str = "megatron", etp: Optional[int] = None, kinds: Sequence[str] = KINDS
+) -> Dict[str, List[Tuple[int, int]]]:
+    """For each kind, every global rank's (group number, position inside the group), from `groups`.
+
+    One pass per kind, so a 16,384-rank picture needs no per-rank search. Raises ValueError as
+    `groups` does when EP x expert TP does not divide a stage's ranks.
+    """
+    out: Dict[str, List[Tuple[int, int]]] = {}
+    for kind in kinds:
+        where = [(0, 0)] * layout.world
+        for g, ranks in enumerate(groups(layout, kind, order, etp)):
+            for pos, r in enumerate(ranks):
+                where[r] = (g, pos)
+        out[kind] = where
     return out
 
 

@@ -20,6 +20,10 @@ from .memory import (
     GB,
     MASTER_REMAINDER_SAVING,
     OPTIMIZER_BYTES,
+    MemoryBreakdown,
+    TrainShape,
+    inference_stage_memory,
+    training_stage_memory,
 )
 from .models import fmt_params
 from .report import _target_words
@@ -372,6 +376,17 @@ def _build(
             "domain%s."
             % (best.segment, best.segment, hw.nt.nvlink_domain, " (TP groups span %d nodes)" % tn if tn > 1 else "")
         )
+    relaxed = [k for k in ("cp", "ep") if k not in hw.strict_kinds and int(getattr(lay, k)) > 1]
+    if relaxed and hw.nt.nvlink_domain > hw.nt.gpus and lay.nodes > 1:
+        from .placement import crossings
+
+        cross = crossings(lay, hw.nt.domain_nodes, best.segment, kinds=relaxed)
+        if cross:
+            notes.append(
+                "%s groups may cross NVLink domains (%s): the site's policy.groups only warns for them, so "
+                "their traffic is planned over the network; the submit filter will warn"
+                % ("/".join(k.upper() for k in cross), ", ".join("%d %s" % (n, k.upper()) for k, n in cross.items()))
+            )
     if m.estimated:
         notes.append(
             "model shape estimated from --params: %d layers, hidden %d, %d heads, FFN %d, vocab %d; "
@@ -442,6 +457,7 @@ def _build(
         recompute=best.memory.recompute,
         segment=best.segment,
         stage_layers=tuple(ctx.counts(lay.pp)),
+        stage_memory=_stage_memory(ctx, best),
         time_breakdown=dict(best.costs),
         rejected=tuple(_dedupe(res.rejected)),
         scaling=scaling,
@@ -449,6 +465,24 @@ def _build(
         prefill_s=best.prefill,
         virtual_stages=best.d("vp") or 1,
     )
+
+
+def _stage_memory(ctx: _Ctx, best: _Cand) -> Tuple[MemoryBreakdown, ...]:
+    """Every pipeline stage's breakdown under the chosen strategy, with the search's own formulas
+    (the search ranks by the worst of representative_stages; this is the same figure per stage)."""
+    lay, mem = best.layout, best.memory
+    every = range(lay.pp)
+    if not ctx.train:
+        m, seq, prec = ctx.model, ctx.seq, ctx.req.precision
+        per = inference_stage_memory(
+            m, lay.tp, lay.pp, lay.ep, lay.micro_batch, seq, prec, ctx.counts(lay.pp), ctx.stages(lay.pp), every
+        )
+    else:
+        shape = TrainShape(lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.micro_batch, best.micro_batches, ctx.seq)
+        vp = best.d("vp") or 1
+        args = (ctx.task, mem.zero, mem.recompute, ctx.kopt, ctx.counts(lay.pp), vp, ctx.stages(lay.pp), every)
+        per = training_stage_memory(ctx.model, shape, *args)
+    return tuple(per)
 
 
 def _dedupe(rs: Iterable[Rejection]) -> List[Rejection]:

@@ -4,13 +4,13 @@ Python copy of the rule the Lua policy enforces; tests/test_agreement.py pins th
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 from ..site import NodeType, Partition, Site
 from .hardware import Hardware, hardware
 from .layout import Layout
 from .models import ModelSpec
-from .placement import choose_segment, spans
+from .placement import DOMAIN_KINDS, choose_segment, spans
 
 
 def _nodes_word(n: int) -> str:
@@ -66,7 +66,11 @@ def segment_error(nt: NodeType, tp: int, nodes: int, gpn: int, segment: int) -> 
 
 
 def segment_for_layout(
-    nt: NodeType, layout: Layout, ranks_per_node: Optional[int] = None, etp: Optional[int] = None
+    nt: NodeType,
+    layout: Layout,
+    ranks_per_node: Optional[int] = None,
+    etp: Optional[int] = None,
+    kinds: Sequence[str] = DOMAIN_KINDS,
 ) -> Tuple[Optional[int], Optional[str]]:
     """The --segment that keeps every TP, CP and EP group of `layout` inside one NVLink domain.
 
@@ -76,16 +80,23 @@ def segment_for_layout(
     """
     if nt.nvlink_domain <= nt.gpus or layout.nodes <= 1:
         return None, None
-    return choose_segment(nt.domain_nodes, nt.nvlink_domain, layout.nodes, spans(layout, ranks_per_node, etp=etp))
+    return choose_segment(
+        nt.domain_nodes, nt.nvlink_domain, layout.nodes, spans(layout, ranks_per_node, kinds=kinds, etp=etp)
+    )
 
 
 def layout_segment_error(
-    nt: NodeType, layout: Layout, segment: int, ranks_per_node: Optional[int] = None, etp: Optional[int] = None
+    nt: NodeType,
+    layout: Layout,
+    segment: int,
+    ranks_per_node: Optional[int] = None,
+    etp: Optional[int] = None,
+    kinds: Sequence[str] = DOMAIN_KINDS,
 ) -> Optional[str]:
     """Why an explicit --segment lets some TP/CP/EP group of `layout` leave its NVLink domain."""
     from .placement import segment_unit_of
 
-    sp = spans(layout, ranks_per_node, etp=etp)
+    sp = spans(layout, ranks_per_node, kinds=kinds, etp=etp)
     unit = segment_unit_of(sp)
     dn, nodes = nt.domain_nodes, layout.nodes
     if segment >= 1 and segment % unit == 0 and segment <= dn and (segment >= nodes or nodes % segment == 0):
@@ -214,8 +225,9 @@ def _layout_rules(hw: Hardware, model: ModelSpec, lay: Layout, seq: int) -> List
                 "the data-, context- and tensor-parallel ranks" % (lay.ep, lay.dp * lay.cp * lay.tp)
             )
     if not out and nt.nvlink_domain > nt.gpus and lay.nodes > 1 and (lay.cp > 1 or lay.ep > 1):
-        # NVL72: CP and EP groups need NVLink as much as TP (EP all-to-alls across racks stall)
-        _, err = segment_for_layout(nt, lay)
+        # NVL72: CP and EP groups need NVLink as much as TP (EP all-to-alls across racks stall),
+        # unless the site's policy.groups only warns for that kind
+        _, err = segment_for_layout(nt, lay, kinds=hw.strict_kinds)
         if err:
             out.append(err)
     return out

@@ -108,7 +108,9 @@ def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True, base_bat
                     if (cp > 1 or ep > 1) and hw.nt.nvlink_domain > hw.nt.gpus:
                         # CP/EP groups must stay inside one NVLink domain too (NVL72)
                         probe = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, nodes=nodes, gpus_per_node=gpn)
-                        seg_l, err = segment_for_layout(hw.nt, probe)
+                        # kinds the site only warns about (policy.groups) are preferred through the
+                        # cost model (a group past the segment runs on the NICs), not required
+                        seg_l, err = segment_for_layout(hw.nt, probe, kinds=hw.strict_kinds)
                         if err:
                             if want_rejects:
                                 rejected.append(Rejection(_short(probe), err, "rule"))

@@ -133,6 +133,7 @@ class Plan:
     recompute: str = "none"
     segment: Optional[int] = None
     stage_layers: Tuple[int, ...] = ()
+    stage_memory: Tuple[MemoryBreakdown, ...] = ()  # every pipeline stage; `memory` is the most loaded
     time_breakdown: Mapping[str, float] = field(default_factory=dict)
     rejected: Tuple[Rejection, ...] = ()
     scaling: Tuple[ScalePoint, ...] = ()
@@ -175,6 +176,7 @@ class Plan:
             "virtual_stages": self.virtual_stages,
             "stage_layers": list(self.stage_layers),
             "memory": self.memory.to_dict(),
+            "stage_memory": [m.to_dict() for m in self.stage_memory],
             "step_time_s": _r(self.step_time_s),
             "tokens_per_s": round(self.tokens_per_s, 1),
             "mfu": round(self.mfu, 4),

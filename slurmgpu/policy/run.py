@@ -39,6 +39,12 @@ class Verdict:
     notes: Tuple[str, ...] = ()
     # the --segment job_submit wrote into the job (site policy.repair_segment, Slurm 25.11+)
     repair_segment: Optional[int] = None
+    # shadow mode: what enforce would have told the user (the user is told nothing)
+    shadow_messages: Tuple[str, ...] = ()
+    shadow_warnings: Tuple[str, ...] = ()
+    would: str = "accept"  # accept | warn | reject: the verdict with shadow partitions enforced
+    verdict: str = "ok"  # the audit word: ok warn reject shadow-warn shadow-reject exempt error
+    audit: str = "slurmgpu=ok"  # the token job_submit.lua appends to AdminComment
 
     @property
     def accepted(self) -> bool:
@@ -62,6 +68,11 @@ class Verdict:
             "internal_error": self.internal_error,
             "unknown_partitions": list(self.unknown_partitions),
             "notes": list(self.notes),
+            "shadow_messages": list(self.shadow_messages),
+            "shadow_warnings": list(self.shadow_warnings),
+            "would": self.would,
+            "verdict": self.verdict,
+            "audit": self.audit,
         }
 
 
@@ -87,6 +98,11 @@ def verdict_from_data(d: Mapping[str, Any]) -> Verdict:
         lines=messages + warnings,
         unknown_partitions=tuple(d.get("unknown_partitions") or ()),
         notes=tuple(d.get("notes") or ()),
+        shadow_messages=tuple(d.get("shadow_messages") or ()),
+        shadow_warnings=tuple(d.get("shadow_warnings") or ()),
+        would=str(d.get("would") or "accept"),
+        verdict=str(d.get("verdict") or "ok"),
+        audit=str(d.get("audit") or "slurmgpu=ok"),
     )
 
 
@@ -196,7 +212,7 @@ class PolicyRunner:
         if self._lua is None:
             raise SlurmgpuError("submit_desc needs lupa")
         rt = self._lua
-        rc, msgs, log = self._submit(
+        rc, msgs, log, _ = self._submit(
             rt.table_from(dict(desc), recursive=True), rt.table_from(self.parts, recursive=True), uid
         )
         return (int(rc), [msgs[i] for i in range(1, len(msgs) + 1)], [log[i] for i in range(1, len(log) + 1)])

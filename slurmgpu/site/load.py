@@ -13,6 +13,7 @@ from ..vocab import FABRICS, LAUNCHERS, RUNTIMES
 from .model import (
     GPU_REQUESTS,
     LINKS,
+    MNNVL_MODES,
     POLICY_MODES,
     TOPOLOGIES,
     VENDORS,
@@ -54,6 +55,7 @@ _PARTITION_FIELDS = {
     "constraint": Field("str"),
     "exclusive": Field("bool", default=True),
     "policy": Field("str", choices=POLICY_MODES),
+    "leaf_switches": Field("strmap", default=dict),
 }
 
 
@@ -75,6 +77,7 @@ _NODE_FIELDS = {
     "env": Field("strmap", default=dict),
     "roce_gid_index": Field("int", minimum=0),
     "roce_traffic_class": Field("int", minimum=0),
+    "mnnvl": Field("str", default="auto", choices=MNNVL_MODES),
 }
 
 
@@ -367,6 +370,14 @@ def _node_type(ck: Checker, name: str, raw: Any, parent: Any) -> Optional[NodeTy
             path + ".nvlink_domain",
             "an NVLink domain smaller than a node must divide its %d GPUs, got %d" % (gpus, domain),
         )
+    if v["mnnvl"] != "auto" and domain <= gpus:
+        ck.error(
+            raw,
+            "mnnvl",
+            path + ".mnnvl",
+            "mnnvl: %s applies to NVLink domains larger than a node (nvlink_domain %d on %d-GPU nodes); "
+            "remove it or set nvlink_domain (e.g. 72 for GB200/GB300 NVL72)" % (v["mnnvl"], domain, gpus),
+        )
     if v["link"] == "pcie" and domain > gpus:
         ck.error(
             raw,
@@ -417,6 +428,7 @@ def _node_type(ck: Checker, name: str, raw: Any, parent: Any) -> Optional[NodeTy
         env=dict(v["env"] or {}),
         roce_gid_index=v["roce_gid_index"],
         roce_traffic_class=v["roce_traffic_class"],
+        mnnvl=v["mnnvl"],
     )
 
 
@@ -449,6 +461,7 @@ def _partition(
             path + ".max_nodes_per_job",
             "max_nodes_per_job (%d) exceeds the partition's %d nodes" % (maxn, v["nodes"]),
         )
+    leaves = _leaf_switches(ck, raw, path, v["leaf_switches"] or {}, v["nodes"])
     if len(ck.issues) > n_before:
         return None
     return Partition(
@@ -459,7 +472,46 @@ def _partition(
         constraint=v["constraint"],
         exclusive=v["exclusive"],
         policy=v["policy"],
+        leaf_switches=leaves,
     )
+
+
+def _leaf_switches(
+    ck: Checker, raw: Any, path: str, given: Mapping[str, str], nodes: Any
+) -> Dict[str, Tuple[str, ...]]:
+    """partitions.X.leaf_switches: switch name -> Slurm host list, each node under one leaf."""
+    from ..slurm.parse import parse_hostlist
+
+    src = raw.get("leaf_switches") if isinstance(raw, dict) else None
+    out: Dict[str, Tuple[str, ...]] = {}
+    seen: Dict[str, str] = {}
+    for leaf, hosts in given.items():
+        where = join(path + ".leaf_switches", leaf)
+        try:
+            members = tuple(parse_hostlist(str(hosts)))
+            odd = [m for m in members if any(c in m for c in "[] \t")]
+            if odd:
+                raise ValueError("unbalanced brackets or blanks in %r" % odd[0])
+        except Exception as exc:  # SlurmError: a bad range
+            ck.error(src, leaf, where, "not a Slurm host list (e.g. gb[001-018]): %s" % exc)
+            continue
+        if not members:
+            ck.error(src, leaf, where, "no nodes: give the nodes under this leaf switch, e.g. gb[001-018]")
+            continue
+        for n in members:
+            if n in seen:
+                ck.error(src, leaf, where, "node %s is already under leaf switch %s" % (n, seen[n]))
+                break
+            seen[n] = leaf
+        out[str(leaf)] = members
+    if isinstance(nodes, int) and len(seen) > nodes:
+        ck.error(
+            raw,
+            "leaf_switches",
+            path + ".leaf_switches",
+            "the leaf switches list %d nodes but the partition has %d (nodes:)" % (len(seen), nodes),
+        )
+    return out
 
 
 def resolve_site(explicit: Optional[str], environ: Mapping[str, str]) -> Tuple[Site, str]:

@@ -20,7 +20,9 @@ GPU_REQUESTS = ("gpus-per-node", "gres")
 TOPOLOGIES = ("flat", "tree", "block")
 
 
-POLICY_MODES = ("enforce", "warn", "off")
+# shadow: judge and log (AdminComment too) what enforce would do, tell the user nothing
+POLICY_MODES = ("enforce", "warn", "shadow", "off")
+MNNVL_MODES = ("auto", "on", "off")  # NodeType.mnnvl (the NCCL settings per mode: slurmgpu.nccl.fabric MNNVL_TABLE)
 
 
 DEFAULT_SITE = "dgx-h100"
@@ -68,6 +70,13 @@ class NodeType:
     env: Mapping[str, str] = field(default_factory=dict)
     roce_gid_index: Optional[int] = None
     roce_traffic_class: Optional[int] = None
+    # multi-node NVLink (nvlink_domain > gpus): "on" = IMEX channels are set up, NCCL must use the
+    # rack's NVLink across trays; "off" = no IMEX, NCCL stays on the network; "auto" = NCCL decides
+    mnnvl: str = "auto"
+
+    @property
+    def multi_node_nvlink(self) -> bool:
+        return self.nvlink_domain > self.gpus
 
     @property
     def compute_nics(self) -> Tuple[Nic, ...]:
@@ -102,6 +111,7 @@ class NodeType:
             "env": dict(self.env),
             "roce_gid_index": self.roce_gid_index,
             "roce_traffic_class": self.roce_traffic_class,
+            "mnnvl": self.mnnvl,
         }
 
 
@@ -116,6 +126,13 @@ class Partition:
     constraint: Optional[str] = None
     exclusive: bool = True
     policy: Optional[str] = None  # overrides SitePolicy.mode for this partition
+    # IB leaf switch -> its nodes (expanded), for topology/tree and gen's --switches=1 hint
+    leaf_switches: Mapping[str, Tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def largest_leaf(self) -> int:
+        """Nodes under the largest listed leaf switch (0: none listed)."""
+        return max((len(m) for m in self.leaf_switches.values()), default=0)
 
     def to_dict(self) -> Dict[str, Any]:
         return {
@@ -125,6 +142,7 @@ class Partition:
             "constraint": self.constraint,
             "exclusive": self.exclusive,
             "policy": self.policy,
+            "leaf_switches": {k: list(v) for k, v in self.leaf_switches.items()},
         }
 
 

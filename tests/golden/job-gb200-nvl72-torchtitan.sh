@@ -30,6 +30,7 @@ echo '# slurmgpu: site=gb200-nvl72 tp=8 pp=1 dp=2 cp=1 ep=1 nodes=4 gpus_per_nod
 export NCCL_DEBUG=WARN  # NCCL prints warnings such as a missing network plugin
 export NCCL_IB_HCA='=mlx5_0:1,mlx5_1:1,mlx5_4:1,mlx5_5:1'  # the site's compute HCAs only, exact names (no storage ports, no prefix matches)
 export NCCL_SOCKET_IFNAME='=bond0'  # bootstrap/socket interface: exact interface names (a bare name would also match longer ones)
+export NCCL_MNNVL_ENABLE=1  # mnnvl: on: the site runs IMEX channels: use NVLink across the trays of a rack or fail at init, instead of silently falling back to the network (auto)
 
 # --- the planned layout, for programs that want to read it ---
 export SLURMGPU_SITE=gb200-nvl72 SLURMGPU_TP=8 SLURMGPU_PP=1 SLURMGPU_DP=2 SLURMGPU_CP=1 SLURMGPU_EP=1 SLURMGPU_MICRO_BATCH=1
@@ -48,7 +49,8 @@ export MASTER_ADDR MASTER_PORT
 # --- preflight: check every node (GPUs, fabric, environment) before the launch ---
 srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=0 \
     "${SLURMGPU_BIN:-slurmgpu}" preflight --site gb200-nvl72 --record \
-  | "${SLURMGPU_BIN:-slurmgpu}" preflight --aggregate - --nodes "$SLURM_JOB_NODELIST" \
+  | "${SLURMGPU_BIN:-slurmgpu}" preflight --site gb200-nvl72 --aggregate - --nodes "$SLURM_JOB_NODELIST" \
+      --stamp '# slurmgpu: site=gb200-nvl72 tp=8 pp=1 dp=2 cp=1 ep=1 nodes=4 gpus_per_node=4' \
   || { echo "slurmgpu: preflight failed on this allocation; the launcher was not started" >&2; exit 1; }
 
 # --- launch: torchtitan via torchrun, one task per node ---

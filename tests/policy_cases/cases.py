@@ -14,6 +14,9 @@ Header keys (`# key: value` lines; repeatable ones marked *):
   message*  text that one rejection message contains
   warning*  text that one warning contains
   no-warnings (no value): the verdict has no warnings
+  would     accept | warn | reject: the verdict with shadow partitions enforced (shadow mode)
+  shadow-message*, shadow-warning*  text that one would-be message / warning contains (shadow
+            mode: kept from the user, in `admin replay`)
   rule*, not-rule*   rule ids that did / did not fire
   source, launcher   where the layout came from, which launcher was recognised
   layout    tp=16 pp=1 ... (the layout the rules checked)
@@ -30,7 +33,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 HERE = Path(__file__).resolve().parent
 SITES = HERE / "sites"
 _HEADER = re.compile(r"^# ([a-z-]+):?(?: (.*))?$")
-_REPEATABLE = {"message", "warning", "rule", "not-rule", "expect-slurm"}
+_REPEATABLE = {"message", "warning", "rule", "not-rule", "expect-slurm", "shadow-message", "shadow-warning"}
 _KEYS = _REPEATABLE | {
     "case",
     "site",
@@ -44,6 +47,7 @@ _KEYS = _REPEATABLE | {
     "launcher",
     "layout",
     "no-warnings",
+    "would",
 }
 
 
@@ -69,6 +73,9 @@ class PolicyCase:
     launcher: Optional[str] = None
     layout: Dict[str, int] = field(default_factory=dict)
     expect_slurm: Tuple[Tuple[Tuple[int, int, int], Tuple[int, int, int], str], ...] = ()
+    would: Optional[str] = None
+    shadow_messages: Tuple[str, ...] = ()
+    shadow_warnings: Tuple[str, ...] = ()
 
     def expect_for(self, slurm_version: Optional[str]) -> str:
         """The verdict a controller of this Slurm release ("24.11.5", a site's "24.11") gives:
@@ -139,6 +146,9 @@ def parse_case(path: Path) -> PolicyCase:
         launcher=one("launcher"),
         layout=layout,
         expect_slurm=tuple(ranges),
+        would=one("would"),
+        shadow_messages=tuple(values.get("shadow-message", ())),
+        shadow_warnings=tuple(values.get("shadow-warning", ())),
     )
 
 
@@ -156,6 +166,8 @@ def problems(
     launcher: Optional[str] = None,
     layout: Optional[Dict[str, Optional[int]]] = None,
     slurm_version: Optional[str] = None,
+    would: Optional[str] = None,
+    shadow: Optional[Tuple[Sequence[str], Sequence[str]]] = None,
 ) -> List[str]:
     """What differs from the case's expectations (empty: the verdict is right) on a site of Slurm
     `slurm_version` (see expect_for). Fields passed as None are not checked (e.g. the lua5.1 path
@@ -187,4 +199,13 @@ def problems(
         for k, v in case.layout.items():
             if layout.get(k) != v:
                 out.append("layout %s=%s, expected %s" % (k, layout.get(k), v))
+    if would is not None and case.would and would != case.would:
+        out.append("would-be verdict %s, expected %s" % (would, case.would))
+    if shadow is not None:
+        for text in case.shadow_messages:
+            if not any(text in m for m in shadow[0]):
+                out.append("no would-be rejection message contains %r" % text)
+        for text in case.shadow_warnings:
+            if not any(text in w for w in shadow[1]):
+                out.append("no would-be warning contains %r" % text)
     return out
