@@ -5,8 +5,9 @@ imports the rest of it: start-up time is a feature on a login node."""
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy import face
 
 if TYPE_CHECKING:
     from .diagram import render
@@ -91,11 +92,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module, attr = _EXPORTS[name]
-    except KeyError:
-        raise AttributeError("module %r has no attribute %r" % (__name__, name)) from None
-    value = getattr(import_module(module, __name__), attr)
-    globals()[name] = value
-    return value
+__getattr__ = face(__name__, _EXPORTS, globals())
