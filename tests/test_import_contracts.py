@@ -36,6 +36,7 @@ ROOT_MAY_IMPORT = {
     "vocab": set(),
     "cache": set(),
     "stamp": set(),
+    "lazy": set(),
     "jobfields": {"vocab"},
     "yamlsrc": {"errors", "cache"},
     "schema": {"errors", "yamlsrc"},
