@@ -28,9 +28,6 @@ def _load_site(site: Optional[str], quiet: bool = False):
 _LAUNCHERS = vocab.LAUNCHERS
 
 
-_RUNTIMES = vocab.RUNTIMES
-
-
 def _write_atomic(path: str, text: str) -> None:
     """Write via a temporary file in the same directory and rename: never a half-written script."""
     import tempfile
