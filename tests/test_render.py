@@ -408,7 +408,7 @@ def test_tasks_per_node_matches_the_launcher():
 
 def test_layout_arguments_carry_the_layout():
     lay = Layout(tp=4, pp=2, dp=2, cp=2, ep=2, micro_batch=3, nodes=4, gpus_per_node=8)
-    meg = L.layout_args(L.get_launcher("megatron"), lay, L.Options())
+    meg = L.framework_args(L.get_launcher("megatron"), lay, L.Options())
     pairs = dict(zip(meg, meg[1:]))
     assert (
         pairs["--tensor-model-parallel-size"],
@@ -418,35 +418,35 @@ def test_layout_arguments_carry_the_layout():
         pairs["--micro-batch-size"],
     ) == ("4", "2", "2", "2", "3")
     assert "--sequence-parallel" in meg and "--use-distributed-optimizer" in meg
-    fsdp = L.layout_args(L.get_launcher("megatron"), lay, L.Options(fsdp=True))
+    fsdp = L.framework_args(L.get_launcher("megatron"), lay, L.Options(fsdp=True))
     assert "--use-torch-fsdp2" in fsdp and "--use-distributed-optimizer" not in fsdp
-    nemo = L.layout_args(L.get_launcher("nemo"), lay, L.Options())
+    nemo = L.framework_args(L.get_launcher("nemo"), lay, L.Options())
     assert "trainer.num_nodes=4" in nemo and "model.tensor_model_parallel_size=4" in nemo
-    titan = L.layout_args(L.get_launcher("torchtitan"), lay, L.Options())
+    titan = L.framework_args(L.get_launcher("torchtitan"), lay, L.Options())
     assert titan[titan.index("--parallelism.tensor_parallel_degree") + 1] == "4"
     assert titan[titan.index("--parallelism.data_parallel_shard_degree") + 1] == "2"
-    assert L.layout_args(L.get_launcher("vllm"), lay, L.Options())[:4] == (
+    assert L.framework_args(L.get_launcher("vllm"), lay, L.Options())[:4] == (
         "--tensor-parallel-size",
         "4",
         "--pipeline-parallel-size",
         "2",
     )
-    assert L.layout_args(L.get_launcher("torchrun"), lay, L.Options()) == ()
+    assert L.framework_args(L.get_launcher("torchrun"), lay, L.Options()) == ()
 
 
 def test_user_arguments_may_not_contradict_the_layout():
     meg = L.get_launcher("megatron")
     lay = Layout(tp=8, pp=2, nodes=2, gpus_per_node=8)
-    gen = L.layout_args(meg, lay, L.Options())
+    gen = L.framework_args(meg, lay, L.Options())
     with pytest.raises(ConfigError, match="--tensor-model-parallel-size=4"):
         L.check_conflicts(meg, ["--tensor-model-parallel-size=4"], gen)
     L.check_conflicts(meg, ["--lr", "1e-4"], gen)
     nemo = L.get_launcher("nemo")
     with pytest.raises(ConfigError, match="trainer.devices"):
-        L.check_conflicts(nemo, ["+trainer.devices=4"], L.layout_args(nemo, lay, L.Options()))
+        L.check_conflicts(nemo, ["+trainer.devices=4"], L.framework_args(nemo, lay, L.Options()))
     vllm = L.get_launcher("vllm")
     with pytest.raises(ConfigError, match="-tp"):
-        L.check_conflicts(vllm, ["-tp", "2"], L.layout_args(vllm, lay, L.Options()))
+        L.check_conflicts(vllm, ["-tp", "2"], L.framework_args(vllm, lay, L.Options()))
     with pytest.raises(ConfigError, match="--node-rank"):
         L.check_conflicts(vllm, ["--node-rank", "0"], ())
 

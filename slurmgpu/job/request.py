@@ -19,7 +19,6 @@ from .launchers import Launcher, Options, get_launcher
 from .sizing import Sizing, _check_size, segment_for
 
 if TYPE_CHECKING:
-    from ..plan import ModelSpec
     from ..site import Partition
     from .spec import JobSpec, Where
 
@@ -263,9 +262,17 @@ def launch_argv(
         checkpoint_signal=spec.checkpoint_signal,
         save_interval=spec.save_interval,
         exit_duration_mins=_exit_duration(spec, grace),
+        model=sizing.model,
+        precision=getattr(plan, "precision", None) or spec.precision,
+        virtual_stages=getattr(plan, "virtual_stages", 1) or 1,
+        stage_layers=tuple(getattr(plan, "stage_layers", ()) or ()),
+        data=spec.data,
+        tokenizer=spec.tokenizer,
+        train_iters=spec.train_iters,
+        lr=spec.lr,
+        smoke=spec.smoke,
     )
-    argv += list(megatron_model_args(launcher, sizing.model, user_argv, seq))
-    planned = L.layout_args(launcher, sizing.layout, opts, user_argv)
+    planned = L.framework_args(launcher, sizing.layout, opts, user_argv)
     L.check_conflicts(launcher, user_argv, planned, where)
     return tuple(argv) + tuple(planned)
 
@@ -422,39 +429,6 @@ def _container(site: Site, node: NodeType, spec: JobSpec, warnings: List[str]) -
         mount_workdir=spec.container.mount_workdir and runtime == "pyxis",
         gpu_flag="--rocm" if node.vendor == "amd" else "--nv",
     )
-
-
-def megatron_model_args(
-    launcher: Launcher, model: Optional[ModelSpec], user_argv: Sequence[str], seq: Optional[int]
-) -> Tuple[str, ...]:
-    """The model's shape as Megatron arguments, so the planned job is the job that runs."""
-    if launcher.name != "megatron" or model is None:
-        return ()
-    given = {a.split("=", 1)[0] for a in user_argv}
-    out: List[str] = []
-
-    def add(flag: str, *values: Any) -> None:
-        if flag not in given:
-            out.extend((flag,) + tuple(str(v) for v in values))
-
-    add("--num-layers", model.layers)
-    add("--hidden-size", model.hidden)
-    add("--num-attention-heads", model.heads)
-    add("--ffn-hidden-size", model.ffn)
-    if model.kv_heads and model.kv_heads != model.heads:
-        add("--group-query-attention")
-        add("--num-query-groups", model.kv_heads)
-    if model.gated:
-        add("--swiglu")
-    if not seq:
-        add("--seq-length", model.seq)
-    add("--max-position-embeddings", max(seq or 0, model.seq))
-    if not model.tied_embeddings:
-        add("--untie-embeddings-and-output-weights")
-    if model.is_moe:
-        add("--num-experts", model.experts)
-        add("--moe-router-topk", model.experts_active)
-    return tuple(out)
 
 
 def about_lines(

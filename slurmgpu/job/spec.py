@@ -135,6 +135,11 @@ class JobSpec:
     tokens: Optional[float] = None
     precision: str = "bf16"
     fsdp: bool = False
+    data: Optional[str] = None  # what the framework trains on (path/prefix; $VARS expand on the node)
+    tokenizer: Optional[str] = None
+    train_iters: Optional[int] = None
+    lr: Optional[str] = None  # kept as written (3e-4), passed to the framework as is
+    smoke: bool = False  # a short run on the framework's mock data
     sbatch: Tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     checkpoint_dir: Optional[str] = None
@@ -329,6 +334,14 @@ def check_mem(v: Any) -> Optional[str]:
     return "expected a Slurm memory size such as 0 (all), 512G or 64000M, got %r" % (v,)
 
 
+def check_number(v: Any) -> Optional[str]:
+    try:
+        ok = not isinstance(v, bool) and float(str(v)) > 0 and float(str(v)) != float("inf")
+    except ValueError:
+        ok = False
+    return None if ok else "expected a positive number such as 3e-4 or 0.0003, got %r" % (v,)
+
+
 def check_grace(v: Any) -> Optional[str]:
     bad = check_positive(v)
     if bad is None and v > 65535:
@@ -347,6 +360,7 @@ CHECKS: Dict[str, Callable[[Any], Optional[str]]] = {
     "mem": check_mem,
     "grace": check_grace,
     "nonnegative": check_nonnegative,
+    "number": check_number,
 }
 
 
@@ -416,6 +430,9 @@ def spec_from_data(data: Any, path: str, text: str = "") -> JobSpec:
         if tok is None or tok <= 0:
             ck.error(data, "tokens", "tokens", "expected a token count such as 2T or 1.5e12, got %r" % (v["tokens"],))
         kw["tokens"] = tok
+    if v["lr"] is not None:
+        kw["lr"] = str(v["lr"])
+        _report(ck, data, "lr", check_number(kw["lr"]))
     if v["mem"] is not None:
         kw["mem"] = str(v["mem"])
         _report(ck, data, "mem", check_mem(kw["mem"]))

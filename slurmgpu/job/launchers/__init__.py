@@ -1,0 +1,81 @@
+"""One adapter per framework: plan + model + spec -> the framework's own command line.
+
+Each module (megatron, torchtitan, vllm, ...) declares its `LAUNCHER` record and an
+`args(layout, opts, user_argv)` function; this face assembles the registry in the order of
+`slurmgpu.vocab.LAUNCHERS` and dispatches. Shared pieces live in `base`.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Dict, Sequence, Tuple
+
+from ...errors import ConfigError, Issue
+from ...plan import Layout
+from ...vocab import LAUNCHERS as NAMES
+from . import accelerate, deepspeed, megatron, nemo, sglang, srun, torchrun, torchtitan, vllm
+from .base import (
+    DEFAULT_SAVE_INTERVAL,
+    PYTHONS,
+    RUNNERS,
+    Launcher,
+    Options,
+    check_conflicts,
+    given_keys,
+    option_key,
+    program,
+    serving_layout_ok,
+    weights_args,
+)
+
+_MODULES: Dict[str, ModuleType] = {
+    m.LAUNCHER.name: m for m in (torchrun, srun, megatron, deepspeed, nemo, torchtitan, accelerate, vllm, sglang)
+}
+# tests/test_vocab.py checks this describes every name of slurmgpu.vocab.LAUNCHERS, in order
+LAUNCHERS: Dict[str, Launcher] = {n: _MODULES[n].LAUNCHER for n in NAMES if n in _MODULES}
+
+
+def framework_args(launcher: Launcher, layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[str, ...]:
+    """What the framework must be told about the planned model, precision and layout."""
+    out: Tuple[str, ...] = _MODULES[launcher.name].args(layout, opts, user_argv)
+    return out
+
+
+def get_launcher(name: str) -> Launcher:
+    try:
+        return LAUNCHERS[name]
+    except KeyError:
+        import difflib
+
+        hint = difflib.get_close_matches(name, NAMES, n=1)
+        raise ConfigError(
+            [
+                Issue(
+                    "--launcher",
+                    None,
+                    None,
+                    "launcher",
+                    "unknown launcher %r%s; expected one of: %s"
+                    % (name, " (did you mean '%s'?)" % hint[0] if hint else "", ", ".join(NAMES)),
+                )
+            ]
+        ) from None
+
+
+__all__ = [
+    "DEFAULT_SAVE_INTERVAL",
+    "LAUNCHERS",
+    "NAMES",
+    "PYTHONS",
+    "RUNNERS",
+    "Launcher",
+    "Options",
+    "check_conflicts",
+    "framework_args",
+    "get_launcher",
+    "given_keys",
+    "option_key",
+    "program",
+    "serving_layout_ok",
+    "weights_args",
+]
