@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .planner import make_plan
     from .report import format_plan
     from .rules import check_layout_rules, segment_error, segment_for
-    from .types import PlanRequest
+    from .types import Capabilities, PlanRequest
 
 # A name that is also a submodule's name is bound now: once any sibling imported the
 # submodule, the package attribute would otherwise be the module, not the function.
@@ -39,6 +39,7 @@ _EXPORTS = {
     "Layout": (".layout", "Layout"),
     "ModelSpec": (".models", "ModelSpec"),
     "PlanRequest": (".types", "PlanRequest"),
+    "Capabilities": (".types", "Capabilities"),
     "TrainShape": (".memory", "TrainShape"),
     "activation_bytes_per_layer": (".memory", "activation_bytes_per_layer"),
     "aliases_of": (".models", "aliases_of"),
@@ -66,6 +67,7 @@ __all__ = [
     "Layout",
     "ModelSpec",
     "PlanRequest",
+    "Capabilities",
     "TrainShape",
     "activation_bytes_per_layer",
     "aliases_of",

@@ -25,6 +25,24 @@ TASK_ALIASES = {
 
 
 @dataclass(frozen=True)
+class Capabilities:
+    """What a launcher can express, so the planner never picks a layout that launcher cannot run.
+
+    The launcher adapters (slurmgpu.job.launchers) declare these; the planner only reads them.
+    """
+
+    pp: bool = True  # pipeline stages
+    cp: bool = True  # context parallelism
+    ep: bool = True  # expert parallelism
+    virtual_stages: bool = True  # interleaved pipeline chunks
+    uneven_stages: bool = True  # first/last stage with fewer layers
+    zero: Tuple[int, ...] = (0, 1, 2, 3)  # sharding stages it can be told to use
+    zero3_with_pp: bool = True  # full sharding combined with pipeline stages
+    zero3_with_ep: bool = True  # full sharding combined with expert parallelism
+    serving_dp: bool = False  # a serving engine that runs data-parallel replicas inside one server
+
+
+@dataclass(frozen=True)
 class PlanRequest:
     """What to plan: the model, the task, the allocation or its bounds, and the user's pins."""
 
@@ -43,6 +61,7 @@ class PlanRequest:
     optimizer: str = "adam"  # adam (16 B/param with weights and grads) | adam8bit | sgd
     target_days: Optional[float] = None  # with tokens: smallest allocation that trains in time
     virtual_stages: Optional[int] = None  # interleaved pipeline chunks per GPU (Megatron VPP); default: searched
+    caps: Capabilities = Capabilities()  # what the launcher can run (default: anything)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional, Sequence, Set, Tuple
 
 from ...errors import ConfigError, Issue
-from ...plan import Layout
+from ...plan import Capabilities, Layout
 
 if TYPE_CHECKING:
     from ...plan import ModelSpec
@@ -38,6 +38,7 @@ class Launcher:
     # other spellings of flags the adapter writes: (flag, (alias, ...)), refused from the user too
     aliases: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
     targets: str = ""  # the framework version the adapter's flags are checked against (script header, docs)
+    caps: Capabilities = Capabilities()  # what the planner may choose for this launcher
 
     @property
     def per_node(self) -> bool:
