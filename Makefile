@@ -13,7 +13,7 @@ test: deps
 deps:
 	@if [ "$$(id -u)" = 0 ]; then bash contrib/testcluster/install-deps.sh; \
 	 else echo "not root: skipping Debian packages (cluster tests will be skipped unless already installed)"; fi
-	$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[test,e2e,lint]'
+	$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[test,e2e,lint,contract]'
 
 test-unit:
 	$(PYTHON) -m pytest -q -m "not cluster"

@@ -60,6 +60,7 @@ class Launch:
     tasks_per_node: int
     program: Tuple[str, ...]  # entry point + user args + model/layout args, unquoted
     serving: bool = False
+    targets: str = ""  # the framework version the adapter's flags are checked against
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,7 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         tasks_per_node=tpn,
         program=argv,
         serving=launcher.serving,
+        targets=launcher.targets,
     )
     ver = _version_tuple(site.slurm_version)
     req = RenderRequest(
