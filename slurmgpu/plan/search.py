@@ -113,6 +113,8 @@ def _caps_allow(ctx: _Ctx, nodes: int, pp: int, dp: int) -> bool:
     caps = ctx.req.caps
     if pp > 1 and not caps.uneven_stages and ctx.model.layers % pp:
         return False
+    if pp > 1 and ctx.req.zero == 3 and not caps.zero3_with_pp:
+        return False
     if not ctx.train and dp > 1:
         return caps.serving_dp and (nodes == 1 or caps.serving_dp_nodes)
     return True
@@ -190,6 +192,8 @@ def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True, base_bat
                     eps = [pins["ep"]]
                 for ep in eps:
                     if ep > 1 and (not m.is_moe or m.experts % ep or (dp * cp * tp) % ep):
+                        continue
+                    if ep > 1 and req.zero == 3 and not req.caps.zero3_with_ep:
                         continue
                     seg_l = seg
                     if (cp > 1 or ep > 1) and hw.nt.nvlink_domain > hw.nt.gpus:
