@@ -66,10 +66,11 @@ def caps_error(req: PlanRequest) -> Optional[str]:
     ):
         if pins.get(key, 1) > 1 and not allowed:
             return "%s cannot run %s: drop --%s %d (or pick a launcher that has it)" % (who, what, key, pins[key])
-    if (req.virtual_stages or 1) > 1 and not caps.virtual_stages:
+    vp = req.virtual_stages or 1
+    if vp > 1 and not caps.virtual_stages:
         return "%s cannot run interleaved (virtual) pipeline stages: drop --virtual-stages %d" % (
             who,
-            req.virtual_stages,
+            vp,
         )
     pp = pins.get("pp", 1)
     if pp > 1 and not caps.uneven_stages and req.model.layers % pp:
