@@ -34,7 +34,7 @@ LAUNCHER = Launcher(
         ("--data-parallel-start-rank", ("-dpr",)),
         ("--data-parallel-address", ("-dpa",)),
         ("--data-parallel-rpc-port", ("-dpp",)),
-        ("--enable-expert-parallel", ("-ep", "--no-enable-expert-parallel")),
+        ("--enable-expert-parallel", ("-ep", "--disable-expert-parallel")),
     ),
     targets="vLLM 0.33.0",
     caps=Capabilities(
