@@ -39,6 +39,8 @@ COMMAND = {
     "srun": ("python", "train.py"),
     "deepspeed": ("train.py", "--deepspeed", "ds.json"),
     "accelerate": ("train.py",),
+    # no model to pick a Megatron-Bridge recipe from: the user names it and the data
+    "nemo": ("--recipe", "llama31_8b_pretrain_config", "--dataset", "mock"),
 }
 
 
