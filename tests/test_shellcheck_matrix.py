@@ -37,7 +37,7 @@ BASE_IMAGE_AMD = {"pyxis": "rocm/pytorch:latest"}
 COMMAND = {
     "torchrun": ("train.py", "--config", "cfg.yaml"),
     "srun": ("python", "train.py"),
-    "deepspeed": ("train.py", "--deepspeed", "ds.json"),
+    "deepspeed": ("train.py", "--epochs", "1"),
     "accelerate": ("train.py",),
 }
 

@@ -61,6 +61,7 @@ class Launch:
     program: Tuple[str, ...]  # entry point + user args + model/layout args, unquoted
     serving: bool = False
     targets: str = ""  # the framework version the adapter's flags are checked against
+    files: Tuple[Tuple[str, str], ...] = ()  # (path, text) the script writes before the step (DeepSpeed config)
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
     _check_size(spec, part, layout, launcher)
     fsdp = spec.fsdp or getattr(sizing.plan, "zero", None) == 3
     requeue = _requeue(site, spec, sizing, launcher, warnings)
-    argv = launch_argv(launcher, spec, sizing, fsdp, requeue.grace if requeue else None)
+    argv, files = launch_argv(launcher, spec, sizing, fsdp, requeue.grace if requeue else None)
     container = _container(site, node, spec, warnings)
     fab = fabric_env(node, launcher.name, layout, fsdp)
     warnings.extend(_lint_user_env(fab, node, spec.env))
@@ -165,6 +166,7 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         program=argv,
         serving=launcher.serving,
         targets=launcher.targets,
+        files=files,
     )
     ver = _version_tuple(site.slurm_version)
     req = RenderRequest(
@@ -240,8 +242,9 @@ def _requeue(site: Site, spec: JobSpec, sizing: Sizing, launcher: Launcher, warn
 
 def launch_argv(
     launcher: Launcher, spec: JobSpec, sizing: Sizing, fsdp: bool, grace: Optional[int] = None
-) -> Tuple[str, ...]:
-    """Entry point, the user's arguments, then what the plan decided (model shape, layout)."""
+) -> Tuple[Tuple[str, ...], Tuple[Tuple[str, str], ...]]:
+    """Entry point, the user's arguments, then what the plan decided (model shape, layout); and
+    the files (path, text) the framework reads that plan from, if it takes one (DeepSpeed)."""
     from . import launchers as L
 
     plan = sizing.plan
@@ -276,7 +279,7 @@ def launch_argv(
     )
     planned = L.framework_args(launcher, sizing.layout, opts, user_argv)
     L.check_conflicts(launcher, user_argv, planned, where)
-    return tuple(argv) + tuple(planned)
+    return tuple(argv) + tuple(planned), L.framework_files(launcher, sizing.layout, opts, user_argv)
 
 
 def _exit_duration(spec: JobSpec, grace: Optional[int]) -> Optional[int]:

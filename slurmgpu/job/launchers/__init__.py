@@ -20,6 +20,7 @@ from .base import (
     RUNNERS,
     Launcher,
     Options,
+    check_caps,
     check_conflicts,
     given_keys,
     option_key,
@@ -38,6 +39,15 @@ LAUNCHERS: Dict[str, Launcher] = {n: _MODULES[n].LAUNCHER for n in NAMES if n in
 def framework_args(launcher: Launcher, layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[str, ...]:
     """What the framework must be told about the planned model, precision and layout."""
     out: Tuple[str, ...] = _MODULES[launcher.name].args(layout, opts, user_argv)
+    return out
+
+
+def framework_files(
+    launcher: Launcher, layout: Layout, opts: Options, user_argv: Sequence[str] = ()
+) -> Tuple[Tuple[str, str], ...]:
+    """Files the script writes before the launch step, (path, text): e.g. DeepSpeed's config."""
+    files = getattr(_MODULES[launcher.name], "files", None)
+    out: Tuple[Tuple[str, str], ...] = files(layout, opts, user_argv) if files else ()
     return out
 
 
@@ -70,8 +80,10 @@ __all__ = [
     "RUNNERS",
     "Launcher",
     "Options",
+    "check_caps",
     "check_conflicts",
     "framework_args",
+    "framework_files",
     "get_launcher",
     "given_keys",
     "option_key",
