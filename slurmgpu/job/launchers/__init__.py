@@ -51,6 +51,13 @@ def framework_files(
     return out
 
 
+def runner_args(launcher: Launcher, layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[str, ...]:
+    """The plan's flags for the runner itself (`accelerate launch --mixed_precision bf16 ...`)."""
+    fn = getattr(_MODULES[launcher.name], "runner_args", None)
+    out: Tuple[str, ...] = fn(layout, opts, user_argv) if fn else ()
+    return out
+
+
 def get_launcher(name: str) -> Launcher:
     try:
         return LAUNCHERS[name]
@@ -88,6 +95,7 @@ __all__ = [
     "given_keys",
     "option_key",
     "program",
+    "runner_args",
     "serving_layout_ok",
     "weights_args",
 ]
