@@ -62,6 +62,9 @@ def runner_args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) ->
             ]
         )
     out = ["--mixed_precision", PRECISION[opts.precision]]
+    if zero not in (2, 3):
+        # accelerate refuses --multi_gpu together with --use_fsdp (one distributed type at a time)
+        return tuple(out + (["--multi_gpu"] if layout.nodes * layout.gpus_per_node > 1 else []))
     if zero in (2, 3):
         out += ["--use_fsdp", "--fsdp_version", "2", "--fsdp_reshard_after_forward", "true" if zero == 3 else "false"]
     return tuple(out)
