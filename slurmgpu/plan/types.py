@@ -31,6 +31,7 @@ class Capabilities:
     The launcher adapters (slurmgpu.job.launchers) declare these; the planner only reads them.
     """
 
+    tp: bool = True  # tensor parallelism (False: the launcher's program is plain data parallel)
     pp: bool = True  # pipeline stages
     cp: bool = True  # context parallelism
     ep: bool = True  # expert parallelism

@@ -228,3 +228,35 @@ def serving_layout_ok(launcher: Launcher, layout: Layout) -> Optional[str]:
                 layout.ep,
             )
     return None
+
+
+def check_caps(launcher: Launcher, layout: Layout, zero: Optional[int]) -> None:
+    """Refuse a layout the launcher's caps rule out (a pin, or a planner that ignored the caps):
+    the framework would run something else than the plan, or fail at start-up."""
+    caps = launcher.caps
+    bad = [
+        "%s=%d" % (name, degree)
+        for name, degree, ok in (
+            ("tp", layout.tp, caps.tp),
+            ("pp", layout.pp, caps.pp),
+            ("cp", layout.cp, caps.cp),
+            ("ep", layout.ep, caps.ep),
+        )
+        if degree > 1 and not ok
+    ]
+    if zero is not None and zero not in caps.zero:
+        bad.append("ZeRO stage %d (it can run %s)" % (zero, ", ".join(str(z) for z in caps.zero)))
+    if bad:
+        raise ConfigError(
+            [
+                Issue(
+                    "",
+                    None,
+                    None,
+                    "parallel",
+                    "launcher %s cannot run %s (%s): pin --tp 1 --pp 1 --cp 1 --ep 1 so the plan is data "
+                    "parallel with ZeRO/FSDP sharding, or use --launcher megatron / torchtitan for model parallelism"
+                    % (launcher.name, ", ".join(bad), launcher.targets),
+                )
+            ]
+        )
