@@ -60,6 +60,7 @@ def caps_error(req: PlanRequest) -> Optional[str]:
     who = "launcher %s" % caps.launcher if caps.launcher else "the launcher"
     task = task_name(req.task)
     for key, allowed, what in (
+        ("tp", caps.tp, "tensor parallelism"),
         ("pp", caps.pp, "pipeline stages"),
         ("cp", caps.cp, "context parallelism"),
         ("ep", caps.ep, "expert parallelism"),
@@ -151,6 +152,8 @@ def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True, base_bat
     tps = [t for t in _divisors(n) if t <= m.heads]
     if "tp" in pins:
         tps = [pins["tp"]]
+    elif not req.caps.tp:
+        tps = [1]
     batch_rejects: Dict[str, int] = {}
     for tp in tps:
         if n % tp:
