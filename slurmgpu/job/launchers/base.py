@@ -96,6 +96,8 @@ def program(launcher: Launcher, command: Sequence[str], args: Sequence[str], whe
     argv = entry + cmd + list(args)
     if launcher.runner in ("torchrun", "deepspeed", "accelerate") and argv and argv[0] in PYTHONS:
         argv = argv[1:]
+    if launcher.runner == "direct" and argv and argv[0].endswith(".py"):
+        argv = ["python3"] + argv  # each task execs argv: a bare script.py is not on PATH (exit 127)
     if launcher.runner == "deepspeed" and argv[:1] == ["-m"]:
         argv = ["--module"] + argv[1:]
     if not argv or argv[0] in ("-m", "--module") and len(argv) < 2:
