@@ -255,13 +255,25 @@ def _preflight_aggregate(
     type=click.Path(dir_okay=False),
     help="Also write the explain view to FILE: the job's layout with the failing ranks and nodes highlighted.",
 )
-def doctor_cmd(target: str, site_name: Optional[str], as_json: bool, html_file: Optional[str]) -> None:
+@click.option(
+    "--nodes",
+    "node_list",
+    metavar="HOSTLIST",
+    help="The job's nodes in order (e.g. gpu[01-04]), so ranks in NCCL DIAG/RAS reports and Xid lines are named "
+    "by node (default: the job's NodeList for a JOBID).",
+)
+def doctor_cmd(
+    target: str, site_name: Optional[str], as_json: bool, html_file: Optional[str], node_list: Optional[str]
+) -> None:
     """Explain why a job failed and what to change.
 
     Reads the job's output (found with scontrol/sacct for a JOBID, or the LOGFILE; - for stdin),
     recognises known failure signatures (NCCL/IB errors, watchdog and socket timeouts,
     unresolvable MASTER_ADDR, port in use, CUDA OOM, container pulls, preemption, ...) and
-    lists them root cause first with the fix. Exit status: 0 diagnosed, 1 nothing recognised.
+    lists them root cause first with the fix. NCCL's own reports (NCCL DIAG lines of
+    NCCL_RUN_DIAGNOSTICS / NCCL_RUN_RAS_DIAGNOSTICS, `ncclras` status with missing or dead ranks)
+    and GPU Xid lines are placed: rank -> node -> local GPU -> TP/PP/DP group, from the stamp.
+    Exit status: 0 diagnosed, 1 nothing recognised.
 
     \b
     Examples:
@@ -269,6 +281,7 @@ def doctor_cmd(target: str, site_name: Optional[str], as_json: bool, html_file: 
       slurmgpu doctor slurm-123456.out --site dgx-h100
       slurmgpu doctor train.log --json | jq '.problems[0].id'
       slurmgpu doctor slurm-123456.out --html doctor.html
+      ncclras | slurmgpu doctor - --nodes "$SLURM_JOB_NODELIST"
     """
     from ..node import doctor as dr
     from ..site import resolve_site
@@ -283,7 +296,12 @@ def doctor_cmd(target: str, site_name: Optional[str], as_json: bool, html_file: 
         if site_name:
             raise
         click.echo("note: no site config for the advice (%s)" % str(exc).splitlines()[0], err=True)
-    d = dr.diagnose(src.text, site=site, stamp=stamp, source=src.label)
+    nodes = src.nodes
+    if node_list:
+        from ..slurm import parse_hostlist
+
+        nodes = tuple(parse_hostlist(node_list))
+    d = dr.diagnose(src.text, site=site, stamp=stamp, source=src.label, nodes=nodes)
     if html_file:
         from .explain_out import doctor_view
 
