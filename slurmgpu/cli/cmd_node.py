@@ -73,6 +73,13 @@ from .common import _emit_json, _load_site
     help="auto = NCCL on GPUs; gloo times a CPU all-reduce (to test the fan-out without GPUs).",
 )
 @click.option(
+    "--nccl-diag",
+    is_flag=True,
+    help="With --bandwidth: run NCCL's own diagnostics (NCCL 2.31+, NCCL_RUN_DIAGNOSTICS=1 and "
+    "NCCL_RUN_RAS_DIAGNOSTICS=1) when its communicator starts, the job's first; the NCCL DIAG report "
+    "lands in the aggregated output, where `slurmgpu doctor` places its ranks.",
+)
+@click.option(
     "--port",
     "rdzv_port",
     type=click.IntRange(1, 65535),
@@ -110,6 +117,7 @@ def preflight_cmd(
     bandwidth_size_mb: int,
     min_bandwidth_fraction: Optional[float],
     bandwidth_backend: str,
+    nccl_diag: bool,
     rdzv_port: Optional[int],
     first_node: Optional[bool],
     container_runtime: Optional[str],
@@ -135,9 +143,16 @@ def preflight_cmd(
             --stamp "# slurmgpu: site=gb200-nvl72 tp=4 pp=1 dp=8 cp=1 ep=8 nodes=8 gpus_per_node=4"
       srun --ntasks-per-node=8 slurmgpu preflight --bandwidth --record \\
         | slurmgpu preflight --aggregate - --nodes "$SLURM_JOB_NODELIST"
+      srun --ntasks-per-node=8 slurmgpu preflight --bandwidth --nccl-diag --record \\
+        | slurmgpu preflight --aggregate - --nodes "$SLURM_JOB_NODELIST"
     """
     from ..node import preflight as pf
 
+    if nccl_diag and not bandwidth:
+        raise click.UsageError(
+            "--nccl-diag needs --bandwidth: NCCL runs its diagnostics when a communicator starts, and the "
+            "bandwidth check is the preflight step that starts one (or `slurmgpu gen --nccl-diag` for the launch)"
+        )
     if aggregate:
         _preflight_aggregate(pf, aggregate, expect_nodes, as_json, site_name, strict, stamp_line, partition)
         return
@@ -162,6 +177,7 @@ def preflight_cmd(
                 size_mb=bandwidth_size_mb,
                 fraction=min_bandwidth_fraction,
                 backend=bandwidth_backend,
+                nccl_diag=nccl_diag,
             )
             if rep is None:  # not local rank 0: rank 0 of the node reports
                 return
