@@ -474,3 +474,7 @@ def test_doctor_cli_nodes_option_names_the_node(tmp_path):
     assert p.returncode == 0, p.stderr
     (prob,) = json.loads(p.stdout)["problems"]
     assert any("rank 13: node gpu02" in a for a in prob["advice"])
+    (place,) = prob["ranks"]  # the same place as data, for tools
+    assert place["rank"] == 13 and place["node"] == "gpu02" and place["local_rank"] == 5
+    assert place["groups"]["tp"] == {"group": 1, "position": 5, "ranks": list(range(8, 16))}
+    assert place["groups"]["dp"]["ranks"] == [5, 13] and place["nvlink_domain"] == "node"

@@ -200,6 +200,7 @@ class Match:
     cause: str = ""
     fixes: List[str] = field(default_factory=list)
     advice: List[str] = field(default_factory=list)
+    places: List[Dict[str, Any]] = field(default_factory=list)  # ranks the advice placed (node, groups)
 
     def to_dict(self) -> Dict[str, Any]:
         s = self.signature
@@ -216,6 +217,7 @@ class Match:
             "cause": self.cause,
             "fixes": list(self.fixes),
             "advice": list(self.advice),
+            "ranks": list(self.places),
         }
 
 
@@ -546,8 +548,14 @@ def _plan_words(p: Plan) -> str:
 
 def _rank_advice(m: Match, site: Optional[Site], stamp: Mapping[str, str], job: JobContext) -> List[str]:
     from .rankmap import rank_advice
+    from .ranks import RankPlace
 
-    return rank_advice(m.signature.id, [job.lines[n - 1] for n in m.lines], job.lines, m.lines, site, stamp, job.nodes)
+    placed: List[RankPlace] = []
+    out = rank_advice(
+        m.signature.id, [job.lines[n - 1] for n in m.lines], job.lines, m.lines, site, stamp, job.nodes, placed
+    )
+    m.places = [p.to_dict() for p in placed]
+    return out
 
 
 Advisor = Callable[[Match, Optional["Site"], Mapping[str, str], JobContext], List[str]]

@@ -16,7 +16,7 @@ import re
 from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ..errors import SlurmgpuError
-from .ranks import Placer, gpu_index_of, rank_set
+from .ranks import Placer, RankPlace, gpu_index_of, rank_set
 
 if TYPE_CHECKING:
     from ..site import Site
@@ -72,9 +72,13 @@ def rank_advice(
     site: Optional[Site],
     stamp: Mapping[str, str],
     nodes: Sequence[str],
+    places: Optional[List[RankPlace]] = None,
 ) -> List[str]:
-    """Advice lines placing the ranks/GPUs a finding names; says what is missing when it cannot."""
+    """Advice lines placing the ranks/GPUs a finding names; says what is missing when it cannot.
+    The places themselves are appended to `places` (for --json)."""
     placer = Placer.from_stamp(stamp, nodes, _domain_nodes(site, stamp))
+    if placer is not None and places is not None:
+        placer.placed = places
     if placer is None:
         return [
             "No stamp line with the layout (tp= pp= dp= nodes= gpus_per_node=) in the log or script, so the "
@@ -106,6 +110,8 @@ def _place_lines(placer: Placer, ranks: Sequence[int], why: str) -> Tuple[List[s
             out.append("%s rank %d is outside the stamped layout of %d ranks." % (why, r, placer.world))
             continue
         out.append("%s %s." % (why, p.words()))
+        if all(q.rank != p.rank for q in placer.placed):
+            placer.placed.append(p)
         if p.node:
             bad.add(p.node)
     if len(set(ranks)) > MAX_PLACED:

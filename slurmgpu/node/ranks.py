@@ -35,6 +35,17 @@ class RankPlace:
     domain: Optional[int]  # NVLink domain index (the node itself when domains are one node), None: unknown
     domain_is_node: bool = True
 
+    def to_dict(self) -> Dict[str, object]:
+        """For `doctor --json`: the place as data (groups as number, position and member ranks)."""
+        return {
+            "rank": self.rank,
+            "node": self.node,
+            "node_index": self.node_index,
+            "local_rank": self.local_rank,
+            "groups": {k: {"group": g, "position": pos, "ranks": list(m)} for k, (g, pos, m) in self.groups.items()},
+            "nvlink_domain": None if self.domain is None else ("node" if self.domain_is_node else self.domain),
+        }
+
     def words(self) -> str:
         """`rank 13: node gpu02 (node 1 of the job), local rank 5, TP group 1 (ranks 8-15) as its rank 5, ...`"""
         where = (
@@ -110,6 +121,7 @@ class Placer:
         kinds = [k for k in ("tp", "cp", "pp", "dp") if int(getattr(layout, k)) > 1]
         self.index = group_index(layout, order, kinds=kinds) if kinds else {}
         self.members = {k: groups(layout, k, order) for k in kinds}
+        self.placed: List[RankPlace] = []  # what place() answered for a caller that reports it
 
     @classmethod
     def from_stamp(cls, stamp: Mapping[str, str], nodes: Sequence[str] = (), domain_nodes: int = 1) -> Optional[Placer]:
