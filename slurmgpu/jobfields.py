@@ -216,6 +216,15 @@ FIELDS: Tuple[SpecField, ...] = (
         help="Run `slurmgpu preflight` on every node before the launch (default: on).",
     ),
     SpecField(
+        "nccl_diag",
+        "bool",
+        default=False,
+        flag="--nccl-diag",
+        cli="switch",
+        help="Run NCCL's own diagnostics when the job's communicators start (NCCL 2.31+: "
+        "NCCL_RUN_DIAGNOSTICS=1, NCCL_RUN_RAS_DIAGNOSTICS=1); `slurmgpu doctor` reads their NCCL DIAG lines.",
+    ),
+    SpecField(
         "requeue",
         "bool",
         default=False,

@@ -379,3 +379,102 @@ def test_xid_without_a_node_drops_the_exclude_command(site):
 def test_new_signatures_name_the_source_of_their_recorded_lines():
     for sid in ("nccl-ib-socket-fallback", "gpu-xid"):
         assert "#" in by_id()[sid].source  # an upstream issue the format was recorded from
+
+
+# --- NCCL DIAG / RAS reports and Xid lines placed on rank -> node -> group (slurmgpu.node.rankmap) ---
+
+
+def _advice(name: str, site, nodes: Sequence[str] = (), sid: str = "") -> str:
+    d = diagnose(read(name), site=site, nodes=nodes)
+    m = next(m for m in d.matches if m.signature.id == (sid or expected_id(name)))
+    return "\n".join(m.advice)
+
+
+def test_ras_missing_rank_is_placed_on_its_node_tp_group_and_stage(site):
+    adv = _advice("nccl-ras-missing.log", site, ["gpu01", "gpu02", "gpu03", "gpu04"])
+    # rank 21 of tp=8 pp=2 dp=2 on 8-GPU nodes: node 2, TP group 2 (16-23), stage 1, DP peers 5/21... 21,29
+    assert "Missing: rank 21: node gpu03 (node 2 of the job), local rank 5" in adv
+    assert "TP group 2 (ranks 16-23) as its rank 5" in adv
+    assert "pipeline stage 1 of 2" in adv
+    assert "DP group 13 (ranks 21,29) as its rank 0" in adv
+    # the process RAS names by address is the same rank, through NCCL's bootstrap line (gpu03 = .213)
+    assert "Unresponsive process on 172.16.64.213, GPU 5: rank 21: node gpu03" in adv
+    assert "`sbatch --exclude=gpu03`" in adv
+
+
+def test_ras_missing_rank_without_the_communicator_size_is_not_placed(site):
+    adv = _advice("nccl-ras-missing-dead.log", site, ["gpu01", "gpu02", "gpu03", "gpu04"])
+    assert "Missing ranks 21 not placed on nodes: the report does not say how many ranks" in adv
+    assert "node gpu03" not in adv  # no table, no bootstrap line: no guess
+    assert "Unresponsive process on 172.16.64.213 managing GPU 5." in adv
+
+
+def test_diag_p2p_failure_names_both_gpus_and_the_node_to_exclude(site):
+    adv = _advice("nccl-diag-p2p.log", site, ["gpu01", "gpu02"])
+    assert "P2P write mismatch from rank 10 (GPU 2) to rank 11 (GPU 3) over NVL." in adv
+    assert "rank 10: node gpu02 (node 1 of the job), local rank 2, TP group 1 (ranks 8-15) as its rank 2" in adv
+    assert "rank 11: node gpu02 (node 1 of the job), local rank 3" in adv
+    assert "`sbatch --exclude=gpu02`" in adv
+
+
+def test_diag_p2p_of_a_smaller_communicator_is_not_read_as_global_ranks(site):
+    adv = _advice("nccl-diag-p2p-subcomm.log", site, ["gpu01", "gpu02"])
+    assert "its communicator has 8 of the job's 16 ranks" in adv
+    assert "--exclude" not in adv and "node gpu" not in adv
+
+
+def test_diag_ras_ecc_and_nvlink_rank_is_placed(site):
+    adv = _advice("nccl-diag-ras.log", site, ["gpu01", "gpu02"])
+    assert "ECC: rank 13: node gpu02 (node 1 of the job), local rank 5" in adv
+    assert "NVLink: rank 13: node gpu02" in adv
+    assert "`sbatch --exclude=gpu02`" in adv
+
+
+def test_xid_pci_maps_to_the_rank_through_ncclss_init_line(site):
+    adv = _advice("gpu-xid-rank.log", site, ["gpu08", "gpu09"])
+    assert "Xid 79 at PCI 0000:9b:00 on gpu09: rank 13: node gpu09 (node 1 of the job), local rank 5" in adv
+    assert "TP group 1 (ranks 8-15) as its rank 5" in adv
+    assert "`sbatch --exclude=gpu09`" in adv
+
+
+def test_xid_without_ncclss_init_lines_names_the_nodes_ranks(site):
+    adv = _advice("gpu-xid.log", site, ["gpu08", "gpu09"])
+    assert "on gpu09: the node's ranks are 8-15 (node 1 of the job)" in adv
+    adv = _advice("gpu-xid.log", site, ["gpu01", "gpu02"])
+    assert "on gpu09: not a node of this job's node list." in adv
+
+
+def test_rank_advice_without_a_stamp_says_so(site):
+    text = "\n".join(line for line in read("nccl-diag-ras.log").splitlines() if "# slurmgpu:" not in line)
+    d = diagnose(text, site=site)
+    (m,) = [m for m in d.matches if m.signature.id == "nccl-diag-ras"]
+    assert any("No stamp line with the layout" in a for a in m.advice)
+
+
+def test_log_without_node_list_says_how_to_give_it(site):
+    assert "pass it with `slurmgpu doctor LOG --nodes HOSTLIST`" in _advice("nccl-diag-ras.log", site)
+
+
+@pytest.mark.parametrize(
+    "bus, index",
+    [("0000:9b:00", 5), ("00000000:9B:00.0", 5), ("9b000", 5), ("0000:bb:00.0", 6), ("0000:1b:00", None)],
+)
+def test_pci_bus_id_forms_compare_by_domain_bus_device(bus, index):
+    from slurmgpu.node.ranks import gpu_index_of
+
+    assert gpu_index_of(bus, {"9b000": 5, "bb000": 6}) == index
+
+
+def test_doctor_cli_nodes_option_names_the_node(tmp_path):
+    p = subprocess.run(
+        [sys.executable, "-m", "slurmgpu.cli", "doctor", os.path.join(DATA, "nccl-diag-ras.log"), "--site",
+         "dgx-h100", "--nodes", "gpu[01-02]", "--json"],
+        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    (prob,) = json.loads(p.stdout)["problems"]
+    assert any("rank 13: node gpu02" in a for a in prob["advice"])
+    (place,) = prob["ranks"]  # the same place as data, for tools
+    assert place["rank"] == 13 and place["node"] == "gpu02" and place["local_rank"] == 5
+    assert place["groups"]["tp"] == {"group": 1, "position": 5, "ranks": list(range(8, 16))}
+    assert place["groups"]["dp"]["ranks"] == [5, 13] and place["nvlink_domain"] == "node"

@@ -133,8 +133,7 @@ def test_time_limit_saves_requeues_and_stops_at_the_limit(slurm_cluster, tmp_pat
     args = ["--time", "2", "--grace", "30", "--max-requeues", "1"]
     jobs = {}
     t0 = time.monotonic()
-    # srun asks with the file too: with two tasks, exit 75 races srun's --kill-on-bad-exit (the first
-    # task's 75 gets the other killed, and srun reports the highest status, 143)
+    # both ask with the file here; exit 75 from one of several srun tasks is the test below
     for launcher, ask in (("torchrun", "file"), ("srun", "file")):
         d = tmp_path / launcher
         d.mkdir()
@@ -160,3 +159,32 @@ def test_time_limit_saves_requeues_and_stops_at_the_limit(slurm_cluster, tmp_pat
             time.sleep(1)
         assert _field(slurm_cluster, job_id, "JobState") == "FAILED", launcher  # exit 75: saved, not requeued
         assert _field(slurm_cluster, job_id, "Restarts") == "1", launcher
+
+
+def test_exit_75_from_one_of_several_srun_tasks_asks_for_a_requeue(slurm_cluster, tmp_path):
+    """Two srun tasks: rank 0 exits 75 at once, rank 1 is still running. srun's --kill-on-bad-exit
+    kills rank 1 and reports the highest status (143), so the step's status alone loses the request;
+    the task shell creates the request file before rank 0's task ends. --max-requeues 0: the script
+    must see the request and stop at the limit (exit 75), not say the program did not ask."""
+    ck = tmp_path / "ck"
+    program = 'if [ "$RANK" = 0 ]; then sleep 2; exit 75; fi; sleep 60'
+    script = gen(
+        slurm_cluster,
+        "--partition", "gpu4", "--launcher", "srun", "--nodes", "1", "--gpus", "2", "--no-preflight",
+        "--requeue", "--checkpoint-dir", str(ck), "--max-requeues", "0", "--time", "5", "--grace", "30",
+        "--stdout", str(tmp_path / "job-%j.out"), "--", "bash", "-c", program,
+    )  # fmt: skip
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    rc, out, err = run(slurm_cluster, ["sbatch", "--parsable", str(path)])
+    assert rc == 0, err
+    job_id = int(out.strip().split(";")[0])
+    log = tmp_path / ("job-%d.out" % job_id)
+    text = _wait_log(log, r"requeue limit reached|did not ask for a requeue", 90)
+    assert "requeue limit reached" in text, text
+    assert "did not ask" not in text, text
+    end = time.monotonic() + 30
+    while _field(slurm_cluster, job_id, "JobState") not in ("FAILED", "COMPLETED") and time.monotonic() < end:
+        time.sleep(1)
+    assert _field(slurm_cluster, job_id, "JobState") == "FAILED", text  # exit 75: asked, limit 0
+    assert _field(slurm_cluster, job_id, "Restarts") == "0"

@@ -514,3 +514,23 @@ def test_cli_import_stays_light():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "[]"
+
+
+def test_gen_nccl_diag_turns_on_nccls_diagnostics_for_the_launch():
+    r = CliRunner().invoke(
+        main, ["gen", "--site", "dgx-h100", "--nodes", "2", "--nccl-diag", "--", "python", "train.py"],
+        catch_exceptions=False,
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "export NCCL_RUN_DIAGNOSTICS=1\n" in r.output and "export NCCL_RUN_RAS_DIAGNOSTICS=1\n" in r.output
+    r = CliRunner().invoke(main, ["gen", "--site", "dgx-h100", "--nodes", "2", "--", "python", "train.py"])
+    assert "NCCL_RUN_DIAGNOSTICS" not in r.output
+    # the user's own value wins, and NCCL's lint knows the 2.31 names (no "unknown variable" warning)
+    r = CliRunner().invoke(
+        main, ["gen", "--site", "dgx-h100", "--nodes", "2", "--nccl-diag", "--env", "NCCL_RUN_RAS_DIAGNOSTICS=0",
+               "--", "python", "train.py"],
+        catch_exceptions=False,
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "export NCCL_RUN_RAS_DIAGNOSTICS=0\n" in r.output and "export NCCL_RUN_RAS_DIAGNOSTICS=1" not in r.output
+    assert "NCCL_RUN_RAS_DIAGNOSTICS" not in "".join(ln for ln in r.output.splitlines() if "warning" in ln)

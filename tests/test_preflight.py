@@ -660,3 +660,56 @@ def test_cli_aggregate_with_stamp_rejects_ep_across_racks(tmp_path):
     assert p.returncode == 1 and "nvl-domain" in p.stdout and "EP groups span" in p.stdout
     p = cli("preflight", "--aggregate", "-", "--nodes", "gb[01-04]", stdin="".join(recs))
     assert p.returncode == 0, p.stdout
+
+
+# --- --nccl-diag: NCCL 2.31's diagnostics for the preflight all-reduce ---
+
+
+@pytest.mark.parametrize(
+    "backend, version, status, words",
+    [
+        ("nccl", (2, 31, 2), "ok", "NCCL 2.31.2: diagnostics on"),
+        ("nccl", (2, 30, 7), "warn", "NCCL 2.30.7: older than the diagnostics"),
+        ("nccl", None, "warn", "PyTorch does not say which NCCL"),
+        ("gloo", None, "warn", "backend gloo: no NCCL communicator"),
+    ],
+)
+def test_nccl_diag_check_warns_where_the_diagnostics_cannot_run(backend, version, status, words):
+    r = pf.nccl_diag_check("gpu01", backend, version)
+    assert r.status == status and words in r.found and r.check == "nccl-diag"
+
+
+def test_bandwidth_with_nccl_diag_on_gloo_says_no_diagnostics_ran(dgx, monkeypatch):
+    pytest.importorskip("torch")
+    monkeypatch.delenv("NCCL_RUN_DIAGNOSTICS", raising=False)
+    env = {"SLURMD_NODENAME": "gpu01", "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_NNODES": "1",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}  # fmt: skip
+    rep = pf.bandwidth_report(dgx, env, size_mb=1, iters=2, backend="gloo", fraction=0.0, nccl_diag=True)
+    (diag,) = rows(rep, "nccl-diag")
+    assert diag.status == "warn" and "no NCCL communicator" in diag.found
+    assert "NCCL_RUN_DIAGNOSTICS" not in os.environ  # not turned on where it cannot run
+
+
+def test_aggregate_keeps_the_whole_nccl_diag_report_for_doctor(dgx):
+    from slurmgpu.node import diagnose
+
+    rec = pf.NodeReport("gpu01", "dgx-h100", (pf.CheckResult("gpu01", "bandwidth", "ok", "x", "y"),)).record()
+    noise = ["0: some other line %d" % i for i in range(30)]
+    with open(os.path.join(ROOT, "tests", "data", "doctor", "nccl-diag-p2p.log")) as f:
+        diag = [ln.rstrip("\n") for ln in f if "NCCL DIAG" in ln]
+    agg = pf.parse_records(noise + diag + rec.splitlines(), ["gpu01"])
+    table = pf.render_table(agg, "dgx-h100")
+    assert all(ln in table for ln in diag)  # not cut by the 20-line cap on other output
+    stamp = "# slurmgpu: site=dgx-h100 tp=8 pp=1 dp=2 cp=1 ep=1 nodes=2 gpus_per_node=8\n"
+    d = diagnose(stamp + table, site=dgx, nodes=["gpu01", "gpu02"])
+    assert [m.signature.id for m in d.matches] == ["nccl-diag-p2p"]
+    assert any("rank 10: node gpu02" in a for a in d.matches[0].advice)
+
+
+def test_nccl_diag_needs_bandwidth():
+    from click.testing import CliRunner
+
+    from slurmgpu.cli import main
+
+    r = CliRunner().invoke(main, ["preflight", "--nccl-diag"])
+    assert r.exit_code == 2 and "--nccl-diag needs --bandwidth" in r.output

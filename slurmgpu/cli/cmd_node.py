@@ -73,6 +73,13 @@ from .common import _emit_json, _load_site
     help="auto = NCCL on GPUs; gloo times a CPU all-reduce (to test the fan-out without GPUs).",
 )
 @click.option(
+    "--nccl-diag",
+    is_flag=True,
+    help="With --bandwidth: run NCCL's own diagnostics (NCCL 2.31+, NCCL_RUN_DIAGNOSTICS=1 and "
+    "NCCL_RUN_RAS_DIAGNOSTICS=1) when its communicator starts, the job's first; the NCCL DIAG report "
+    "lands in the aggregated output, where `slurmgpu doctor` places its ranks.",
+)
+@click.option(
     "--port",
     "rdzv_port",
     type=click.IntRange(1, 65535),
@@ -110,6 +117,7 @@ def preflight_cmd(
     bandwidth_size_mb: int,
     min_bandwidth_fraction: Optional[float],
     bandwidth_backend: str,
+    nccl_diag: bool,
     rdzv_port: Optional[int],
     first_node: Optional[bool],
     container_runtime: Optional[str],
@@ -135,9 +143,16 @@ def preflight_cmd(
             --stamp "# slurmgpu: site=gb200-nvl72 tp=4 pp=1 dp=8 cp=1 ep=8 nodes=8 gpus_per_node=4"
       srun --ntasks-per-node=8 slurmgpu preflight --bandwidth --record \\
         | slurmgpu preflight --aggregate - --nodes "$SLURM_JOB_NODELIST"
+      srun --ntasks-per-node=8 slurmgpu preflight --bandwidth --nccl-diag --record \\
+        | slurmgpu preflight --aggregate - --nodes "$SLURM_JOB_NODELIST"
     """
     from ..node import preflight as pf
 
+    if nccl_diag and not bandwidth:
+        raise click.UsageError(
+            "--nccl-diag needs --bandwidth: NCCL runs its diagnostics when a communicator starts, and the "
+            "bandwidth check is the preflight step that starts one (or `slurmgpu gen --nccl-diag` for the launch)"
+        )
     if aggregate:
         _preflight_aggregate(pf, aggregate, expect_nodes, as_json, site_name, strict, stamp_line, partition)
         return
@@ -162,6 +177,7 @@ def preflight_cmd(
                 size_mb=bandwidth_size_mb,
                 fraction=min_bandwidth_fraction,
                 backend=bandwidth_backend,
+                nccl_diag=nccl_diag,
             )
             if rep is None:  # not local rank 0: rank 0 of the node reports
                 return
@@ -255,13 +271,25 @@ def _preflight_aggregate(
     type=click.Path(dir_okay=False),
     help="Also write the explain view to FILE: the job's layout with the failing ranks and nodes highlighted.",
 )
-def doctor_cmd(target: str, site_name: Optional[str], as_json: bool, html_file: Optional[str]) -> None:
+@click.option(
+    "--nodes",
+    "node_list",
+    metavar="HOSTLIST",
+    help="The job's nodes in order (e.g. gpu[01-04]), so ranks in NCCL DIAG/RAS reports and Xid lines are named "
+    "by node (default: the job's NodeList for a JOBID).",
+)
+def doctor_cmd(
+    target: str, site_name: Optional[str], as_json: bool, html_file: Optional[str], node_list: Optional[str]
+) -> None:
     """Explain why a job failed and what to change.
 
     Reads the job's output (found with scontrol/sacct for a JOBID, or the LOGFILE; - for stdin),
     recognises known failure signatures (NCCL/IB errors, watchdog and socket timeouts,
     unresolvable MASTER_ADDR, port in use, CUDA OOM, container pulls, preemption, ...) and
-    lists them root cause first with the fix. Exit status: 0 diagnosed, 1 nothing recognised.
+    lists them root cause first with the fix. NCCL's own reports (NCCL DIAG lines of
+    NCCL_RUN_DIAGNOSTICS / NCCL_RUN_RAS_DIAGNOSTICS, `ncclras` status with missing or dead ranks)
+    and GPU Xid lines are placed: rank -> node -> local GPU -> TP/PP/DP group, from the stamp.
+    Exit status: 0 diagnosed, 1 nothing recognised.
 
     \b
     Examples:
@@ -269,6 +297,7 @@ def doctor_cmd(target: str, site_name: Optional[str], as_json: bool, html_file: 
       slurmgpu doctor slurm-123456.out --site dgx-h100
       slurmgpu doctor train.log --json | jq '.problems[0].id'
       slurmgpu doctor slurm-123456.out --html doctor.html
+      ncclras | slurmgpu doctor - --nodes "$SLURM_JOB_NODELIST"
     """
     from ..node import doctor as dr
     from ..site import resolve_site
@@ -283,7 +312,12 @@ def doctor_cmd(target: str, site_name: Optional[str], as_json: bool, html_file: 
         if site_name:
             raise
         click.echo("note: no site config for the advice (%s)" % str(exc).splitlines()[0], err=True)
-    d = dr.diagnose(src.text, site=site, stamp=stamp, source=src.label)
+    nodes = src.nodes
+    if node_list:
+        from ..slurm import parse_hostlist
+
+        nodes = tuple(parse_hostlist(node_list))
+    d = dr.diagnose(src.text, site=site, stamp=stamp, source=src.label, nodes=nodes)
     if html_file:
         from .explain_out import doctor_view
 

@@ -187,7 +187,7 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         fabric=fab,
         launch=launch,
         container=container,
-        env=tuple(spec.env.items()),
+        env=tuple(spec.env.items()) + nccl_diag_env(spec.nccl_diag, spec.env),
         checkpoint_dir=spec.checkpoint_dir,
         preflight=spec.preflight,
         requeue=requeue,
@@ -345,6 +345,16 @@ def switches_for(site: Site, part: Partition, nodes: int) -> Optional[int]:
     if site.topology == "block" or not part.leaf_switches or nodes <= 1:
         return None
     return 1 if nodes <= part.largest_leaf else None
+
+
+# NCCL 2.31's diagnostics: the active path check and the RAS readiness probe, at each communicator start
+# (NVIDIA/nccl 8898068 docs/userguide/source/troubleshooting/diagnostics.rst and ras.rst)
+NCCL_DIAG_VARS = (("NCCL_RUN_DIAGNOSTICS", "1"), ("NCCL_RUN_RAS_DIAGNOSTICS", "1"))
+
+
+def nccl_diag_env(on: bool, env: Mapping[str, str]) -> Tuple[Tuple[str, str], ...]:
+    """The diagnostics' variables for --nccl-diag, except those the user's env already sets."""
+    return tuple(kv for kv in NCCL_DIAG_VARS if on and kv[0] not in env)
 
 
 def _lint_user_env(fab: FabricEnv, node: NodeType, env: Mapping[str, str]) -> List[str]:

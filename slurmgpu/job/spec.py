@@ -144,6 +144,7 @@ class JobSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     checkpoint_dir: Optional[str] = None
     preflight: bool = True
+    nccl_diag: bool = False  # NCCL 2.31 diagnostics at communicator start (NCCL DIAG lines for doctor)
     requeue: bool = False
     grace: Optional[int] = None  # None: from the site (KillWait) and the checkpoint's write time
     checkpoint_signal: str = "TERM"

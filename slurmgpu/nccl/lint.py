@@ -43,6 +43,7 @@ DEBUG_SUBSYS = (
     "PROFILE",
     "RAS",
     "DESTROY",
+    "DIAG",  # 2.31: the diagnostics' detail (docs troubleshooting/diagnostics.rst, NVIDIA/nccl 8898068)
     "ALL",
 )
 PROTOS = ("LL", "LL128", "Simple")
@@ -139,6 +140,10 @@ VARS: Dict[str, VarSpec] = {
     "NCCL_COMM_ID": VarSpec("str"),
     "NCCL_RAS_ENABLE": VarSpec("bool"),
     "NCCL_RAS_ADDR": VarSpec("str"),
+    # 2.31 diagnostics (NVIDIA/nccl 8898068 docs troubleshooting/diagnostics.rst, ras.rst)
+    "NCCL_RUN_DIAGNOSTICS": VarSpec("bool", note="NCCL 2.31 and later; older versions ignore it"),
+    "NCCL_RUN_RAS_DIAGNOSTICS": VarSpec("bool", note="NCCL 2.31 and later; older versions ignore it"),
+    "NCCL_DIAGNOSTICS_ECC_THRESHOLD": VarSpec("int", minimum=0),
     # tuning
     "NCCL_PROTO": VarSpec("list", PROTOS),
     "NCCL_ALGO": VarSpec("list", ALGOS),

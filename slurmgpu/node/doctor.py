@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..site import Site
 
 MAX_EVIDENCE = 3
+MAX_LINES = 4096  # matching lines an advisor may look at again (a RAS report names one rank a line)
 
 
 # ---------------------------------------------------------------------------
@@ -38,6 +39,7 @@ class LogSource:
     text: str
     job_id: Optional[str] = None
     script: Optional[str] = None  # the batch script, when Slurm still has it
+    nodes: Tuple[str, ...] = ()  # the job's nodes in Slurm's order (scontrol NodeList), when known
 
 
 _JOBID = re.compile(r"^\d+(?:_\d+)?(?:\+\d+)?$")
@@ -119,12 +121,17 @@ def find_job_log(job_id: str, runner: Optional[Runner] = None) -> LogSource:
             % (job_id, ", ".join(paths) or "no path recorded")
         )
     script = runner.run(["scontrol", "write", "batch_script", job_id, "-"], timeout=30)
+    try:
+        nodes = tuple(parse_hostlist(info.get("NodeList", ""))) if info.get("NodeList", "(null)") != "(null)" else ()
+    except SlurmgpuError:
+        nodes = ()
     return LogSource(
         label="job %s (%s)" % (job_id, ", ".join(readable)),
         paths=tuple(readable),
         text="\n".join(texts),
         job_id=job_id,
         script=script.stdout if script.ok and script.stdout.strip() else None,
+        nodes=nodes,
     )
 
 
@@ -188,10 +195,12 @@ class Match:
     evidence: List[Tuple[int, str]] = field(default_factory=list)
     count: int = 0
     groups: Dict[str, str] = field(default_factory=dict)
+    lines: List[int] = field(default_factory=list)  # every matching line (capped), for advisors
     hosts: List[str] = field(default_factory=list)
     cause: str = ""
     fixes: List[str] = field(default_factory=list)
     advice: List[str] = field(default_factory=list)
+    places: List[Dict[str, Any]] = field(default_factory=list)  # ranks the advice placed (node, groups)
 
     def to_dict(self) -> Dict[str, Any]:
         s = self.signature
@@ -208,6 +217,7 @@ class Match:
             "cause": self.cause,
             "fixes": list(self.fixes),
             "advice": list(self.advice),
+            "ranks": list(self.places),
         }
 
 
@@ -296,6 +306,8 @@ def match_lines(lines: Iterable[str], catalogue: Sequence[Signature] = CATALOGUE
                     if v is not None:
                         m.groups.setdefault(k, v)
             m.count += 1
+            if len(m.lines) < MAX_LINES:
+                m.lines.append(n)
             if m.count <= MAX_EVIDENCE:
                 m.evidence.append((n, line))
                 if sig.after:
@@ -376,7 +388,9 @@ def diagnose(
     stamp: Optional[Mapping[str, str]] = None,
     source: str = "log",
     catalogue: Sequence[Signature] = CATALOGUE,
+    nodes: Sequence[str] = (),
 ) -> Diagnosis:
+    """Match `text`; `nodes` (the job's node list, in order) lets rank findings name their node."""
     lines = text.splitlines()
     stamp = dict(stamp or read_stamp(text))
     matches = match_lines(lines, catalogue)
@@ -384,13 +398,14 @@ def diagnose(
     if site is not None and "compute_hcas" not in ctx:  # an Ethernet-only site: sockets are its network
         matches = [m for m in matches if m.signature.id != "nccl-ib-socket-fallback"]
     by_sig = {m.signature.id: m for m in matches}
+    job = JobContext(lines=lines, nodes=tuple(nodes))
     for m in matches:
         vals = _values(m, ctx)
         m.cause = fill(m.signature.cause, vals)
         m.fixes = [fill(f, vals) for f in m.signature.fixes]
         adv = ADVISORS.get(m.signature.advisor or "")
         if adv is not None:
-            m.advice = adv(m, site, stamp)
+            m.advice = adv(m, site, stamp, job)
         for sid in m.signature.explains:  # the echo it causes, later in the log
             echo = by_sig.get(sid)
             if echo is not None and echo.first_line > m.first_line:
@@ -407,7 +422,15 @@ def diagnose(
 # Advisors: plan-aware advice
 
 
-def oom_advice(m: Match, site: Optional[Site], stamp: Mapping[str, str]) -> List[str]:
+@dataclass(frozen=True)
+class JobContext:
+    """What advisors may read besides the match: the whole log and the job's node list."""
+
+    lines: Sequence[str]
+    nodes: Tuple[str, ...] = ()
+
+
+def oom_advice(m: Match, site: Optional[Site], stamp: Mapping[str, str], job: JobContext) -> List[str]:
     """What the stamped layout needs per GPU, and a layout that fits."""
     out: List[str] = []
     layout = {k: stamp[k] for k in ("tp", "pp", "dp", "cp", "ep", "nodes", "gpus_per_node") if k in stamp}
@@ -523,7 +546,20 @@ def _plan_words(p: Plan) -> str:
     )
 
 
-ADVISORS: Dict[str, Callable[[Match, Optional[Site], Mapping[str, str]], List[str]]] = {"oom": oom_advice}
+def _rank_advice(m: Match, site: Optional[Site], stamp: Mapping[str, str], job: JobContext) -> List[str]:
+    from .rankmap import rank_advice
+    from .ranks import RankPlace
+
+    placed: List[RankPlace] = []
+    out = rank_advice(
+        m.signature.id, [job.lines[n - 1] for n in m.lines], job.lines, m.lines, site, stamp, job.nodes, placed
+    )
+    m.places = [p.to_dict() for p in placed]
+    return out
+
+
+Advisor = Callable[[Match, Optional["Site"], Mapping[str, str], JobContext], List[str]]
+ADVISORS: Dict[str, Advisor] = {"oom": oom_advice, "ranks": _rank_advice}
 
 
 # ---------------------------------------------------------------------------

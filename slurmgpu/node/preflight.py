@@ -900,11 +900,16 @@ def render_table(agg: Aggregate, site: str = "") -> str:
             out.append("  ".join(row[i].ljust(w[i]) for i in range(5)).rstrip())
             if row[5]:
                 out.append(" " * (w[0] + 2) + "fix: " + row[5])
-    if agg.other_lines:
+    diag = [ln for ln in agg.other_lines if "NCCL DIAG " in ln]  # --nccl-diag's report: kept whole for doctor
+    other = [ln for ln in agg.other_lines if "NCCL DIAG " not in ln]
+    if diag:
+        out.append("NCCL diagnostics of the preflight all-reduce (`slurmgpu doctor` reads them):")
+        out.extend("  " + ln for ln in diag)
+    if other:
         out.append("other output of the preflight step:")
-        out.extend("  " + ln for ln in agg.other_lines[:20])
-        if len(agg.other_lines) > 20:
-            out.append("  ... (%d more lines)" % (len(agg.other_lines) - 20))
+        out.extend("  " + ln for ln in other[:20])
+        if len(other) > 20:
+            out.append("  ... (%d more lines)" % (len(other) - 20))
     if not agg.ok:
         out.append(
             "preflight FAILED: fix the FAIL rows; a generated script stops here, before the launcher "
@@ -1022,11 +1027,14 @@ def bandwidth_report(
     fraction: float = DEFAULT_BANDWIDTH_FRACTION,
     iters: int = 20,
     backend: str = "auto",
+    nccl_diag: bool = False,
 ) -> Optional[NodeReport]:
     """Run in every task of `srun --ntasks-per-node=GPUS`; local rank 0 of each node returns the record.
 
     backend "auto" is NCCL on GPUs (and a failure where PyTorch sees no GPU); "gloo" measures a CPU
-    all-reduce over TCP instead, which exercises the same fan-out without GPUs (tests).
+    all-reduce over TCP instead, which exercises the same fan-out without GPUs (tests). nccl_diag
+    turns on NCCL 2.31's diagnostics for this all-reduce's communicator (the job's first NCCL
+    start): its NCCL DIAG report goes to the step's output, where `slurmgpu doctor` reads it.
     """
     node = node_name(environ)
     nt = _node_type(site, opts, environ)
@@ -1059,9 +1067,15 @@ def bandwidth_report(
                 "fan-out on CPUs)",
             )
         backend = "nccl"
+    diag = None
+    if nccl_diag:
+        diag = nccl_diag_check(node, backend, _nccl_version(torch) if backend == "nccl" else None)
+        if diag.status == "ok":
+            os.environ.update(dict(NCCL_DIAG_ENV))  # read by NCCL when the communicator starts
     busbw, n_ranks, n_nodes = allreduce_busbw(environ, size_mb, iters, backend)
     if environ.get("SLURM_LOCALID", "0") != "0":
         return None
+    extra = (diag,) if diag is not None else ()
     want = expected_busbw_gbs(nt, n_nodes)
     found = "%.2f GB/s bus bandwidth (%s all-reduce of %d MiB, %d ranks on %d node%s)" % (
         busbw,
@@ -1073,13 +1087,49 @@ def bandwidth_report(
     )
     expect = ">= %.0f GB/s (%.0f%% of %.0f GB/s the links give)" % (fraction * want, fraction * 100, want)
     if busbw < fraction * want:
-        return fail(
+        slow = CheckResult(
+            node,
+            "bandwidth",
+            "fail",
             found,
             expect,
             "a slow link in the allocation: run preflight on subsets of the nodes, check "
             "NCCL_IB_HCA and that NCCL uses RDMA (NCCL_DEBUG=INFO shows NET/IB, not NET/Socket)",
         )
-    return NodeReport(node, site.name, (CheckResult(node, "bandwidth", "ok", found, expect),))
+        return NodeReport(node, site.name, (slow,) + extra)
+    return NodeReport(node, site.name, (CheckResult(node, "bandwidth", "ok", found, expect),) + extra)
+
+
+# NCCL 2.31's diagnostics (NVIDIA/nccl 8898068 docs/userguide/source/troubleshooting/diagnostics.rst, ras.rst)
+NCCL_DIAG_ENV = (("NCCL_RUN_DIAGNOSTICS", "1"), ("NCCL_RUN_RAS_DIAGNOSTICS", "1"))
+NCCL_DIAG_SINCE = (2, 31, 0)
+
+
+def _nccl_version(torch: Any) -> Optional[Tuple[int, ...]]:
+    """The NCCL PyTorch loads, as (major, minor, patch), or None when it cannot say."""
+    try:
+        v = torch.cuda.nccl.version()
+    except Exception:  # no NCCL in this build, or no CUDA
+        return None
+    if isinstance(v, int):  # very old torch: NCCL_VERSION_CODE
+        return (v // 10000, v // 100 % 100, v % 100) if v >= 10000 else (v // 1000, v // 100 % 10, v % 100)
+    return tuple(int(x) for x in v)
+
+
+def nccl_diag_check(node: str, backend: str, version: Optional[Tuple[int, ...]]) -> CheckResult:
+    """Whether --nccl-diag can work here: a warning (never silence) when NCCL is too old or absent."""
+    want = "NCCL %s or later (NCCL_RUN_DIAGNOSTICS)" % ".".join(map(str, NCCL_DIAG_SINCE[:2]))
+    if backend != "nccl":
+        return CheckResult(node, "nccl-diag", "warn", "backend %s: no NCCL communicator" % backend, want,
+                           "run --bandwidth with NCCL on the GPUs for the diagnostics")  # fmt: skip
+    if version is None:
+        return CheckResult(node, "nccl-diag", "warn", "PyTorch does not say which NCCL it loads", want,
+                           "set NCCL_DEBUG=VERSION to see it; the diagnostics were not turned on")  # fmt: skip
+    found = "NCCL %s" % ".".join(map(str, version))
+    if tuple(version) < NCCL_DIAG_SINCE:
+        return CheckResult(node, "nccl-diag", "warn", found + ": older than the diagnostics", want,
+                           "use a PyTorch/NCCL build with NCCL 2.31+ (or a container that has one)")  # fmt: skip
+    return CheckResult(node, "nccl-diag", "ok", found + ": diagnostics on (NCCL DIAG lines in the step's output)", want)
 
 
 def allreduce_busbw(environ: Mapping[str, str], size_mb: int, iters: int, backend: str) -> Tuple[float, int, int]:

@@ -181,8 +181,90 @@ CATALOGUE: Tuple[Signature, ...] = (
             'Admins: drain it (`scontrol update nodename=NODE state=drain reason="Xid {xid}"`); Xid 95, 79 '
             "and 64 need a GPU reset or node reboot, 48/63 a memory check (row remapping), 74 the NVLink.",
         ),
+        advisor="ranks",
         source="formats: NVIDIA/NVSentinel#155 (Xid 79), leptonai/gpud#1174 (Xid 94, pid/name fields), "
         "NVIDIA/open-gpu-kernel-modules#1150 (journalctl `kernel: NVRM: Xid` lines)",
+    ),
+    Signature(
+        id="nccl-ras-missing",
+        title="NCCL RAS: ranks missing or processes dead in a running job",
+        category="network",
+        priority=6,
+        patterns=(
+            r"^\s*(?P<dead>\d+) job process(?:es)? (?:is|are) considered dead \(unreachable via the RAS network\)",
+            r"^\s*Missing communicator data from (?P<missing>\d+) (?:job process(?:es)?|ranks?)\s*$",
+            r"PEER_DEAD: Process (?P<pid>\d+) on node (?P<addr>\S+) managing GPUs? (?P<gpu>\d+)",
+        ),
+        cause="NCCL's RAS (its health network between the job's processes) lists processes that stopped "
+        "answering[[ ({dead} considered dead)]][[ and communicator data missing from {missing}]]: those ranks "
+        "crashed or hang (a GPU fault, an OOM kill, a stuck kernel), and every collective waits for them.",
+        fixes=(
+            "Look at the node and GPU below first: its kernel log (`journalctl -k | grep -i xid`) and the rank's "
+            "own output usually say why it stopped.",
+            "`ncclras` on any node of the running job (or `echo verbose status | nc localhost 28028`) lists the "
+            "missing ranks again; a process RAS marks dead stays dead.",
+            "Cancel and resubmit rather than wait for the watchdog: a dead rank never rejoins the communicator.",
+        ),
+        advisor="ranks",
+        explains=("watchdog-timeout", "nccl-remote-error"),
+        source="formats: NVIDIA/nccl docs/userguide/source/troubleshooting/ras.rst (8898068: INCOMPLETE, DEAD, "
+        "PEER_DEAD monitor lines) and src/ras/client_support.cc (v2.30.7: `Rank N -- GPU G managed by process P "
+        "on node H`)",
+    ),
+    Signature(
+        id="nccl-diag-p2p",
+        title="NCCL diagnostics: a GPU-to-GPU path failed its check",
+        category="gpu",
+        priority=8,
+        patterns=(
+            r"NCCL DIAG \[INFO\] p2p: (?P<failure>write mismatch|read mismatch|peer-memory import failed|"
+            r"destination buffer unavailable|local CUDA setup failed|topology check failed|launch/check failed) "
+            r"srcRank=(?P<src>\d+) srcCudaDev=\d+ srcNvmlDev=\d+ dstRank=(?P<dst>\d+) dstCudaDev=\d+ "
+            r"dstNvmlDev=\d+ path=(?P<path>\w+)",
+            r"NCCL DIAG \[INFO\] p2p: only (?P<passed>\d+)/(?P<tested>\d+) GPU-to-GPU peer accesses passed "
+            r"verification",
+            r"NCCL DIAG \[INFO\] p2p: (?P<passed>\d+)/(?P<tested>\d+) directed GPU P2P edges verified",
+            r"NCCL DIAG \[INFO\] p2p: setup failed on rank (?P<src>\d+)",
+        ),
+        cause="NCCL_RUN_DIAGNOSTICS checked the direct GPU-to-GPU paths at communicator start[[ and only "
+        "{passed} of {tested} passed]][[: {failure} from rank {src} to rank {dst} over {path}]]. It is the "
+        "system (GPU, NVLink/PCIe, driver, container isolation), not the program: collectives over that "
+        "path hang or corrupt data.",
+        fixes=(
+            "Resubmit without the node that holds the failing pair (below) and report it with the DIAG lines.",
+            "NVLink paths (NVL/NVB): `nvidia-smi topo -m` and `nvidia-smi topo -p2p n` on that node; PCIe paths: "
+            "`nvidia-smi topo -p2p p`, the IOMMU mode and PCIe ACS; multi-node NVLink: `nvidia-imex-ctl -H -N`.",
+            "`slurmgpu preflight --bandwidth --nccl-diag` runs the same check in the preflight step, before "
+            "the training starts.",
+        ),
+        advisor="ranks",
+        source="formats: NVIDIA/nccl 8898068 docs/userguide/source/troubleshooting/diagnostics.rst and "
+        "src/diagnostics/p2p.cc (DIAG_PRINT lines; NCCL 2.31)",
+    ),
+    Signature(
+        id="nccl-diag-ras",
+        title="NCCL RAS diagnostics: ranks differ or report failing hardware",
+        category="gpu",
+        priority=8,
+        patterns=(
+            r"NCCL DIAG \[INFO\] (?P<check>ECC): uncorrected volatile errors on rank\(s\) \{(?P<ranks>[^}]*)\}",
+            r"NCCL DIAG \[INFO\] (?P<check>NVLink): inactive link\(s\) on rank\(s\) \{(?P<ranks>[^}]*)\}",
+            r"NCCL DIAG \[INFO\] (?P<check>NVLink|GPU inventory|CUDA driver version): (?:link-count |count |model )?"
+            r"mismatch across \d+ ranks in comm 0x[0-9a-fA-F]+, rank\(s\) \{(?P<ranks>[^}]*)\} differ",
+        ),
+        cause="NCCL's RAS diagnostics (NCCL_RUN_RAS_DIAGNOSTICS=1 or `ncclras -D`) found {check} trouble on "
+        "ranks {ranks}: uncorrected ECC errors or inactive NVLinks are the node's hardware; a GPU model, GPU "
+        "count or CUDA driver that differs between ranks means the allocation mixes node types or driver "
+        "versions.",
+        fixes=(
+            "ECC or NVLink: resubmit without the node(s) below and report them (admins: drain, then "
+            "`nvidia-smi -q -d ECC` / `nvidia-smi nvlink -s`).",
+            "Mismatch: pin the node type (`--constraint`, or the partition the site config names) so every "
+            "node has the same GPUs and driver.",
+        ),
+        advisor="ranks",
+        source="formats: NVIDIA/nccl 8898068 docs/userguide/source/troubleshooting/ras.rst (RAS Diagnostics) and "
+        "src/ras/diagnostics_gpu.cc (report lines; NCCL 2.31)",
     ),
     Signature(
         id="gpu-lost",
