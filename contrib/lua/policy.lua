@@ -285,15 +285,16 @@ local WORD_START = {[32] = true, [9] = true, [59] = true, [38] = true, [124] = t
 local function comment_start(s, ls, le)
   if le - ls > 65536 then le = ls + 65536 end
   local line = sub(s, ls, le) -- searching s itself would run past the line: quadratic
-  local i, n = 1, #line
+  local i, n, lit = 1, #line, 0
   while i <= n do
     local h = find(line, "[\\'\"#$]", i)
     if h == nil then return nil end
     local c = byte(line, h)
     if c == 35 then -- '#'
-      if h == 1 or WORD_START[byte(line, h - 1)] then return ls + h - 1 end
+      if h == 1 or (WORD_START[byte(line, h - 1)] and lit ~= h - 1) then return ls + h - 1 end
       i = h + 1
-    elseif c == 92 then -- backslash: the next byte is literal
+    elseif c == 92 then -- backslash: the next byte is literal (an escaped blank starts no word)
+      lit = h + 1
       i = h + 2
     elseif c == 39 then -- '...': nothing is special inside
       local e = find(line, "'", h + 1, true)
@@ -1080,20 +1081,45 @@ local function plural(n, word)
   return tostring(n) .. " " .. word .. "s"
 end
 
--- Largest TP <= tp that passes ok(t) and divides TP x PP (so TP x PP can be kept).
-local function smaller_tp(tp, pp, ok)
+-- Largest TP < tp that passes ok(t) and divides TP x PP (so TP x PP can be kept), or the job's
+-- ranks when TP x PP needs more than the job has. O(limit): only values up to fx.limit (the
+-- node's GPUs or the NVLink domain) can pass, whatever TP the user wrote.
+local function smaller_tp(tp, pp, ok, fx)
   local prod = tp * pp
+  local total = fx and fx.total
+  local capped = false
+  if total and total >= 1 and prod > total then prod = total; capped = true end
   local t = tp - 1
+  if fx and fx.limit and t > fx.limit then t = fx.limit end
+  if t > prod then t = prod end
   while t >= 1 do
-    if prod % t == 0 and ok(t) then return t, floor(prod / t) end -- an integer in Lua 5.3+ too
+    if prod % t == 0 and ok(t) then return t, floor(prod / t), capped end -- an integer in Lua 5.3+ too
     t = t - 1
   end
-  return 1, prod
+  return 1, prod, capped
 end
 
-local function tp_fix(tp, pp, ok)
-  local t, newpp = smaller_tp(tp, pp, ok)
-  return format("use TP=%d and PP=%d (TP x PP stays %d)", t, newpp, t * newpp)
+-- The fix in the launcher's own flags (one source for every message that suggests a layout).
+local LAYOUT_FLAGS = {
+  megatron = "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d",
+  deepspeed = "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d",
+  nemo = "model.tensor_model_parallel_size=%d model.pipeline_model_parallel_size=%d",
+  vllm = "--tensor-parallel-size %d --pipeline-parallel-size %d",
+  sglang = "--tp-size %d --pp-size %d",
+  torchtitan = "--parallelism.tensor_parallel_degree %d --parallelism.pipeline_parallel_degree %d",
+}
+
+local function tp_fix(tp, pp, ok, fx)
+  local t, newpp, capped = smaller_tp(tp, pp, ok, fx)
+  local text
+  if capped then
+    text = format("use TP=%d and PP=%d (TP x PP = %d, all the job's ranks)", t, newpp, t * newpp)
+  else
+    text = format("use TP=%d and PP=%d (TP x PP stays %d)", t, newpp, t * newpp)
+  end
+  local flags = fx and fx.launcher and LAYOUT_FLAGS[fx.launcher]
+  if flags then text = text .. ", i.e. " .. format(flags, t, newpp) end
+  return text
 end
 
 local function domain_words(part)
@@ -1139,7 +1165,7 @@ check_domain_groups = function(ctx, add, L, rpn, nmin, dn, part, label, where)
   if tp > dom then
     add("reject", "tp-exceeds-domain", format(
       "TP=%d%s is larger than the NVLink domain on %s. Fix: %s.",
-      tp, where(), label, tp_fix(tp, L.pp, function(t) return t <= dom and (t % rpn == 0 or rpn % t == 0) end)))
+      tp, where(), label, tp_fix(tp, L.pp, function(t) return t <= dom and (t % rpn == 0 or rpn % t == 0) end, ctx.fx)))
     return
   end
   local list = {{"tp", tp, tp}, {"cp", L.cp, tp * L.cp}, {"ep", L.ep, tp * L.ep}}
@@ -1159,6 +1185,7 @@ check_domain_groups = function(ctx, add, L, rpn, nmin, dn, part, label, where)
     if nmin <= k or nmin % k == 0 then K = k; break end
     k = k + unit
   end
+  if K and K > nmin then K = nmin end -- a segment is never larger than the job
   for i = 1, #need do
     local n = need[i]
     local gm = group_mode(ctx.topo, n.kind)
@@ -1173,9 +1200,9 @@ check_domain_groups = function(ctx, add, L, rpn, nmin, dn, part, label, where)
       local fix
       if K then
         fix = format("add --segment=%d (each segment of %s is placed inside one NVLink domain)", K, plural(K, "node"))
-        if n.kind == "tp" then fix = fix .. ", or " .. tp_fix(tp, L.pp, ok_node) end
+        if n.kind == "tp" then fix = fix .. ", or " .. tp_fix(tp, L.pp, ok_node, ctx.fx) end
       elseif n.kind == "tp" then
-        fix = tp_fix(tp, L.pp, ok_node)
+        fix = tp_fix(tp, L.pp, ok_node, ctx.fx)
       else
         fix = format("use a node count that is a multiple of %d (then --segment=%d)", unit, unit)
       end
@@ -1238,6 +1265,8 @@ local function check_partition(ctx, pname, part)
   end
   if rpn == nil then rpn, rpn_how = gpn or hw, "one rank per GPU" end
   if rpn < 1 then rpn = 1 end
+  -- what a fix may suggest: TP up to the node's GPUs (or the domain), TP x PP within the job's ranks
+  ctx.fx = {launcher = det.launcher, limit = math.max(hw, part.domain or hw), total = multi and rpn * nmin or nil}
 
   local label = format("partition '%s' (%s per node, %s)", pname, plural(hw, "GPU"), domain_words(part))
   local where_memo
@@ -1286,7 +1315,7 @@ local function check_partition(ctx, pname, part)
         add("reject", "tp-exceeds-domain", format(
           "TP=%d%s on %s: every tensor-parallel all-reduce of this %s-node job would run over PCIe, "
             .. "no faster than the network between nodes. Fix: %s.",
-          tp, where(), label, tostring(nmin), tp_fix(tp, L.pp, ok)))
+          tp, where(), label, tostring(nmin), tp_fix(tp, L.pp, ok, ctx.fx)))
       elseif tp > d or d % tp ~= 0 then
         local what
         if tp > d then
@@ -1297,15 +1326,23 @@ local function check_partition(ctx, pname, part)
         local first = 0
         if tp <= d then first = floor(d / tp) * tp end
         local last = first + tp - 1
-        add("reject", "tp-exceeds-domain", format(
-          "%s on %s: this %s-node job would run tensor-parallel ranks %d-%d across nodes %d-%d over the network. "
-            .. "Fix: %s.",
-          what, label, tostring(nmin), first, last, floor(first / rpn), floor(last / rpn), tp_fix(tp, L.pp, ok)))
+        if tp > rpn * nmin then
+          add("reject", "tp-exceeds-domain", format(
+            "%s on %s: one tensor-parallel group needs %d ranks, more than the %d of this %s-node job "
+              .. "(%s per node). Fix: %s.",
+            what, label, tp, rpn * nmin, tostring(nmin), plural(rpn, "rank"), tp_fix(tp, L.pp, ok, ctx.fx)))
+        else
+          add("reject", "tp-exceeds-domain", format(
+            "%s on %s: this %s-node job would run tensor-parallel ranks %d-%d across nodes %d-%d over the network. "
+              .. "Fix: %s.",
+            what, label, tostring(nmin), first, last, floor(first / rpn), floor(last / rpn),
+            tp_fix(tp, L.pp, ok, ctx.fx)))
+        end
       elseif rpn % tp ~= 0 then
         local first = 0
         if tp < rpn then first = floor(rpn / tp) * tp end
         local last = first + tp - 1
-        local fix = tp_fix(tp, L.pp, ok)
+        local fix = tp_fix(tp, L.pp, ok, ctx.fx)
         if rpn < (gpn or hw) and (gpn or hw) % tp == 0 then
           fix = format("start one rank per GPU (%d per node), or %s", gpn or hw, fix)
         end
