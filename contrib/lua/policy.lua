@@ -544,8 +544,17 @@ local function read_value(s, q)
     return nil
   end
   if sub(s, q, q + 2) == "$((" then
-    local close = find(sub(s, q + 3, q + 259), "))", 1, true)
-    local tree = close and parse_arith(sub(s, q + 3, q + 1 + close))
+    local body, depth, j, close = sub(s, q + 3, q + 259), 0, 1, nil
+    for _ = 1, 64 do -- the "))" that closes at depth 0
+      local h = find(body, "[()]", j)
+      if h == nil then break end
+      if byte(body, h) == 40 then depth = depth + 1
+      elseif depth > 0 then depth = depth - 1
+      elseif byte(body, h + 1) == 41 then close = h; break
+      else break end
+      j = h + 1
+    end
+    local tree = close and parse_arith(sub(body, 1, close - 1))
     if tree then return {k = "expr", e = tree}, q + 4 + close end
     return {k = "bad", text = sub(s, q, q + 23)}, q + 3
   end
