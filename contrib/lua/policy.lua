@@ -37,11 +37,13 @@ P.ERROR_CODE = -1         -- slurm.ERROR
 P.TAG = "slurmgpu-filter:"
 
 local SCAN_MAX = 16777216  -- bytes of a script that are scanned (Slurm's own limit is 4 MB)
--- The work budget of one call, in units of about one byte examined by a plain find (a keyword hit
--- costs HIT_COST). Calibrated (bench/filter_bench.py) so the worst input of 4 MB is decided in
--- under 5 ms: past it the scan stops, says so, and a multi-node job cannot be cleared.
-local WORK_MAX = 1000000
-local HIT_COST = 64
+-- The work budget of one call, in units of about one byte examined by a plain find (~5 ns when
+-- the byte equals the needle's first; a keyword hit costs HIT_COST, one that fails the first test
+-- MISS_COST). Calibrated with bench/filter_bench.py so the worst input of 4 MB is decided in under
+-- 5 ms: past it the scan stops, says so, and a multi-node job cannot be cleared.
+local WORK_MAX = 700000
+local HIT_COST = 1024
+local MISS_COST = 64
 local CHUNK = 65536        -- the scan walks the text in chunks of this size (each find is bounded)
 local MAX_VARS = 256       -- distinct shell variables looked up per document
 local TOKEN_MAX = 96       -- longest option name considered
@@ -75,6 +77,10 @@ local DASH_ONLY = {
 local KEYWORDS = {"arallel", "tp", "pp", "cp", "ep", "dp", "nproc", "gpus", "ks-per-node", "segment",
                   "TP", "PP", "ARALLEL"}
 -- Environment names given as a command prefix (TP=16 ./train.sh): visible values too.
+-- The byte a relevant hit of each keyword follows (a cheap first test: "step" is no "--ep").
+local KEY_PREV = {arallel = "p", tp = "-", pp = "-", cp = "-", ep = "-", dp = "-", gpus = "-_",
+                  ["ks-per-node"] = "s",
+                  segment = "-", TP = false, PP = false, ARALLEL = "P"}
 local ENV_NAMES = {
   TP = "tp", TP_SIZE = "tp", TENSOR_PARALLEL_SIZE = "tp", TENSOR_MODEL_PARALLEL_SIZE = "tp",
   MODEL_PARALLEL_SIZE = "tp", PP = "pp", PP_SIZE = "pp", PIPELINE_PARALLEL_SIZE = "pp",
@@ -260,18 +266,47 @@ local function limit_hit(det, what, at)
 end
 
 -- Start of the line holding position p: the last newline in a window before p, the window
--- doubling up to 64 kB (anchored greedy match: linear). A longer line starts "somewhere before".
+-- growing up to 64 kB (anchored greedy match: linear). A longer line starts "somewhere before".
+-- Every byte copied is paid from the work budget.
 local function line_start(doc, p)
   if p <= 1 then return 1 end
   local s, w = doc.s, 256
+  local cur = doc.cur
+  if cur and p > cur.le and p - cur.le <= 4096 then
+    -- just after the last line looked at (hits come in order): its newline, then any others
+    local gap = sub(s, cur.le + 1, p - 1)
+    if doc.det then spend(doc.det, #gap, "work budget (line lookups)", p) end
+    local j, last = 1, nil
+    while true do
+      local nl = find(gap, "\n", j, true)
+      if nl == nil then break end
+      last, j = nl, nl + 1
+    end
+    if last then return cur.le + last + 1 end
+  end
   while true do
     local a = p - w
     if a < 1 then a = 1 end
+    if doc.det then spend(doc.det, p - a, "work budget (line lookups)", p) end
     local cut = match(sub(s, a, p - 1), "^.*()\n")
     if cut then return a + cut end
     if a == 1 then return 1 end
     if w >= 65536 then return a end
-    w = w * 4
+    w = w * 16
+  end
+end
+
+-- End of the line holding position p (the same windows forward).
+local function line_end(doc, p)
+  local s, w = doc.s, 256
+  while true do
+    local b = p + w
+    if doc.det then spend(doc.det, w, "work budget (line lookups)", p) end
+    local nl = find(sub(s, p, b), "\n", 1, true)
+    if nl then return p + nl - 2 end
+    if b >= #s then return #s end
+    if w >= 65536 then return b end
+    w = w * 16
   end
 end
 
@@ -325,11 +360,10 @@ local function line_of(doc, p)
   local ls = line_start(doc, p)
   local c = doc.lines[ls]
   if c == nil or p > c.le then
-    local nl = find(sub(doc.s, p, p + 65536), "\n", 1, true)
-    local le = nl and (p + nl - 2) or math.min(#doc.s, p + 65536)
+    local le = line_end(doc, p)
+    if doc.det then spend(doc.det, le - ls + 1, "work budget (comment lexing)", p) end
     c = {ls = ls, le = le, cs = comment_start(doc.s, ls, le) or false}
     doc.lines[ls] = c
-    doc.work_lines = (doc.work_lines or 0) + (le - ls + 1)
   end
   doc.cur = c
   return c
@@ -415,11 +449,14 @@ local function nd_digit(s, q)
       cp, len = (((c - 0xF0) * 64 + (c1 - 0x80)) * 64 + (c2 - 0x80)) * 64 + (c3 - 0x80), 4
     end
   end
-  for i = 1, #ND_ZEROS do
-    local z = ND_ZEROS[i]
-    if cp < z then return nil end
-    if cp <= z + 9 then return cp - z, q + len end
+  local lo, hi = 1, #ND_ZEROS -- the last block starting at or below cp
+  if cp < ND_ZEROS[1] then return nil end
+  while lo < hi do
+    local mid = floor((lo + hi + 1) / 2)
+    if ND_ZEROS[mid] <= cp then lo = mid else hi = mid - 1 end
   end
+  local z = ND_ZEROS[lo]
+  if cp <= z + 9 then return cp - z, q + len end
   return nil
 end
 
@@ -711,26 +748,16 @@ end
 local function add_value(det, kind, value, rec)
   local vals = det.values[kind]
   if vals == nil then vals = {}; det.values[kind] = vals end
-  if #vals < MAX_VALUES then
-    vals[#vals + 1] = value
+  local n = #vals
+  if n < MAX_VALUES then
+    vals[n + 1] = value
   elseif type(value) == "number" then
-    -- full: keep the extremes (the rules read the largest TP and the smallest ranks per node)
-    if not det.values_full then det.values_full = true end
-    local lo, hi, mid
-    for i = 1, #vals do
-      local x = vals[i]
-      if type(x) == "number" then
-        if lo == nil or x < vals[lo] then lo = i end
-        if hi == nil or x > vals[hi] then hi = i end
-      end
-    end
-    for i = 1, #vals do
-      if i ~= lo and i ~= hi and type(vals[i]) == "number" then mid = i; break end
-    end
-    if mid and ((hi and value > vals[hi]) or (lo and value < vals[lo])) then
-      table.remove(vals, mid)
-      vals[#vals + 1] = value
-    end
+    -- full: two more slots keep the largest and the smallest number seen (the rules read the
+    -- largest TP and the smallest ranks per node)
+    det.values_full = true
+    if n == MAX_VALUES then vals[n + 1] = value; vals[n + 2] = value
+    elseif value > vals[MAX_VALUES + 1] then vals[MAX_VALUES + 1] = value
+    elseif value < vals[MAX_VALUES + 2] then vals[MAX_VALUES + 2] = value end
   end
   if kind == "tp" and det.tp_token == nil then det.tp_token = rec end
   if kind == "tp" and type(value) == "number" then
@@ -762,8 +789,17 @@ local function scan_chunk(det, doc, a, b, raws)
     while true do
       local h0 = find(piece, key, p, true)
       if h0 == nil or a + h0 - 1 > b then break end
-      if not spend(det, HIT_COST, "work budget (option-like words)", a + h0 - 1) then return false end
       local h = a + h0 - 1
+      local want, pc = KEY_PREV[key], byte(s, h - 1)
+      local pass = true
+      if want then pass = pc ~= nil and find(want, string.char(pc), 1, true) ~= nil
+      elseif want == false then pass = not (pc and OPTCH[pc]) end
+      if not pass then
+        if not spend(det, MISS_COST, "work budget (option-like words)", h) then return false end
+        p = h0 + 1
+      else
+      det.hits = det.hits + 1
+      if not spend(det, HIT_COST, "work budget (option-like words)", h) then return false end
       local ts, te = token_bounds(s, h, #key)
       p = (te - a + 1) + 1
       if ts and not doc.seen[ts] then
@@ -792,6 +828,7 @@ local function scan_chunk(det, doc, a, b, raws)
           end
         end
       end
+      end
     end
   end
   return true
@@ -812,7 +849,6 @@ local function scan_doc(det, doc, env)
     doc.truncated = true
     if doc.scanned < doc.n then doc.t = sub(doc.s, 1, doc.scanned) end
   end
-  spend(det, doc.work_lines or 0, "work budget (comment lexing)")
   for i = 1, #raws do
     local r = raws[i]
     local kind, v, rec = r.kind, r.v, r.rec
@@ -837,6 +873,7 @@ end
 local STAMP_KEYS = {tp = true, pp = true, dp = true, cp = true, ep = true, nodes = true, gpus_per_node = true}
 local function find_stamp(doc)
   local s, p = doc.t, 1
+  if not spend(doc.det, #s, "work budget (stamp search)") then return nil end
   for _ = 1, 64 do
     local h = find(s, "# slurmgpu:", p, true)
     if h == nil or h > doc.n then return nil end
@@ -867,6 +904,7 @@ end
 local function has_word(det, w)
   for i = 1, #det.docs do
     local d = det.docs[i]
+    if not spend(det, #d.t, "work budget (word search)") then return false end
     local p = 1
     for _ = 1, 64 do
       local h = find(d.t, w, p, true)
@@ -908,7 +946,7 @@ local ARGV_MAX_BYTES = 2 * 1024 * 1024
 -- flags are the truth: the stamp and SLURMGPU_* only fill in what no flag shows.
 function P.detect(job)
   local env = job.env
-  local det = {values = {}, unreadable = {}, docs = {}, truncated = false, work = 0}
+  local det = {values = {}, unreadable = {}, docs = {}, truncated = false, work = 0, hits = 0}
   det.ctx_nodes = posnum(job.nodes_min)
   det.ctx_tpn = posnum(job.ntasks_per_node)
   if type(job.script) == "string" and job.script ~= "" then
@@ -930,6 +968,7 @@ function P.detect(job)
   end
   for i = 1, #det.docs do
     local d = det.docs[i]
+    d.det = det
     scan_doc(det, d, env)
     if det.stamp == nil then det.stamp = find_stamp(d) end
   end
@@ -1562,16 +1601,20 @@ function P.evaluate(job, topo)
   det.script_doc = type(job.script) == "string" and job.script ~= ""
   v.source = det.source
   v.launcher = det.launcher or ""
+  if det.limit then v.limit = clean(det.limit, 64) end -- a scan limit hit: logged, never silent
   local ctx = {job = job, det = det, layouts = {}, topo = topo}
   local seen_m, seen_w, seen_r, seen_u = {}, {}, {}, {}
   local unknown = {}
   local strictest = nil
   local names = partitions_of(job, topo)
   local parts = type(topo.partitions) == "table" and topo.partitions or {}
+  local seen_p = {} -- "-p gpu,gpu,..." is judged once per distinct name
   for i = 1, #names do
     local pname = names[i]
     local part = parts[pname]
-    if type(part) == "table" then
+    if seen_p[pname] then -- luacheck: ignore 542
+    elseif type(part) == "table" then
+      seen_p[pname] = true
       v.partitions[#v.partitions + 1] = pname
       local mode, why = mode_for(topo, part, det.launcher, pname)
       if strictest == nil or LENIENCY[mode] < LENIENCY[strictest] then strictest = mode end
@@ -1693,6 +1736,7 @@ function P.log_line(v, job)
   parts[#parts + 1] = "mode=" .. tostring(v.mode)
   parts[#parts + 1] = "rules=" .. (#v.rules > 0 and concat(v.rules, ",") or "-")
   if v.exempt then parts[#parts + 1] = "exempt=" .. gsub(tostring(v.exempt_reason), " ", ":") end
+  if v.limit then parts[#parts + 1] = "limit=" .. gsub(gsub(tostring(v.limit), "[^%w%(%)]+", "-"), "[%(%)]", "") end
   if v.internal_error then parts[#parts + 1] = "internal-error=" .. v.internal_error end
   parts[#parts + 1] = "verdict=" .. P.verdict_word(v)
   return concat(parts, " ")
