@@ -160,7 +160,10 @@ def adversarial_scripts():
         "hostile: 4 MB of XTP= decoys": (fill("XTP=1 "), []),
         "hostile: 4 MB of --tp $V lines": (fill("srun x --tp $V\n"), []),
         "hostile: 4 MB of fullwidth digits": (fill("--tp \uff11\uff16\uff11\uff16\n"), []),
-        "hostile: TP=9999999, -p gpu x64": (hdr + "srun x --tensor-model-parallel-size 9999999\n", ["-p", ",".join(["gpu"] * 64)]),
+        "hostile: TP=9999999, -p gpu x64": (
+            hdr + "srun x --tensor-model-parallel-size 9999999\n",
+            ["-p", ",".join(["gpu"] * 64)],
+        ),
     }
 
 

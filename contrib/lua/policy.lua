@@ -628,7 +628,11 @@ local function assignments(det, doc, name)
   end
   local s, t = doc.s, doc.t
   local keys = {name .. "=", "{" .. name .. ":="}
-  for ki = 1, 2 do
+  if doc.colon_eq == nil then -- whether the text has any ${NAME:=...} at all (one search, not one per name)
+    spend(det, #t, "work budget (shell variable lookups)")
+    doc.colon_eq = find(t, ":=", 1, true) ~= nil
+  end
+  for ki = 1, doc.colon_eq and 2 or 1 do
     local key, p = keys[ki], 1
     if not spend(det, #t, "work budget (shell variable lookups)") then list.unknown = true; return list end
     while true do
@@ -871,12 +875,14 @@ end
 
 -- The slurmgpu stamp: '# slurmgpu: site=... tp=8 pp=2 ...' at the start of a line.
 local STAMP_KEYS = {tp = true, pp = true, dp = true, cp = true, ep = true, nodes = true, gpus_per_node = true}
+local STAMP_AREA = 65536 -- the generator writes the stamp at the top; only this much is searched
 local function find_stamp(doc)
   local s, p = doc.t, 1
+  if #s > STAMP_AREA then s = sub(s, 1, STAMP_AREA) end
   if not spend(doc.det, #s, "work budget (stamp search)") then return nil end
   for _ = 1, 64 do
     local h = find(s, "# slurmgpu:", p, true)
-    if h == nil or h > doc.n then return nil end
+    if h == nil then return nil end
     p = h + 11
     local ls = line_start(doc, h)
     if h - ls <= 64 and match(sub(s, ls, h - 1), "^[ \t]*$") then
