@@ -670,6 +670,38 @@ local function env_number(env, name)
   return false
 end
 
+-- Whether the text has a line starting (after blanks) with the shell keyword kw.
+local function has_kw_line(text, kw)
+  return find(text, "\n[ \t]*" .. kw .. "[ \t\r\n;]") ~= nil
+end
+
+-- The assignments (indices into list, from i down) of one if/elif/else chain that may reach a
+-- use after list[i]: the sibling branches, and the value before the `if` when there is no `else`.
+-- Bounded: 16 branches, 64 kB between two assignments, paid from the budget.
+local function branch_chain(det, doc, list, i)
+  local chain = {i}
+  local j, seen_else = i, false
+  while j > 1 and #chain < 16 do
+    local a, b = list[j - 1].pos, list[j].pos
+    if b - a > 65536 or not spend(det, b - a, "work budget (if/else branches)") then break end
+    local between = sub(doc.s, a, b)
+    if has_kw_line(between, "fi") then break end
+    local is_else = has_kw_line(between, "else")
+    if is_else or has_kw_line(between, "elif") then
+      if is_else then seen_else = true end
+      chain[#chain + 1] = j - 1
+      j = j - 1
+      if has_kw_line(between, "if") then break end
+    elseif has_kw_line(between, "if") then
+      if not seen_else then chain[#chain + 1] = j - 1 end -- no else: the value before the if reaches
+      break
+    else
+      break
+    end
+  end
+  return chain
+end
+
 -- Resolve a value to a number, the marker "gpn" (GPUs per node, known per partition) or an
 -- arithmetic tree {e=...} whose variables are resolved (numbers or markers); nil if unknown.
 local resolve
@@ -713,11 +745,21 @@ resolve = function(det, doc, v, pos, env, depth)
   if SPECIAL[v.name] == "gpn" then return "gpn" end
   if SPECIAL[v.name] then return {e = {m = SPECIAL[v.name]}} end
   local list = assignments(det, doc, v.name)
-  local best
+  local best, bi
   for i = 1, #list do
-    if list[i].pos < pos then best = list[i] end
+    if list[i].pos < pos then best, bi = list[i], i end
   end
   if best then
+    local chain = branch_chain(det, doc, list, bi)
+    if #chain > 1 then
+      -- if/elif/else: every branch's value may reach the use
+      local alts = {}
+      for i = 1, #chain do
+        local r = resolve(det, doc, list[chain[i]].v, list[chain[i]].pos, env, depth + 1)
+        if type(r) == "number" then alts[#alts + 1] = {n = r, pos = list[chain[i]].pos} end
+      end
+      if #alts > 1 then return {alt = alts} end
+    end
     local r = resolve(det, doc, best.v, best.pos, env, depth + 1)
     if r ~= nil then return r end
   elseif list.unknown then
@@ -862,7 +904,19 @@ local function scan_doc(det, doc, env)
       end
     else
       local res = resolve(det, doc, v, rec.pos, env, 0)
-      if res ~= nil then
+      if type(res) == "table" and res.alt then
+        -- branches: the verdict takes the smallest (a job is rejected when every branch spans);
+        -- the largest is remembered for a warning that names its line
+        local lo, hi = res.alt[1], res.alt[1]
+        for k = 2, #res.alt do
+          if res.alt[k].n < lo.n then lo = res.alt[k] end
+          if res.alt[k].n > hi.n then hi = res.alt[k] end
+        end
+        add_value(det, kind, kind == "nproc" and hi.n or lo.n, rec)
+        if kind == "tp" and hi.n > lo.n and (det.branch_tp == nil or hi.n > det.branch_tp.n) then
+          det.branch_tp = {n = hi.n, pos = hi.pos, doc = doc, rec = rec}
+        end
+      elseif res ~= nil then
         add_value(det, kind, res, rec)
       elseif (v.k == "var" or v.k == "expr") and (kind == "tp" or kind == "nproc") and #det.unreadable < 8 then
         det.unreadable[#det.unreadable + 1] = clean(rec.name, 40) .. " "
@@ -1405,6 +1459,15 @@ local function check_partition(ctx, pname, part)
           tp, where(), label, plural(rpn, "rank"), rpn_how, first, last, floor(first / rpn), floor(last / rpn), fix))
       end
     end
+  end
+
+  local br = det.branch_tp
+  if br and multi and br.n > tp and (br.n > (part.domain or hw) or rpn % br.n ~= 0) then
+    local ln = (br.doc == det.docs[1] and det.script_doc) and line_number(br.doc.s, br.pos)
+    add("warn", "tp-branch-spans", format(
+      "TP=%d, set %s in one branch of an if/elif/else, would span nodes on %s; the filter checks "
+        .. "TP=%d, the smallest value the branches give (a job is refused when every branch spans).",
+      br.n, ln and format("on script line %d", ln) or "by the script", label, tp))
   end
 
   if det.truncated then
