@@ -12,6 +12,6 @@ if [ "$MODEL" = 405b ]; then
 elif [ "$MODEL" = 70b ]; then
   TP=16
 else
-  TP=16
+  TP=$((8 * 2))
 fi
 srun python pretrain_gpt.py --tensor-model-parallel-size $TP
