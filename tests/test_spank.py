@@ -747,7 +747,7 @@ def test_advisory_warning_is_printed_once_and_the_step_runs(enforce: Guarded) ->
 def test_batch_step_that_passed_job_submit_is_refused_at_launch(enforce: Guarded, site: Site) -> None:
     script = (
         "#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=8 --gpus-per-node=8\n"
-        "TP=$(( 8 * 2 ))  # only known when the script runs\n"
+        "TP=$(echo 16)  # only known when the script runs (the filter reads $((...)) since issue 16)\n"
         "srun -N2 --ntasks-per-node=8 echo launched pretrain_gpt.py --tensor-model-parallel-size $TP\n"
     )
     assert PolicyRunner(site).check(script).accepted  # what job_submit.lua decides, offline
