@@ -246,22 +246,26 @@ def test_gen_refuses_tp16_with_the_filters_message_and_slurmctld_agrees(slurm_cl
     assert refused.returncode == 1, refused.stderr
     gen_msg = next(line for line in refused.stderr.splitlines() if line.startswith("slurmgpu: TP=16"))
 
-    # The same job written with TP=8, then hand-edited to TP=16 in its stamp line: the real
-    # filter rejects it with exactly the words gen used.
+    # The same job written with TP=8, then hand-edited to TP=16 in its launch flag (and its stamp
+    # line: a stamp alone no longer outranks the flags, issue 16): the real filter rejects it with
+    # the words gen used (the script line it names may differ: the two scripts' comments differ).
     ok = subprocess.run(gen + ["--tp", "8", "--", "pretrain_gpt.py"], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     assert re.search(r"^# slurmgpu: site=testcluster tp=8 ", ok.stdout, re.M)
     edited = re.sub(r"^(# slurmgpu: site=testcluster) tp=8 ", r"\1 tp=16 ", ok.stdout, count=1, flags=re.M)
+    edited = re.sub(r"--tensor-model-parallel-size 8\b", "--tensor-model-parallel-size 16", edited)
+    gen_msg = re.sub(r"script line \d+:", "script line N:", gen_msg)
     path = tmp_path / "edited.sh"
     path.write_text(edited)
 
     mark = slurm_cluster.log_mark()
     rc, out, err = client(slurm_cluster, ["sbatch", "--test-only", str(path)])
     assert rc != 0 and out == ""
-    assert "sbatch: error: " + gen_msg in err.splitlines(), (gen_msg, err)
+    got = [re.sub(r"script line \d+:", "script line N:", line) for line in err.splitlines()]
+    assert "sbatch: error: " + gen_msg in got, (gen_msg, err)
     assert "Invalid generic resource (gres) specification" in err
     lines = submit_lines(slurm_cluster, mark)
-    assert [(d["decision"], d["tp"], d["source"]) for d in lines] == [("reject", "16", "stamp")]
+    assert [(d["decision"], d["tp"], d["source"]) for d in lines] == [("reject", "16", "flags")]
 
 
 @pytest.mark.parametrize("gpu_spelling", GPU_SPELLINGS, ids=[g[0] for g in GPU_SPELLINGS])

@@ -174,16 +174,27 @@ def test_reject_message_names_tp_partition_gpus_and_fix():
 
 
 def test_layout_sources_in_order():
-    """stamp > SLURMGPU_* > flags, and a disagreeing lower source is reported."""
-    body = "#!/bin/bash\n%s#SBATCH -N2 --gpus-per-node=8\nsrun x --tensor-model-parallel-size 4\n"
+    """Visible flags > stamp > SLURMGPU_* (issue 16 class 1): the stamp and the environment only
+    fill in what no flag shows, and one that disagrees with the flags is reported, not used."""
+    body = "#!/bin/bash\n%s#SBATCH -N2 --gpus-per-node=8\nsrun x %s\n"
     stamp = "# slurmgpu: site=dgx-h100 tp=2 pp=1 dp=8 cp=1 ep=1 nodes=2 gpus_per_node=8\n"
     env = {"SLURMGPU_TP": "8", "SLURMGPU_PP": "2"}
-    assert check_script(dgx(), body % "").source == "flags"
-    v = check_script(dgx(), body % "", env=env)
-    assert (v.source, v.layout["tp"], v.layout["pp"]) == ("env", 8, 2)
-    v = check_script(dgx(), body % stamp, env=env)
+    flag = "--tensor-model-parallel-size 4"
+    assert check_script(dgx(), body % ("", flag)).source == "flags"
+    v = check_script(dgx(), body % ("", flag), env=env)
+    assert (v.source, v.layout["tp"], v.layout["pp"]) == ("flags", 4, 1)
+    assert any("SLURMGPU_TP environment variable says TP=8" in w for w in v.warnings)
+    v = check_script(dgx(), body % (stamp, flag), env=env)
+    assert (v.source, v.layout["tp"], v.layout["dp"]) == ("flags", 4, None)
+    assert any("stamp says TP=2 but the script's launcher flags say TP=4" in w for w in v.warnings)
+    # no flag: the stamp, then the environment
+    v = check_script(dgx(), body % (stamp, ""), env=env)
     assert (v.source, v.layout["tp"], v.layout["dp"]) == ("stamp", 2, 8)
-    assert any("launcher flags say TP=4" in w for w in v.warnings)
+    v = check_script(dgx(), body % ("", ""), env=env)
+    assert (v.source, v.layout["tp"], v.layout["pp"]) == ("env", 8, 2)
+    # flags agree with the stamp: the stamp fills in PP
+    v = check_script(dgx(), body % (stamp.replace("pp=1", "pp=2"), "--tensor-model-parallel-size 2"))
+    assert (v.source, v.layout["tp"], v.layout["pp"]) == ("flags", 2, 2)
 
 
 def test_comments_and_quotes():

@@ -330,14 +330,16 @@ def test_cli_filter(tmp_path, lua_version):
     res = run_lua(
         tmp_path / "c", CLI_ENV, render_filter(site, "cli_filter"), env={"SLURMGPU_TP": "16"}, lua=lua_version
     )
-    assert [r["rc"] for r in res] == [-1, -1, -1, 0, 0, -1], res
+    # the first two show the flag (TP=8 by its default): visible flags beat SLURMGPU_TP (issue 16)
+    assert [r["rc"] for r in res] == [0, 0, -1, 0, 0, -1], res
+    assert any("SLURMGPU_TP environment variable says TP=16" in line for line in res[0]["log"]), res[0]
     # from 24.05 NIL and name lists pass every SLURM* name too (seen on 24.11): the filter
     # rendered for such a site models that
     site24 = replace(site, slurm_version="24.11")
     res = run_lua(
         tmp_path / "d", CLI_ENV, render_filter(site24, "cli_filter"), env={"SLURMGPU_TP": "16"}, lua=lua_version
     )
-    assert [r["rc"] for r in res] == [-1, -1, -1, -1, -1, -1], res
+    assert [r["rc"] for r in res] == [0, 0, -1, -1, -1, -1], res
 
 
 # ---------------------------------------------------------------------------

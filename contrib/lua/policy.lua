@@ -26,8 +26,8 @@ once per Lua state). All its strings are printable ASCII.
 
 local P = {}
 
-local find, sub, byte, match, gsub, format, rev =
-  string.find, string.sub, string.byte, string.match, string.gsub, string.format, string.reverse
+local find, sub, byte, match, gsub, format =
+  string.find, string.sub, string.byte, string.match, string.gsub, string.format
 local floor = math.floor
 local concat = table.concat
 
@@ -37,10 +37,18 @@ P.ERROR_CODE = -1         -- slurm.ERROR
 P.TAG = "slurmgpu-filter:"
 
 local SCAN_MAX = 16777216  -- bytes of a script that are scanned (Slurm's own limit is 4 MB)
-local MAX_HITS = 50000     -- keyword hits examined in all (every keyword, every document)
-local MAX_VARS = 64        -- distinct shell variables looked up per document
+-- The work budget of one call, in units of about one byte examined by a plain find (~5 ns when
+-- the byte equals the needle's first; a keyword hit costs HIT_COST, one that fails the first test
+-- MISS_COST). Calibrated with bench/filter_bench.py so the worst input of 4 MB is decided in under
+-- 5 ms: past it the scan stops, says so, and a multi-node job cannot be cleared.
+local WORK_MAX = 700000
+local HIT_COST = 1536
+local MISS_COST = 64
+local CHUNK = 65536        -- the scan walks the text in chunks of this size (each find is bounded)
+local MAX_VARS = 256       -- distinct shell variables looked up per document
 local TOKEN_MAX = 96       -- longest option name considered
-local MAX_VALUES = 32      -- values remembered per parameter
+local MAX_VALUES = 32      -- values remembered per parameter (the largest and smallest always are)
+local VALUE_MAX = 65536    -- larger numbers are read as this (still far above any node's GPUs)
 local UNSET = 65534        -- numbers at or above this are Slurm's NO_VAL/INFINITE markers
 
 -- Option names (leading -/+ stripped, last dotted part, '_' -> '-') -> parameter.
@@ -53,6 +61,7 @@ local NAMES = {
   ["expert-model-parallel-size"] = "ep", ["expert-parallel-size"] = "ep",
   ["expert-parallel-degree"] = "ep", ["ep"] = "ep", ["ep-size"] = "ep",
   ["data-parallel-size"] = "dp", ["dp"] = "dp", ["dp-size"] = "dp",
+  ["model-parallel-size"] = "tp", -- Megatron's spelling before tensor-/pipeline- split
   ["nproc-per-node"] = "nproc", ["num-gpus"] = "nproc",
   ["ntasks-per-node"] = "ntasks", ["segment"] = "segment",
 }
@@ -62,8 +71,21 @@ local DASH_ONLY = {
   ["cp-size"] = true, ["ep"] = true, ["ep-size"] = true, ["dp"] = true, ["dp-size"] = true,
   ["nproc-per-node"] = true, ["num-gpus"] = true, ["ntasks-per-node"] = true, ["segment"] = true,
 }
-local KEYWORDS = {"parallel", "-tp", "-pp", "-cp", "-ep", "-dp", "nproc", "num_gpus", "num-gpus",
-                  "ntasks-per-node", "--segment"}
+-- Anchors of the scan, with pairwise distinct first bytes: a plain find stops at every byte equal
+-- to its needle's first, so together the needles stop at most once per byte of text (bounded
+-- cost, whatever the text). The token around a hit is read from the text, not from the needle.
+local KEYWORDS = {"arallel", "tp", "pp", "cp", "ep", "dp", "nproc", "gpus", "ks-per-node", "segment",
+                  "TP", "PP", "ARALLEL"}
+-- Environment names given as a command prefix (TP=16 ./train.sh): visible values too.
+-- The byte a relevant hit of each keyword follows (a cheap first test: "step" is no "--ep").
+local KEY_PREV = {arallel = "p", tp = "-", pp = "-", cp = "-", ep = "-", dp = "-", gpus = "-_",
+                  ["ks-per-node"] = "s",
+                  segment = "-", TP = false, PP = false, ARALLEL = "P"}
+local ENV_NAMES = {
+  TP = "tp", TP_SIZE = "tp", TENSOR_PARALLEL_SIZE = "tp", TENSOR_MODEL_PARALLEL_SIZE = "tp",
+  MODEL_PARALLEL_SIZE = "tp", PP = "pp", PP_SIZE = "pp", PIPELINE_PARALLEL_SIZE = "pp",
+  PIPELINE_MODEL_PARALLEL_SIZE = "pp",
+}
 local LAUNCHER_WORDS = {
   {"sglang", "sglang"}, {"vllm", "vllm"}, {"torchtitan", "torchtitan"}, {"deepspeed", "deepspeed"},
   {"nemo", "nemo"}, {"megatron", "megatron"}, {"accelerate launch", "accelerate"},
@@ -116,9 +138,9 @@ local function int(digits)
   return tonumber(digits)
 end
 
--- Line number of position p, for the one line a message names (nil past 256 kB: not worth it).
+-- Line number of position p, for the one line a message names (nil past 64 kB: not worth it).
 local function line_number(s, p)
-  if p > 262144 then return nil end
+  if p > 65536 then return nil end
   local _, n = gsub(sub(s, 1, p), "\n", "")
   return n + 1
 end
@@ -225,36 +247,108 @@ end
 local function new_doc(s)
   local n = #s
   if n > SCAN_MAX then n = SCAN_MAX end
-  return {s = s, n = n, lines = {}, truncated = #s > SCAN_MAX}
+  return {s = s, t = s, n = n, scanned = 0, lines = {}, seen = {}, truncated = #s > SCAN_MAX}
 end
 
--- Start of the line holding position p (reverse copy made once, then a plain find).
+-- The work budget (see WORK_MAX): false once spent; the first limit hit is remembered for the
+-- message ("what", at byte "at") and the log.
+local function spend(det, units, what, at)
+  det.work = det.work + units
+  if det.work <= WORK_MAX then return true end
+  if not det.limit then det.limit = what or "work budget"; det.limit_at = at end
+  det.truncated = true
+  return false
+end
+
+local function limit_hit(det, what, at)
+  if not det.limit then det.limit = what; det.limit_at = at end
+  det.truncated = true
+end
+
+-- Start of the line holding position p: the last newline in a window before p, the window
+-- growing up to 64 kB (anchored greedy match: linear). A longer line starts "somewhere before".
+-- Every byte copied is paid from the work budget.
 local function line_start(doc, p)
   if p <= 1 then return 1 end
-  if doc.r == nil then doc.r = rev(doc.s) end
-  local len = #doc.s
-  local q = find(doc.r, "\n", len - p + 2, true)
-  if q == nil then return 1 end
-  return len - q + 2
+  local s, w = doc.s, 256
+  local cur = doc.cur
+  if cur and p > cur.le and p - cur.le <= 4096 then
+    -- just after the last line looked at (hits come in order): its newline, then any others
+    local gap = sub(s, cur.le + 1, p - 1)
+    if doc.det then spend(doc.det, #gap, "work budget (line lookups)", p) end
+    local j, last = 1, nil
+    while true do
+      local nl = find(gap, "\n", j, true)
+      if nl == nil then break end
+      last, j = nl, nl + 1
+    end
+    if last then return cur.le + last + 1 end
+  end
+  while true do
+    local a = p - w
+    if a < 1 then a = 1 end
+    if doc.det then spend(doc.det, p - a, "work budget (line lookups)", p) end
+    local cut = match(sub(s, a, p - 1), "^.*()\n")
+    if cut then return a + cut end
+    if a == 1 then return 1 end
+    if w >= 65536 then return a end
+    w = w * 16
+  end
 end
 
--- First '#' that starts a comment in the line [ls, le]: at the line start or after blank,
--- outside quotes (quote parity, escapes ignored). Bounded: 16 candidates, 64 kB of prefix.
+-- End of the line holding position p (the same windows forward).
+local function line_end(doc, p)
+  local s, w = doc.s, 256
+  while true do
+    local b = p + w
+    if doc.det then spend(doc.det, w, "work budget (line lookups)", p) end
+    local nl = find(sub(s, p, b), "\n", 1, true)
+    if nl then return p + nl - 2 end
+    if b >= #s then return #s end
+    if w >= 65536 then return b end
+    w = w * 16
+  end
+end
+
+-- Where a word may begin: '#' starts a comment only there (bash: after a blank or an operator).
+local WORD_START = {[32] = true, [9] = true, [59] = true, [38] = true, [124] = true, [40] = true, [41] = true,
+                    [60] = true, [62] = true}
+
+-- The first byte of the line [ls, le] that starts a comment, read as bash does: a small lexer
+-- (unquoted, '...', "...", $'...', backslash escapes); '#' counts only at the start of a word.
+-- A quote still open at the end of the line is taken as closed there (the line has no comment).
 local function comment_start(s, ls, le)
   if le - ls > 65536 then le = ls + 65536 end
   local line = sub(s, ls, le) -- searching s itself would run past the line: quadratic
-  local pos = 1
-  for _ = 1, 16 do
-    local h = find(line, "#", pos, true)
+  local i, n, lit = 1, #line, 0
+  while i <= n do
+    local h = find(line, "[\\'\"#$]", i)
     if h == nil then return nil end
-    local pc = byte(line, h - 1)
-    if h == 1 or pc == 32 or pc == 9 then
-      local pre = sub(line, 1, h - 1)
-      local _, dq = gsub(pre, '"', "")
-      local _, sq = gsub(pre, "'", "")
-      if dq % 2 == 0 and sq % 2 == 0 then return ls + h - 1 end
+    local c = byte(line, h)
+    if c == 35 then -- '#'
+      if h == 1 or (WORD_START[byte(line, h - 1)] and lit ~= h - 1) then return ls + h - 1 end
+      i = h + 1
+    elseif c == 92 then -- backslash: the next byte is literal (an escaped blank starts no word)
+      lit = h + 1
+      i = h + 2
+    elseif c == 39 then -- '...': nothing is special inside
+      local e = find(line, "'", h + 1, true)
+      if e == nil then return nil end
+      i = e + 1
+    elseif c == 34 or (c == 36 and byte(line, h + 1) == 39) then -- "..." or $'...': \ escapes
+      local close = c == 34 and '"' or "'"
+      local pat = c == 34 and '[\\"]' or "[\\']"
+      local j = c == 34 and h + 1 or h + 2
+      while true do
+        local e = find(line, pat, j)
+        if e == nil then return nil end
+        if byte(line, e) == 92 then j = e + 2
+        elseif sub(line, e, e) == close then i = e + 1; break
+        else j = e + 1 end
+      end
+    else
+      i = h + 1 -- a '$' that does not open $'...'
     end
-    pos = h + 1
   end
   return nil
 end
@@ -264,10 +358,10 @@ local function line_of(doc, p)
   local cur = doc.cur
   if cur and p >= cur.ls and p <= cur.le then return cur end
   local ls = line_start(doc, p)
-  local nl = find(doc.s, "\n", p, true)
-  local le = nl and (nl - 1) or #doc.s
   local c = doc.lines[ls]
-  if c == nil then
+  if c == nil or p > c.le then
+    local le = line_end(doc, p)
+    if doc.det then spend(doc.det, le - ls + 1, "work budget (comment lexing)", p) end
     c = {ls = ls, le = le, cs = comment_start(doc.s, ls, le) or false}
     doc.lines[ls] = c
   end
@@ -325,93 +419,392 @@ local function skip_sep(s, q, allow_colon)
   return q
 end
 
--- A value: {k="num", n=16} | {k="var", name="TP", def=16} | {k="word", w="gpu"} | {k="bad", text=...}
+-- Unicode decimal digits (general category Nd), by the code point of each block's zero: Python's
+-- int() reads them, so Megatron/vLLM run `--tensor-model-parallel-size １６` as TP=16.
+-- (Python 3.11, Unicode 14.0; tests/test_policy_scan.py compares the table with unicodedata.)
+local ND_ZEROS = {
+  0x660, 0x6F0, 0x7C0, 0x966, 0x9E6, 0xA66, 0xAE6, 0xB66, 0xBE6, 0xC66, 0xCE6, 0xD66, 0xDE6, 0xE50,
+  0xED0, 0xF20, 0x1040, 0x1090, 0x17E0, 0x1810, 0x1946, 0x19D0, 0x1A80, 0x1A90, 0x1B50, 0x1BB0, 0x1C40,
+  0x1C50, 0xA620, 0xA8D0, 0xA900, 0xA9D0, 0xA9F0, 0xAA50, 0xABF0, 0xFF10, 0x104A0, 0x10D30, 0x11066,
+  0x110F0, 0x11136, 0x111D0, 0x112F0, 0x11450, 0x114D0, 0x11650, 0x116C0, 0x11730, 0x118E0, 0x11950,
+  0x11C50, 0x11D50, 0x11DA0, 0x16A60, 0x16AC0, 0x16B50, 0x1D7CE, 0x1D7D8, 0x1D7E2, 0x1D7EC, 0x1D7F6,
+  0x1E140, 0x1E2F0, 0x1E950, 0x1FBF0,
+}
+
+-- The decimal digit encoded in UTF-8 at s[q] -> digit, next position; nil if none.
+local function nd_digit(s, q)
+  local c = byte(s, q)
+  if c == nil then return nil end
+  if c >= 48 and c <= 57 then return c - 48, q + 1 end
+  if c < 0xC2 then return nil end
+  local cp, len
+  local c1, c2, c3 = byte(s, q + 1, q + 3)
+  if c1 == nil or c1 < 0x80 or c1 > 0xBF then return nil end
+  if c < 0xE0 then cp, len = (c - 0xC0) * 64 + (c1 - 0x80), 2
+  else
+    if c2 == nil or c2 < 0x80 or c2 > 0xBF then return nil end
+    if c < 0xF0 then cp, len = ((c - 0xE0) * 64 + (c1 - 0x80)) * 64 + (c2 - 0x80), 3
+    else
+      if c3 == nil or c3 < 0x80 or c3 > 0xBF or c > 0xF4 then return nil end
+      cp, len = (((c - 0xF0) * 64 + (c1 - 0x80)) * 64 + (c2 - 0x80)) * 64 + (c3 - 0x80), 4
+    end
+  end
+  local lo, hi = 1, #ND_ZEROS -- the last block starting at or below cp
+  if cp < ND_ZEROS[1] then return nil end
+  while lo < hi do
+    local mid = floor((lo + hi + 1) / 2)
+    if ND_ZEROS[mid] <= cp then lo = mid else hi = mid - 1 end
+  end
+  local z = ND_ZEROS[lo]
+  if cp <= z + 9 then return cp - z, q + len end
+  return nil
+end
+
+-- Decimal digits as Python's int() reads them (any Nd digits, '_' between digits) -> the ASCII
+-- digit string and the position after it; nil if s[q] starts no number. At most 16 digits read.
+local function read_digits(s, q)
+  local d = match(s, "^(%d+)", q) -- the common case: ASCII only
+  if d then
+    local nb = byte(s, q + #d)
+    if not (nb == 95 or (nb and nb >= 0xC2)) then return d, q + #d end
+  elseif (byte(s, q) or 0) < 0xC2 then
+    return nil
+  end
+  local out = {}
+  local p = q
+  for _ = 1, 16 do
+    local digit, np = nd_digit(s, p)
+    if digit == nil then
+      if byte(s, p) == 95 and #out > 0 and nd_digit(s, p + 1) then p = p + 1
+      else break end
+    else
+      out[#out + 1] = digit
+      p = np
+    end
+  end
+  if #out == 0 then return nil end
+  return concat(out), p
+end
+
+local function value_int(d)
+  if d == nil then return nil end
+  d = match(d, "^0*(%d+)$") or d
+  if #d > 7 then return VALUE_MAX end
+  local n = tonumber(d)
+  if n > VALUE_MAX then n = VALUE_MAX end
+  return n
+end
+
+-- Shell arithmetic $(( ... )): + - * / % and parentheses over literals and variables, parsed
+-- into a tree {n=} | {var=} | {op=, a=, b=} (evaluated per partition, see eval_expr).
+local function parse_arith(text)
+  local toks = {}
+  local i = 1
+  for _ = 1, 64 do
+    local _, e = find(text, "^[ \t]*", i)
+    i = e + 1
+    if i > #text then break end
+    local d, np = read_digits(text, i)
+    if d then toks[#toks + 1] = {n = value_int(d)}; i = np
+    else
+      local name, e2 = match(text, "^%$?{?([%a_][%w_]*)}?()", i)
+      if name then toks[#toks + 1] = {var = name}; i = e2
+      else
+        local op = sub(text, i, i)
+        if not find("+-*/%()", op, 1, true) then return nil end
+        toks[#toks + 1] = {op = op}; i = i + 1
+      end
+    end
+  end
+  if i <= #text then return nil end
+  local pos = 1
+  local expr
+  local function atom()
+    local t = toks[pos]
+    if t == nil then return nil end
+    pos = pos + 1
+    if t.n or t.var then return t end
+    if t.op == "(" then
+      local e = expr()
+      if toks[pos] == nil or toks[pos].op ~= ")" then return nil end
+      pos = pos + 1
+      return e
+    end
+    if t.op == "-" or t.op == "+" then
+      local a = atom()
+      if a == nil then return nil end
+      if t.op == "-" then return {op = "-", a = {n = 0}, b = a} end
+      return a
+    end
+    return nil
+  end
+  local function term()
+    local a = atom()
+    while a and toks[pos] and (toks[pos].op == "*" or toks[pos].op == "/" or toks[pos].op == "%") do
+      local op = toks[pos].op
+      pos = pos + 1
+      local b = atom()
+      if b == nil then return nil end
+      a = {op = op, a = a, b = b}
+    end
+    return a
+  end
+  expr = function()
+    local a = term()
+    while a and toks[pos] and (toks[pos].op == "+" or toks[pos].op == "-") do
+      local op = toks[pos].op
+      pos = pos + 1
+      local b = term()
+      if b == nil then return nil end
+      a = {op = op, a = a, b = b}
+    end
+    return a
+  end
+  local tree = expr()
+  if tree == nil or pos <= #toks then return nil end
+  return tree
+end
+
+-- A value -> v, end position. v: {k="num", n=16} | {k="var", name="TP", def=16} | {k="expr", e=tree}
+-- | {k="word", w="gpu"} | {k="bad", text=...}
 local function read_value(s, q)
   if q == nil or q > #s then return nil end
   local c = byte(s, q)
   if c == 34 or c == 39 then q = q + 1 end
-  local d = match(s, "^(%d+)", q)
+  local d, e = read_digits(s, q)
   if d then
-    local after = byte(s, q + #d)
+    local after = byte(s, e)
+    if after == 34 or after == 39 then after = byte(s, e + 1) end
     if after == nil or not (OPTCH[after] and after ~= 45 and after ~= 43) then
-      local n = int(d)
-      if n then return {k = "num", n = n} end
-      return {k = "bad", text = d}
+      return {k = "num", n = value_int(d)}, e
     end
     return nil
   end
-  local name, def = match(s, "^%${([%a_][%w_]*):?[-=](%d+)}", q)
-  if name then return {k = "var", name = name, def = int(def)} end
-  name = match(s, "^%${([%a_][%w_]*)}", q) or match(s, "^%$([%a_][%w_]*)", q)
-  if name then return {k = "var", name = name} end
+  if sub(s, q, q + 2) == "$((" then
+    local body, depth, j, close = sub(s, q + 3, q + 259), 0, 1, nil
+    for _ = 1, 64 do -- the "))" that closes at depth 0
+      local h = find(body, "[()]", j)
+      if h == nil then break end
+      if byte(body, h) == 40 then depth = depth + 1
+      elseif depth > 0 then depth = depth - 1
+      elseif byte(body, h + 1) == 41 then close = h; break
+      else break end
+      j = h + 1
+    end
+    local tree = close and parse_arith(sub(body, 1, close - 1))
+    if tree then return {k = "expr", e = tree}, q + 4 + close end
+    return {k = "bad", text = sub(s, q, q + 23)}, q + 3
+  end
+  local name, after = match(s, "^%${([%a_][%w_]*):?[-=]()", q)
+  if name then
+    local dv, de = read_digits(s, after)
+    if dv and byte(s, de) == 125 then return {k = "var", name = name, def = value_int(dv)}, de + 1 end
+  end
+  local e2
+  name, e2 = match(s, "^%${([%a_][%w_]*)}()", q)
+  if not name then name, e2 = match(s, "^%$([%a_][%w_]*)()", q) end
+  if name then return {k = "var", name = name}, e2 end
   if match(s, "^%$[%(%{]", q) or c == 96 or byte(s, q) == 96 then
-    return {k = "bad", text = sub(s, q, q + 23)}
+    return {k = "bad", text = sub(s, q, q + 23)}, q + 1
   end
   local w = match(s, "^(%a[%w%-_]*)", q)
-  if w and #w <= 16 then return {k = "word", w = w} end
+  if w and #w <= 16 then return {k = "word", w = w}, q + #w end
   return nil
 end
 
--- Shell assignments NAME=value outside comments, in order (bounded).
-local function assignments(doc, name)
+-- Shell assignments NAME=value (and the ${NAME:=value} default idiom) outside comments, in
+-- order, in the scanned text; every lookup is paid from the work budget.
+local function assignments(det, doc, name)
   doc.assign = doc.assign or {}
   local list = doc.assign[name]
   if list then return list end
   list = {}
+  doc.assign[name] = list
   doc.nvars = (doc.nvars or 0) + 1
-  if doc.nvars > MAX_VARS then return list end -- each lookup scans the document once
-  local s, key, p = doc.s, name .. "=", 1
-  for _ = 1, 256 do
-    local h = find(s, key, p, true)
-    if h == nil or h > doc.n then break end
-    p = h + #key
-    local pc = byte(s, h - 1)
-    if h == 1 or not (OPTCH[pc] or pc == 36 or pc == 123) then
-      if not in_comment(doc, h) then
-        local v = read_value(s, h + #key)
-        if v then list[#list + 1] = {pos = h, v = v} end
-        if #list >= 64 then break end
+  if doc.nvars > MAX_VARS then
+    limit_hit(det, format("more than %d shell variables to look up", MAX_VARS))
+    list.unknown = true
+    return list
+  end
+  local s, t = doc.s, doc.t
+  local keys = {name .. "=", "{" .. name .. ":="}
+  if doc.colon_eq == nil then -- whether the text has any ${NAME:=...} at all (one search, not one per name)
+    spend(det, #t, "work budget (shell variable lookups)")
+    doc.colon_eq = find(t, ":=", 1, true) ~= nil
+  end
+  for ki = 1, doc.colon_eq and 2 or 1 do
+    local key, p = keys[ki], 1
+    if not spend(det, #t, "work budget (shell variable lookups)") then list.unknown = true; return list end
+    while true do
+      local h = find(t, key, p, true)
+      if h == nil then break end
+      if not spend(det, HIT_COST, "work budget (shell variable lookups)") then list.unknown = true; return list end
+      p = h + #key
+      local pc = byte(s, h - 1)
+      if ki == 2 then
+        if pc == 36 and not in_comment(doc, h) then
+          local v = read_value(s, h - 1)
+          if v and v.k == "var" then list[#list + 1] = {pos = h, v = {k = "dflt", name = name, def = v.def}} end
+        end
+      elseif h == 1 or not (OPTCH[pc] or pc == 36 or pc == 123) then
+        if not in_comment(doc, h) then
+          local v = read_value(s, h + #key)
+          if v then list[#list + 1] = {pos = h, v = v} end
+        end
       end
     end
   end
-  doc.assign[name] = list
+  table.sort(list, function(a, b) return a.pos < b.pos end)
   return list
 end
 
-local SPECIAL = {SLURM_GPUS_ON_NODE = "gpn", SLURM_GPUS_PER_NODE = "gpn"}
+-- Slurm's variables that the request fixes at submit time: markers resolved per partition.
+local SPECIAL = {SLURM_GPUS_ON_NODE = "gpn", SLURM_GPUS_PER_NODE = "gpn", SLURM_NNODES = "nodes",
+                 SLURM_JOB_NUM_NODES = "nodes", SLURM_NTASKS_PER_NODE = "tpn"}
 
--- Resolve a value to a number or the marker "gpn" (GPUs per node, known per partition).
-local function resolve(doc, v, pos, env, depth)
+local function env_number(env, name)
+  local e = env_get(env, name)
+  if e == nil then return nil end
+  local d, q = read_digits(e, 1)
+  if d and q == #e + 1 then return value_int(d) end
+  return false
+end
+
+-- Whether the text has a line starting (after blanks) with the shell keyword kw.
+local function has_kw_line(text, kw)
+  return find(text, "\n[ \t]*" .. kw .. "[ \t\r\n;]") ~= nil
+end
+
+-- The assignments (indices into list, from i down) of one if/elif/else chain that may reach a
+-- use after list[i]: the sibling branches, and the value before the `if` when there is no `else`.
+-- Bounded: 16 branches, 64 kB between two assignments, paid from the budget.
+local function branch_chain(det, doc, list, i)
+  local chain = {i}
+  local j, seen_else = i, false
+  while j > 1 and #chain < 16 do
+    local a, b = list[j - 1].pos, list[j].pos
+    if b - a > 65536 or not spend(det, b - a, "work budget (if/else branches)") then break end
+    local between = sub(doc.s, a, b)
+    if has_kw_line(between, "fi") then break end
+    local is_else = has_kw_line(between, "else")
+    if is_else or has_kw_line(between, "elif") then
+      if is_else then seen_else = true end
+      chain[#chain + 1] = j - 1
+      j = j - 1
+      if has_kw_line(between, "if") then break end
+    elseif has_kw_line(between, "if") then
+      if not seen_else then chain[#chain + 1] = j - 1 end -- no else: the value before the if reaches
+      break
+    else
+      break
+    end
+  end
+  return chain
+end
+
+-- Resolve a value to a number, the marker "gpn" (GPUs per node, known per partition) or an
+-- arithmetic tree {e=...} whose variables are resolved (numbers or markers); nil if unknown.
+local resolve
+local function resolve_tree(det, doc, t, pos, env, depth)
+  if t.n then return t end
+  if t.var then
+    if SPECIAL[t.var] then return {m = SPECIAL[t.var]} end
+    local r = resolve(det, doc, {k = "var", name = t.var}, pos, env, depth + 1)
+    if type(r) == "number" then return {n = r} end
+    if r == "gpn" then return {m = "gpn"} end
+    if type(r) == "table" then return r.e end
+    return nil
+  end
+  local a = resolve_tree(det, doc, t.a, pos, env, depth)
+  local b = a and resolve_tree(det, doc, t.b, pos, env, depth)
+  if b == nil then return nil end
+  return {op = t.op, a = a, b = b}
+end
+
+resolve = function(det, doc, v, pos, env, depth)
   if v == nil then return nil end
   if v.k == "num" then return v.n end
   if v.k == "word" then
     if v.w == "gpu" or v.w == "auto" then return "gpn" end
     return nil
   end
-  if v.k ~= "var" or depth > 4 then return nil end
-  if SPECIAL[v.name] then return SPECIAL[v.name] end
-  local list = assignments(doc, v.name)
-  local best
+  if depth > 4 then return nil end
+  if v.k == "expr" then
+    local t = resolve_tree(det, doc, v.e, pos, env, depth)
+    if t == nil then return nil end
+    if t.n then return t.n end
+    return {e = t}
+  end
+  if v.k == "dflt" then
+    local e = env_number(env, v.name)
+    if e then return e end
+    if e == false then return nil end
+    return v.def
+  end
+  if v.k ~= "var" then return nil end
+  if SPECIAL[v.name] == "gpn" then return "gpn" end
+  if SPECIAL[v.name] then return {e = {m = SPECIAL[v.name]}} end
+  local list = assignments(det, doc, v.name)
+  local best, bi
   for i = 1, #list do
-    if list[i].pos < pos then best = list[i] end
+    if list[i].pos < pos then best, bi = list[i], i end
   end
   if best then
-    local r = resolve(doc, best.v, best.pos, env, depth + 1)
-    if r ~= nil then return r end
-  else
-    local e = env_get(env, v.name)
-    if e then
-      if #e <= 7 and match(e, "^%d+$") then return tonumber(e) end
-      return nil
+    local chain = branch_chain(det, doc, list, bi)
+    if #chain > 1 then
+      -- if/elif/else: every branch's value may reach the use
+      local alts = {}
+      for i = 1, #chain do
+        local r = resolve(det, doc, list[chain[i]].v, list[chain[i]].pos, env, depth + 1)
+        if type(r) == "number" then alts[#alts + 1] = {n = r, pos = list[chain[i]].pos} end
+      end
+      if #alts > 1 then return {alt = alts} end
     end
+    local r = resolve(det, doc, best.v, best.pos, env, depth + 1)
+    if r ~= nil then return r end
+  elseif list.unknown then
+    return nil
+  else
+    local e = env_number(env, v.name)
+    if e then return e end
+    if e == false then return nil end
   end
   return v.def
+end
+
+-- A tree's value for one partition (ctx: gpn, nodes, tpn); nil if unknown or not a whole number.
+local function eval_tree(t, ctx, depth)
+  if depth > 32 then return nil end
+  if t.n then return t.n end
+  if t.m then return ctx[t.m] end
+  local a = eval_tree(t.a, ctx, depth + 1)
+  local b = a and eval_tree(t.b, ctx, depth + 1)
+  if b == nil then return nil end
+  local r
+  if t.op == "+" then r = a + b
+  elseif t.op == "-" then r = a - b
+  elseif t.op == "*" then r = a * b
+  elseif b == 0 then return nil
+  elseif t.op == "/" then r = a / b; if r >= 0 then r = floor(r) else r = -floor(-r) end
+  else r = math.fmod(a, b) end
+  if r > VALUE_MAX then r = VALUE_MAX elseif r < -VALUE_MAX then r = -VALUE_MAX end
+  return r
 end
 
 local function add_value(det, kind, value, rec)
   local vals = det.values[kind]
   if vals == nil then vals = {}; det.values[kind] = vals end
-  if #vals < MAX_VALUES then vals[#vals + 1] = value end
+  local n = #vals
+  if n < MAX_VALUES then
+    vals[n + 1] = value
+  elseif type(value) == "number" then
+    -- full: two more slots keep the largest and the smallest number seen (the rules read the
+    -- largest TP and the smallest ranks per node)
+    det.values_full = true
+    if n == MAX_VALUES then vals[n + 1] = value; vals[n + 2] = value
+    elseif value > vals[MAX_VALUES + 1] then vals[MAX_VALUES + 1] = value
+    elseif value < vals[MAX_VALUES + 2] then vals[MAX_VALUES + 2] = value end
+  end
   if kind == "tp" and det.tp_token == nil then det.tp_token = rec end
   if kind == "tp" and type(value) == "number" then
     if det.tp_best == nil or value > det.tp_best.value then
@@ -421,46 +814,113 @@ local function add_value(det, kind, value, rec)
   end
 end
 
-local function scan_doc(det, doc, env)
+-- Whether the word at [ts, te] is a command's environment prefix: NAME=value at the start of a
+-- word, followed by another word on the same line (TP=16 ./train.sh).
+local function env_prefix_end(s, ts, e)
+  local pc = byte(s, ts - 1)
+  if not (pc == nil or pc == 10 or WORD_START[pc]) then return false end
+  local _, b = find(s, "^[ \t]+", e)
+  if b == nil then return false end
+  local c = byte(s, b + 1)
+  return c ~= nil and c ~= 10 and c ~= 13 and c ~= 35 and c ~= 59 and c ~= 38 and c ~= 124
+end
+
+-- Keyword hits in one chunk [a, b] of the document -> raw records (the value not yet resolved).
+local function scan_chunk(det, doc, a, b, raws)
   local s = doc.s
+  local piece = sub(s, a, b + TOKEN_MAX) -- finds stay inside the chunk (+ the tail of a token)
   for ki = 1, #KEYWORDS do
     local key = KEYWORDS[ki]
     local p = 1
     while true do
-      local h = find(s, key, p, true)
-      if h == nil or h > doc.n then break end
+      local h0 = find(piece, key, p, true)
+      if h0 == nil or a + h0 - 1 > b then break end
+      local h = a + h0 - 1
+      local want, pc = KEY_PREV[key], byte(s, h - 1)
+      local pass = true
+      if want then pass = pc ~= nil and find(want, string.char(pc), 1, true) ~= nil
+      elseif want == false then pass = not (pc and OPTCH[pc]) end
+      if not pass then
+        if not spend(det, MISS_COST, "work budget (option-like words)", h) then return false end
+        p = h0 + 1
+      else
       det.hits = det.hits + 1
-      if det.hits > MAX_HITS then det.truncated = true; break end
+      if not spend(det, HIT_COST, "work budget (option-like words)", h) then return false end
       local ts, te = token_bounds(s, h, #key)
-      p = te + 1
-      if ts then
-        local name, lead, dotted = normalize(sub(s, ts, te))
+      p = (te - a + 1) + 1
+      if ts and not doc.seen[ts] then
+        doc.seen[ts] = true
+        local tok = sub(s, ts, te)
+        local name, lead, dotted = normalize(tok)
         local kind = NAMES[name]
         local dash = find(lead, "-", 1, true) ~= nil
-        if kind and (dash or (not DASH_ONLY[name])) and (kind ~= "segment" or dash) then
+        local envp = ENV_NAMES[tok]
+        if envp and byte(s, te + 1) == 61 then
+          local v, e = read_value(s, te + 2)
+          if v and e and env_prefix_end(s, ts, e) and not in_comment(doc, ts) then
+            raws[#raws + 1] = {kind = envp, v = v, rec = {doc = doc, pos = ts, name = tok, dash = false,
+                                                          dotted = false, env = true}}
+          end
+        elseif kind and (dash or (not DASH_ONLY[name])) and (kind ~= "segment" or dash) then
           local com, line = in_comment(doc, ts)
           local directive = com and line.cs == line.ls and sub(s, line.ls, line.ls + 6) == "#SBATCH"
           if (not com and kind ~= "segment") or (kind == "segment" and directive) then
             local q = skip_sep(s, te + 1, (not dash) and (not DASH_ONLY[name]))
             local v = read_value(s, q)
             if v then
-              local rec = {doc = doc, pos = ts, name = sub(s, ts, te), dash = dash, dotted = dotted,
-                           short = (lead == "-")}
-              if v.k == "bad" then
-                if (kind == "tp" or kind == "pp" or kind == "nproc") and #det.unreadable < 8 then
-                  det.unreadable[#det.unreadable + 1] = clean(rec.name, 40) .. " " .. clean(v.text, 24)
-                end
-              else
-                local r = resolve(doc, v, ts, env, 0)
-                if r ~= nil then
-                  add_value(det, kind, r, rec)
-                elseif v.k == "var" and (kind == "tp" or kind == "nproc") and #det.unreadable < 8 then
-                  det.unreadable[#det.unreadable + 1] = clean(rec.name, 40) .. " $" .. clean(v.name, 24)
-                end
-              end
+              raws[#raws + 1] = {kind = kind, v = v, rec = {doc = doc, pos = ts, name = tok, dash = dash,
+                                                             dotted = dotted, short = (lead == "-")}}
             end
           end
         end
+      end
+      end
+    end
+  end
+  return true
+end
+
+local function scan_doc(det, doc, env)
+  local raws = {}
+  local a = 1
+  while a <= doc.n do
+    local b = a + CHUNK - 1
+    if b > doc.n then b = doc.n end
+    if not spend(det, b - a + 1, "work budget (script size)", a) then break end
+    if not scan_chunk(det, doc, a, b, raws) then break end
+    doc.scanned = b
+    a = b + 1
+  end
+  if doc.scanned < #doc.s then
+    doc.truncated = true
+    if doc.scanned < doc.n then doc.t = sub(doc.s, 1, doc.scanned) end
+  end
+  for i = 1, #raws do
+    local r = raws[i]
+    local kind, v, rec = r.kind, r.v, r.rec
+    if v.k == "bad" then
+      if (kind == "tp" or kind == "pp" or kind == "nproc") and #det.unreadable < 8 then
+        det.unreadable[#det.unreadable + 1] = clean(rec.name, 40) .. " " .. clean(v.text, 24)
+      end
+    else
+      local res = resolve(det, doc, v, rec.pos, env, 0)
+      if type(res) == "table" and res.alt then
+        -- branches: the verdict takes the smallest (a job is rejected when every branch spans);
+        -- the largest is remembered for a warning that names its line
+        local lo, hi = res.alt[1], res.alt[1]
+        for k = 2, #res.alt do
+          if res.alt[k].n < lo.n then lo = res.alt[k] end
+          if res.alt[k].n > hi.n then hi = res.alt[k] end
+        end
+        add_value(det, kind, kind == "nproc" and hi.n or lo.n, rec)
+        if kind == "tp" and hi.n > lo.n and (det.branch_tp == nil or hi.n > det.branch_tp.n) then
+          det.branch_tp = {n = hi.n, pos = hi.pos, doc = doc, rec = rec}
+        end
+      elseif res ~= nil then
+        add_value(det, kind, res, rec)
+      elseif (v.k == "var" or v.k == "expr") and (kind == "tp" or kind == "nproc") and #det.unreadable < 8 then
+        det.unreadable[#det.unreadable + 1] = clean(rec.name, 40) .. " "
+          .. (v.k == "var" and ("$" .. clean(v.name, 24)) or "$((...))")
       end
     end
   end
@@ -469,16 +929,19 @@ end
 
 -- The slurmgpu stamp: '# slurmgpu: site=... tp=8 pp=2 ...' at the start of a line.
 local STAMP_KEYS = {tp = true, pp = true, dp = true, cp = true, ep = true, nodes = true, gpus_per_node = true}
+local STAMP_AREA = 65536 -- the generator writes the stamp at the top; only this much is searched
 local function find_stamp(doc)
-  local s, p = doc.s, 1
+  local s, p = doc.t, 1
+  if #s > STAMP_AREA then s = sub(s, 1, STAMP_AREA) end
+  if not spend(doc.det, #s, "work budget (stamp search)") then return nil end
   for _ = 1, 64 do
     local h = find(s, "# slurmgpu:", p, true)
-    if h == nil or h > doc.n then return nil end
+    if h == nil then return nil end
     p = h + 11
     local ls = line_start(doc, h)
     if h - ls <= 64 and match(sub(s, ls, h - 1), "^[ \t]*$") then
-      local nl = find(s, "\n", h, true)
-      local w = sub(s, h + 11, math.min(nl and (nl - 1) or #s, h + 600))
+      local nl = find(sub(s, h, h + 700), "\n", 1, true)
+      local w = sub(s, h + 11, math.min(nl and (h + nl - 2) or #s, h + 600))
       local st = {}
       local pos = 1
       for _ = 1, 16 do
@@ -497,13 +960,14 @@ local function find_stamp(doc)
   return nil
 end
 
--- Whether a word appears outside comments (first 64 occurrences per document).
+-- Whether a word appears outside comments (first 64 occurrences per document, scanned text).
 local function has_word(det, w)
   for i = 1, #det.docs do
     local d = det.docs[i]
+    if not spend(det, #d.t, "work budget (word search)") then return false end
     local p = 1
     for _ = 1, 64 do
-      local h = find(d.s, w, p, true)
+      local h = find(d.t, w, p, true)
       if h == nil or h > d.n then break end
       if not in_comment(d, h) then return true end
       p = h + #w
@@ -515,7 +979,7 @@ end
 local function launcher_of(det, job)
   if type(job.launcher) == "string" and job.launcher ~= "" then return job.launcher end
   local rec = det.tp_best or det.tp_token
-  if det.source == "flags" and rec then
+  if det.source == "flags" and rec and not rec.env then
     local name = normalize(rec.name)
     if name == "tensor-parallel-size" then return has_word(det, "sglang") and "sglang" or "vllm" end
     if name == "tp" or name == "tp-size" then
@@ -523,7 +987,7 @@ local function launcher_of(det, job)
       return "sglang"
     end
     if name == "tensor-parallel-degree" then return "torchtitan" end
-    if name == "tensor-model-parallel-size" then
+    if name == "tensor-model-parallel-size" or name == "model-parallel-size" then
       if rec.dotted or not rec.dash then return "nemo" end
       if has_word(det, "deepspeed") then return "deepspeed" end
       return "megatron"
@@ -538,10 +1002,13 @@ end
 -- Largest command line read (Linux ARG_MAX is 2 MB by default); beyond it, truncated.
 local ARGV_MAX_BYTES = 2 * 1024 * 1024
 
--- Everything the script, argv and environment say about the parallel layout.
+-- Everything the script, argv and environment say about the parallel layout. Visible launcher
+-- flags are the truth: the stamp and SLURMGPU_* only fill in what no flag shows.
 function P.detect(job)
   local env = job.env
-  local det = {values = {}, unreadable = {}, docs = {}, truncated = false, hits = 0}
+  local det = {values = {}, unreadable = {}, docs = {}, truncated = false, work = 0, hits = 0}
+  det.ctx_nodes = posnum(job.nodes_min)
+  det.ctx_tpn = posnum(job.ntasks_per_node)
   if type(job.script) == "string" and job.script ~= "" then
     det.docs[#det.docs + 1] = new_doc(job.script)
   end
@@ -553,7 +1020,7 @@ function P.detect(job)
       local a = job.argv[i]
       if type(a) == "string" then
         size = size + #a + 1
-        if size > ARGV_MAX_BYTES then det.truncated = true; break end
+        if size > ARGV_MAX_BYTES then limit_hit(det, "command line over 2 MB"); break end
         parts[#parts + 1] = (string.gsub(a, "[#\r\n]", "?"))
       end
     end
@@ -561,8 +1028,12 @@ function P.detect(job)
   end
   for i = 1, #det.docs do
     local d = det.docs[i]
-    if det.stamp == nil then det.stamp = find_stamp(d) end
+    d.det = det
     scan_doc(det, d, env)
+    if det.stamp == nil then det.stamp = find_stamp(d) end
+  end
+  if det.values_full then
+    det.notes = {format("more than %d values of one parameter (the largest and smallest were kept)", MAX_VALUES)}
   end
   -- env source: SLURMGPU_TP / _PP / _DP / _CP / _EP
   local envl = {}
@@ -573,12 +1044,12 @@ function P.detect(job)
     if v then envl[keys[i]] = v; any = true end
   end
   det.env_layout = any and envl or nil
-  if det.stamp then
+  if det.values.tp then
+    det.source = "flags"
+  elseif det.stamp then
     det.source = "stamp"
   elseif det.env_layout and det.env_layout.tp then
     det.source = "env"
-  elseif det.values.tp then
-    det.source = "flags"
   else
     det.source = "none"
   end
@@ -593,43 +1064,48 @@ function P.detect(job)
   return det
 end
 
-local function max_of(vals, gpn)
+-- One value for a partition: numbers as they are, "gpn" and arithmetic trees evaluated.
+local function value_at(det, v, gpn)
+  if v == "gpn" then return gpn end
+  if type(v) == "table" then
+    return eval_tree(v.e, {gpn = gpn, nodes = det.ctx_nodes or 1, tpn = det.ctx_tpn or gpn}, 0)
+  end
+  return v
+end
+
+local function max_of(vals, gpn, det)
   if vals == nil then return nil end
   local best
   for i = 1, #vals do
-    local v = vals[i]
-    if v == "gpn" then v = gpn end
+    local v = value_at(det, vals[i], gpn)
     if type(v) == "number" and (best == nil or v > best) then best = v end
   end
   return best
 end
 
-local function min_of(vals, gpn)
+local function min_of(vals, gpn, det)
   if vals == nil then return nil end
   local best
   for i = 1, #vals do
-    local v = vals[i]
-    if v == "gpn" then v = gpn end
+    local v = value_at(det, vals[i], gpn)
     if type(v) == "number" and v > 0 and (best == nil or v < best) then best = v end
   end
   return best
 end
 
--- The layout the rules check, for one partition's GPUs per node.
+-- The layout the rules check, for one partition's GPUs per node: per parameter the visible
+-- flags' value (the largest), else the stamp's, else SLURMGPU_*'s.
 local function layout_for(det, gpn)
   local L = {tp = 1, pp = 1, cp = 1, ep = 1}
-  local src
-  if det.source == "stamp" then src = det.stamp
-  elseif det.source == "env" then src = det.env_layout end
   local keys = {"tp", "pp", "cp", "ep", "dp"}
   for i = 1, #keys do
     local k = keys[i]
-    local v
-    if src then
-      v = src[k]
-      if v == nil and det.source == "env" and det.stamp == nil then v = max_of(det.values[k], gpn) end
-    else
-      v = max_of(det.values[k], gpn)
+    local v = max_of(det.values[k], gpn, det)
+    -- a stamp or SLURMGPU_* layout whose TP the flags contradict describes another job: unused
+    local ftp = det.values.tp and max_of(det.values.tp, gpn, det)
+    if v == nil and det.stamp and (ftp == nil or det.stamp.tp == ftp) then v = det.stamp[k] end
+    if v == nil and det.env_layout and (ftp == nil or det.env_layout.tp == nil or det.env_layout.tp == ftp) then
+      v = det.env_layout[k]
     end
     if type(v) == "number" and v >= 1 then L[k] = v end
   end
@@ -713,20 +1189,45 @@ local function plural(n, word)
   return tostring(n) .. " " .. word .. "s"
 end
 
--- Largest TP <= tp that passes ok(t) and divides TP x PP (so TP x PP can be kept).
-local function smaller_tp(tp, pp, ok)
+-- Largest TP < tp that passes ok(t) and divides TP x PP (so TP x PP can be kept), or the job's
+-- ranks when TP x PP needs more than the job has. O(limit): only values up to fx.limit (the
+-- node's GPUs or the NVLink domain) can pass, whatever TP the user wrote.
+local function smaller_tp(tp, pp, ok, fx)
   local prod = tp * pp
+  local total = fx and fx.total
+  local capped = false
+  if total and total >= 1 and prod > total then prod = total; capped = true end
   local t = tp - 1
+  if fx and fx.limit and t > fx.limit then t = fx.limit end
+  if t > prod then t = prod end
   while t >= 1 do
-    if prod % t == 0 and ok(t) then return t, floor(prod / t) end -- an integer in Lua 5.3+ too
+    if prod % t == 0 and ok(t) then return t, floor(prod / t), capped end -- an integer in Lua 5.3+ too
     t = t - 1
   end
-  return 1, prod
+  return 1, prod, capped
 end
 
-local function tp_fix(tp, pp, ok)
-  local t, newpp = smaller_tp(tp, pp, ok)
-  return format("use TP=%d and PP=%d (TP x PP stays %d)", t, newpp, t * newpp)
+-- The fix in the launcher's own flags (one source for every message that suggests a layout).
+local LAYOUT_FLAGS = {
+  megatron = "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d",
+  deepspeed = "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d",
+  nemo = "model.tensor_model_parallel_size=%d model.pipeline_model_parallel_size=%d",
+  vllm = "--tensor-parallel-size %d --pipeline-parallel-size %d",
+  sglang = "--tp-size %d --pp-size %d",
+  torchtitan = "--parallelism.tensor_parallel_degree %d --parallelism.pipeline_parallel_degree %d",
+}
+
+local function tp_fix(tp, pp, ok, fx)
+  local t, newpp, capped = smaller_tp(tp, pp, ok, fx)
+  local text
+  if capped then
+    text = format("use TP=%d and PP=%d (TP x PP = %d, all the job's ranks)", t, newpp, t * newpp)
+  else
+    text = format("use TP=%d and PP=%d (TP x PP stays %d)", t, newpp, t * newpp)
+  end
+  local flags = fx and fx.launcher and LAYOUT_FLAGS[fx.launcher]
+  if flags then text = text .. ", i.e. " .. format(flags, t, newpp) end
+  return text
 end
 
 local function domain_words(part)
@@ -772,7 +1273,7 @@ check_domain_groups = function(ctx, add, L, rpn, nmin, dn, part, label, where)
   if tp > dom then
     add("reject", "tp-exceeds-domain", format(
       "TP=%d%s is larger than the NVLink domain on %s. Fix: %s.",
-      tp, where(), label, tp_fix(tp, L.pp, function(t) return t <= dom and (t % rpn == 0 or rpn % t == 0) end)))
+      tp, where(), label, tp_fix(tp, L.pp, function(t) return t <= dom and (t % rpn == 0 or rpn % t == 0) end, ctx.fx)))
     return
   end
   local list = {{"tp", tp, tp}, {"cp", L.cp, tp * L.cp}, {"ep", L.ep, tp * L.ep}}
@@ -792,6 +1293,7 @@ check_domain_groups = function(ctx, add, L, rpn, nmin, dn, part, label, where)
     if nmin <= k or nmin % k == 0 then K = k; break end
     k = k + unit
   end
+  if K and K > nmin then K = nmin end -- a segment is never larger than the job
   for i = 1, #need do
     local n = need[i]
     local gm = group_mode(ctx.topo, n.kind)
@@ -806,9 +1308,9 @@ check_domain_groups = function(ctx, add, L, rpn, nmin, dn, part, label, where)
       local fix
       if K then
         fix = format("add --segment=%d (each segment of %s is placed inside one NVLink domain)", K, plural(K, "node"))
-        if n.kind == "tp" then fix = fix .. ", or " .. tp_fix(tp, L.pp, ok_node) end
+        if n.kind == "tp" then fix = fix .. ", or " .. tp_fix(tp, L.pp, ok_node, ctx.fx) end
       elseif n.kind == "tp" then
-        fix = tp_fix(tp, L.pp, ok_node)
+        fix = tp_fix(tp, L.pp, ok_node, ctx.fx)
       else
         fix = format("use a node count that is a multiple of %d (then --segment=%d)", unit, unit)
       end
@@ -860,9 +1362,9 @@ local function check_partition(ctx, pname, part)
   end
 
   -- ranks per node: the launcher's view (torchrun --nproc-per-node, one task per GPU, ...)
-  local rpn, rpn_how = min_of(det.values.nproc, gpn or hw), "--nproc-per-node"
+  local rpn, rpn_how = min_of(det.values.nproc, gpn or hw, det), "--nproc-per-node"
   if rpn == nil then
-    local st = min_of(det.values.ntasks, gpn or hw)
+    local st = min_of(det.values.ntasks, gpn or hw, det)
     if st and st > 1 then rpn, rpn_how = st, "srun --ntasks-per-node" end
   end
   if rpn == nil then
@@ -871,6 +1373,8 @@ local function check_partition(ctx, pname, part)
   end
   if rpn == nil then rpn, rpn_how = gpn or hw, "one rank per GPU" end
   if rpn < 1 then rpn = 1 end
+  -- what a fix may suggest: TP up to the node's GPUs (or the domain), TP x PP within the job's ranks
+  ctx.fx = {launcher = det.launcher, limit = math.max(hw, part.domain or hw), total = multi and rpn * nmin or nil}
 
   local label = format("partition '%s' (%s per node, %s)", pname, plural(hw, "GPU"), domain_words(part))
   local where_memo
@@ -919,7 +1423,7 @@ local function check_partition(ctx, pname, part)
         add("reject", "tp-exceeds-domain", format(
           "TP=%d%s on %s: every tensor-parallel all-reduce of this %s-node job would run over PCIe, "
             .. "no faster than the network between nodes. Fix: %s.",
-          tp, where(), label, tostring(nmin), tp_fix(tp, L.pp, ok)))
+          tp, where(), label, tostring(nmin), tp_fix(tp, L.pp, ok, ctx.fx)))
       elseif tp > d or d % tp ~= 0 then
         local what
         if tp > d then
@@ -930,15 +1434,23 @@ local function check_partition(ctx, pname, part)
         local first = 0
         if tp <= d then first = floor(d / tp) * tp end
         local last = first + tp - 1
-        add("reject", "tp-exceeds-domain", format(
-          "%s on %s: this %s-node job would run tensor-parallel ranks %d-%d across nodes %d-%d over the network. "
-            .. "Fix: %s.",
-          what, label, tostring(nmin), first, last, floor(first / rpn), floor(last / rpn), tp_fix(tp, L.pp, ok)))
+        if tp > rpn * nmin then
+          add("reject", "tp-exceeds-domain", format(
+            "%s on %s: one tensor-parallel group needs %d ranks, more than the %d of this %s-node job "
+              .. "(%s per node). Fix: %s.",
+            what, label, tp, rpn * nmin, tostring(nmin), plural(rpn, "rank"), tp_fix(tp, L.pp, ok, ctx.fx)))
+        else
+          add("reject", "tp-exceeds-domain", format(
+            "%s on %s: this %s-node job would run tensor-parallel ranks %d-%d across nodes %d-%d over the network. "
+              .. "Fix: %s.",
+            what, label, tostring(nmin), first, last, floor(first / rpn), floor(last / rpn),
+            tp_fix(tp, L.pp, ok, ctx.fx)))
+        end
       elseif rpn % tp ~= 0 then
         local first = 0
         if tp < rpn then first = floor(rpn / tp) * tp end
         local last = first + tp - 1
-        local fix = tp_fix(tp, L.pp, ok)
+        local fix = tp_fix(tp, L.pp, ok, ctx.fx)
         if rpn < (gpn or hw) and (gpn or hw) % tp == 0 then
           fix = format("start one rank per GPU (%d per node), or %s", gpn or hw, fix)
         end
@@ -949,10 +1461,23 @@ local function check_partition(ctx, pname, part)
     end
   end
 
+  local br = det.branch_tp
+  if br and multi and br.n > tp and (br.n > (part.domain or hw) or rpn % br.n ~= 0) then
+    local ln = (br.doc == det.docs[1] and det.script_doc) and line_number(br.doc.s, br.pos)
+    add("warn", "tp-branch-spans", format(
+      "TP=%d, set %s in one branch of an if/elif/else, would span nodes on %s; the filter checks "
+        .. "TP=%d, the smallest value the branches give (a job is refused when every branch spans).",
+      br.n, ln and format("on script line %d", ln) or "by the script", label, tp))
+  end
+
   if det.truncated then
-    local what = format(
-      "the script is too large or repetitive to check completely (over %d option-like words, or over %d MB)",
-      MAX_HITS, floor(SCAN_MAX / 1048576))
+    local what
+    if det.limit then
+      what = format("the script is too large or repetitive to check completely (the filter's %s ran out%s)",
+        det.limit, (det.limit_at and det.script_doc) and format(" at byte %d", det.limit_at) or "")
+    else
+      what = format("the script is too large to check completely (over %d MB)", floor(SCAN_MAX / 1048576))
+    end
     if multi then
       add("reject", "scan-truncated", format(
         "%s, so this multi-node job on partition '%s' cannot be cleared. "
@@ -1145,16 +1670,20 @@ function P.evaluate(job, topo)
   det.script_doc = type(job.script) == "string" and job.script ~= ""
   v.source = det.source
   v.launcher = det.launcher or ""
+  if det.limit then v.limit = clean(det.limit, 64) end -- a scan limit hit: logged, never silent
   local ctx = {job = job, det = det, layouts = {}, topo = topo}
   local seen_m, seen_w, seen_r, seen_u = {}, {}, {}, {}
   local unknown = {}
   local strictest = nil
   local names = partitions_of(job, topo)
   local parts = type(topo.partitions) == "table" and topo.partitions or {}
+  local seen_p = {} -- "-p gpu,gpu,..." is judged once per distinct name
   for i = 1, #names do
     local pname = names[i]
     local part = parts[pname]
-    if type(part) == "table" then
+    if seen_p[pname] then -- luacheck: ignore 542
+    elseif type(part) == "table" then
+      seen_p[pname] = true
       v.partitions[#v.partitions + 1] = pname
       local mode, why = mode_for(topo, part, det.launcher, pname)
       if strictest == nil or LENIENCY[mode] < LENIENCY[strictest] then strictest = mode end
@@ -1201,17 +1730,26 @@ function P.evaluate(job, topo)
   local L = ctx.layouts[1] or layout_for(det, nil)
   v.layout = {tp = L.tp, pp = L.pp, cp = L.cp, ep = L.ep, dp = L.dp}
   -- notes about the detection itself
-  if det.source == "stamp" and det.stamp.site and topo.site and det.stamp.site ~= topo.site then
+  if det.stamp and det.stamp.site and topo.site and det.stamp.site ~= topo.site then
     push_unique(wlist, seen_w, format("slurmgpu: the script was generated for site '%s' but this cluster is '%s'.",
       det.stamp.site, clean(topo.site, 64)))
   end
-  if det.source ~= "flags" and det.values.tp then
-    local ft = max_of(det.values.tp, L.tp)
-    if ft and ft ~= L.tp then
-      push_unique(wlist, seen_w, format(
-        "slurmgpu: the script's launcher flags say TP=%d but the %s says TP=%d; the filter checks TP=%d.",
-        ft, det.source == "stamp" and "slurmgpu stamp" or "SLURMGPU_TP environment variable", L.tp, L.tp))
+  if det.source == "flags" then
+    -- the stamp and SLURMGPU_TP only fill in: visible flags that disagree win, and the user is told
+    local other, said = nil, nil
+    if det.stamp and det.stamp.tp and det.stamp.tp ~= L.tp then
+      other, said = "slurmgpu stamp", det.stamp.tp
+    elseif det.env_layout and det.env_layout.tp and det.env_layout.tp ~= L.tp then
+      other, said = "SLURMGPU_TP environment variable", det.env_layout.tp
     end
+    if other then
+      push_unique(wlist, seen_w, format(
+        "slurmgpu: the %s says TP=%d but the script's launcher flags say TP=%d; the filter checks the flags (TP=%d).",
+        other, said, L.tp, L.tp))
+    end
+  end
+  if det.notes then
+    push_unique(wlist, seen_w, "slurmgpu: filter limit: " .. det.notes[1] .. ".")
   end
   if #det.unreadable > 0 and #v.partitions > 0 and v.mode ~= "off" then
     push_unique(wlist, seen_w, format("slurmgpu: could not read the value of '%s'; the filter did not check it.",
@@ -1267,6 +1805,7 @@ function P.log_line(v, job)
   parts[#parts + 1] = "mode=" .. tostring(v.mode)
   parts[#parts + 1] = "rules=" .. (#v.rules > 0 and concat(v.rules, ",") or "-")
   if v.exempt then parts[#parts + 1] = "exempt=" .. gsub(tostring(v.exempt_reason), " ", ":") end
+  if v.limit then parts[#parts + 1] = "limit=" .. gsub(gsub(tostring(v.limit), "[^%w%(%)]+", "-"), "[%(%)]", "") end
   if v.internal_error then parts[#parts + 1] = "internal-error=" .. v.internal_error end
   parts[#parts + 1] = "verdict=" .. P.verdict_word(v)
   return concat(parts, " ")

@@ -9,4 +9,4 @@
 #SBATCH -N2 --gpus-per-node=8
 export NCCL_IB_HCA==mlx5_0,mlx5_3
 export NCCL_SOCKET_IFNAME=bond0
-srun python train.py --tensor-model-parallel-size 8
+srun python train.py

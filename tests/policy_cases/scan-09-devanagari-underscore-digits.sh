@@ -1,0 +1,10 @@
+#!/bin/bash
+# case: issue 16 class 2: Devanagari digits with an underscore (int('१_६') == 16)
+# site: dgx-h100
+# expect: reject
+# message: TP=16
+# layout: tp=16
+#SBATCH -N2 --gpus-per-node=8
+export NCCL_IB_HCA==mlx5_0,mlx5_3
+export NCCL_SOCKET_IFNAME=bond0
+srun python pretrain_gpt.py --tensor-model-parallel-size १_६

@@ -1,0 +1,11 @@
+#!/bin/bash
+# case: issue 16 class 3: the ': "${TP:=16}"' default idiom sets TP=16
+# site: dgx-h100
+# expect: reject
+# message: TP=16
+# layout: tp=16
+#SBATCH -N2 --gpus-per-node=8
+export NCCL_IB_HCA==mlx5_0,mlx5_3
+export NCCL_SOCKET_IFNAME=bond0
+: "${TP:=16}"
+srun python pretrain_gpt.py --tensor-model-parallel-size "$TP"

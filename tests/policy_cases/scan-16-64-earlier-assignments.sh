@@ -1,0 +1,75 @@
+#!/bin/bash
+# case: issue 16 class 4: 64 earlier TP=1 lines do not hide the TP=16 the launch line uses
+# site: dgx-h100
+# expect: reject
+# message: TP=16
+# layout: tp=16
+#SBATCH -N2 --gpus-per-node=8
+export NCCL_IB_HCA==mlx5_0,mlx5_3
+export NCCL_SOCKET_IFNAME=bond0
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=1
+TP=16
+srun python pretrain_gpt.py --tensor-model-parallel-size $TP

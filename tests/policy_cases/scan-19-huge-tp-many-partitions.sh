@@ -1,0 +1,11 @@
+#!/bin/bash
+# case: issue 16 class 7: TP=9999999 with the partition named 64 times is decided at once; the fix fits the job
+# site: dgx-h100
+# args: -p gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu,gpu
+# expect: reject
+# message: more than the 16 of this 2-node job
+# message: use TP=8 and PP=2 (TP x PP = 16, all the job's ranks), i.e. --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2
+#SBATCH -N2 --gpus-per-node=8
+export NCCL_IB_HCA==mlx5_0,mlx5_3
+export NCCL_SOCKET_IFNAME=bond0
+srun python pretrain_gpt.py --tensor-model-parallel-size 9999999

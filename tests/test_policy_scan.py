@@ -1,0 +1,226 @@
+"""The submit filter's launch-line scanner (contrib/lua/policy.lua, issue 16 classes 2-4 and 7):
+comments found as bash finds them (checked against real bash), Unicode digits read as Python's
+int() reads them (checked against unicodedata), shell arithmetic, and the work budget that
+bounds every call and never fails open silently. The policy cases in tests/policy_cases/scan-*.sh
+hold the end-to-end verdicts; these tests sweep the parts."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import unicodedata
+from typing import Any, Dict, List
+
+import pytest
+
+from slurmgpu.policy import check_script, lua_dir
+from slurmgpu.site import load_site, preset_dir
+
+lupa = pytest.importorskip("lupa")
+
+BASH = shutil.which("bash")
+
+
+@pytest.fixture(scope="module")
+def detect():
+    rt = lupa.lua51.LuaRuntime(unpack_returned_tuples=True, encoding=None)
+    P = rt.execute((lua_dir() / "policy.lua").read_bytes())
+    values = rt.eval(b"function(det, k) local v = det.values[k]; if v == nil then return nil end; return v end")
+
+    def run(script: str, **job: Any) -> Dict[str, Any]:
+        fields = {b"script": script.encode("utf-8")}
+        fields.update({k.encode(): v for k, v in job.items()})
+        det = P[b"detect"](rt.table_from(fields))
+        vals = values(det, b"tp")
+        tp = None
+        if vals is not None:
+            nums = [vals[i] for i in range(1, len(vals) + 1)]
+            tp = max((n for n in nums if isinstance(n, (int, float))), default=None)
+        limit = det[b"limit"]
+        return {"tp": tp, "limit": limit.decode() if limit else None, "truncated": bool(det[b"truncated"])}
+
+    return run
+
+
+def dgx():
+    return load_site(str(preset_dir() / "dgx-h100.yaml"))
+
+
+# ---------------------------------------------------------------------------
+# comments: the scanner agrees with bash on which flags are live
+
+LINES = [
+    "x --tensor-model-parallel-size 16",
+    "x # --tensor-model-parallel-size 16",
+    "x \"'\" 'a #' --tensor-model-parallel-size 16",
+    "x a\\ #b --tensor-model-parallel-size 16",
+    "x a\\\\ #b --tensor-model-parallel-size 16",
+    "x $'\\'' # --tensor-model-parallel-size 16",
+    "x $'a#b' --tensor-model-parallel-size 16",
+    'x "a \\" #" --tensor-model-parallel-size 16',
+    "x 'a \\' # --tensor-model-parallel-size 16",
+    "x foo#bar --tensor-model-parallel-size 16",
+    "x ;# --tensor-model-parallel-size 16",
+    'x "#" --tensor-model-parallel-size 16',
+    "x '#' --tensor-model-parallel-size 16",
+    "x \"'\"'\"' # --tensor-model-parallel-size 16",
+    'x $"a" # --tensor-model-parallel-size 16',
+    "x ${A}# --tensor-model-parallel-size 16",
+    "x \\# --tensor-model-parallel-size 16",
+]
+
+
+def bash_args(line: str) -> List[str]:
+    """The words bash makes of `line` (its own lexer is the reference)."""
+    assert BASH is not None
+    out = subprocess.run(
+        [BASH, "-c", 'x() { printf "%s\\0" "$@"; }\n' + line], capture_output=True, check=True
+    ).stdout.decode()
+    return out.split("\0")[:-1]
+
+
+@pytest.mark.skipif(BASH is None, reason="needs bash")
+@pytest.mark.parametrize("line", LINES)
+def test_comments_as_bash_reads_them(detect, line):
+    args = bash_args(line)
+    live = any(a == "--tensor-model-parallel-size" and b == "16" for a, b in zip(args, args[1:]))
+    got = detect("#!/bin/bash\n" + line + "\n")["tp"]
+    assert (got == 16) == live, (line, args, got)
+
+
+# ---------------------------------------------------------------------------
+# digits: exactly those int() reads
+
+
+def _zeros() -> List[int]:
+    return [c for c in range(0x80, 0x110000) if unicodedata.decimal(chr(c), None) == 0]
+
+
+def test_every_unicode_digit_block_reads_as_int_does(detect):
+    zeros = _zeros()
+    assert len(zeros) >= 60  # fullwidth, Arabic-Indic, Devanagari, ... (Unicode 14: 65 blocks)
+    for z in zeros:
+        text = chr(z + 1) + chr(z + 6)
+        assert int(text) == 16
+        got = detect("#!/bin/bash\nsrun x --tensor-model-parallel-size %s\n" % text)["tp"]
+        assert got == 16, (hex(z), got)
+
+
+@pytest.mark.parametrize("text", ["\u00b2", "\u2460", "\u00bd", "1\u00b2", "\u0661__\u0666", "_16"])
+def test_what_int_refuses_is_not_read_as_a_number(detect, text):
+    with pytest.raises(ValueError):
+        int(text)
+    got = detect("#!/bin/bash\nsrun x --tensor-model-parallel-size %s\n" % text)["tp"]
+    assert got != 16
+
+
+def test_underscores_between_digits(detect):
+    assert int("1_6") == 16
+    assert detect("#!/bin/bash\nsrun x --tensor-model-parallel-size 1_6\n")["tp"] == 16
+
+
+# ---------------------------------------------------------------------------
+# values the scan used to give up on
+
+
+@pytest.mark.parametrize(
+    "expr,want",
+    [
+        ("$((16))", 16),
+        ("$((4 * 4))", 16),
+        ("$(( (3 + 5) * 2 ))", 16),
+        ("$((33 / 2))", 16),
+        ("$((40 % 24))", 16),
+        ("$((-4 + 20))", 16),
+        ("$((SLURM_NNODES * SLURM_GPUS_ON_NODE))", 16),
+        ("$((SLURM_JOB_NUM_NODES * 8))", 16),
+        ("$((${SLURM_NNODES} * $SLURM_GPUS_PER_NODE))", 16),
+        ("$((SLURM_NTASKS_PER_NODE * 2))", 16),
+        ("$((SLURM_GPUS_ON_NODE / 2))", 4),
+    ],
+)
+def test_shell_arithmetic(detect, expr, want):
+    v = check_script(dgx(), "#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8 --ntasks-per-node=8\nsrun x --tp %s\n" % expr)
+    assert v.layout["tp"] == want, (expr, v)
+
+
+def test_arithmetic_over_script_variables():
+    v = check_script(dgx(), "#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8\nN=2\nG=8\nsrun x --tp $((N * G))\n")
+    assert v.layout["tp"] == 16 and v.decision == "reject"
+
+
+def test_defaults_and_environment():
+    body = '#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8\n: "${TP:=16}"\nsrun x --tensor-model-parallel-size "$TP"\n'
+    assert check_script(dgx(), body).layout["tp"] == 16
+    # the submit environment sets TP: the default does not apply (sbatch exports it)
+    assert check_script(dgx(), body, env={"TP": "8"}).layout["tp"] == 8
+
+
+def test_env_prefix_only_as_a_prefix():
+    base = "#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8\n"
+    assert check_script(dgx(), base + "TP=16 ./train.sh\n").layout["tp"] == 16
+    assert check_script(dgx(), base + "TP=16 srun ./train.sh\n").decision == "reject"
+    # a plain assignment (not exported, no command) and a comment are no prefix
+    assert check_script(dgx(), base + "TP=16\nsrun ./train.sh\n").decision == "accept"
+    assert check_script(dgx(), base + "# TP=16 ./train.sh\nsrun ./train.sh\n").decision == "accept"
+    assert check_script(dgx(), base + "XTP=16 ./train.sh\n").decision == "accept"
+
+
+# ---------------------------------------------------------------------------
+# limits and the work budget: visible, and a multi-node job with an unchecked rest is refused
+
+
+def _big(unit: str, size: int = 4 * 1024 * 1024) -> str:
+    return unit * (size // len(unit))
+
+
+@pytest.mark.parametrize(
+    "name,unit",
+    [("t", "t"), ("tp", "--tp 1 "), ("TP=1", "TP=1\n"), ("XTP", "XTP=1 "), ("fullwidth", "--tp \uff11\n")],
+)
+def test_budget_stops_the_scan_and_says_so(detect, name, unit):
+    r = detect("#!/bin/bash\n" + _big(unit) + "srun x --tp 16\n")
+    assert r["truncated"] and r["limit"] and "work budget" in r["limit"], r
+
+
+def test_budget_hit_rejects_multi_node_and_warns_single_node():
+    script = "#!/bin/bash\n" + _big("t") + "\nsrun x --tensor-model-parallel-size 16\n"
+    multi = check_script(dgx(), script, ["-N2", "--gpus-per-node=8"])
+    assert multi.decision == "reject" and "scan-truncated" in multi.rules
+    assert any("work budget" in m and "ran out" in m for m in multi.messages)
+    single = check_script(dgx(), script, ["-N1", "--gpus-per-node=8"])
+    assert single.decision == "accept" and any("work budget" in w for w in single.warnings)
+
+
+def test_values_past_the_cap_keep_the_largest():
+    lines = "srun x --tensor-model-parallel-size 1\n" * 200 + "srun x --tensor-model-parallel-size 16\n"
+    v = check_script(dgx(), "#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8\n" + lines + "srun x --tp 2\n" * 50)
+    assert v.decision == "reject" and v.layout["tp"] == 16
+    assert any("filter limit" in w for w in v.warnings)
+
+
+def test_a_typical_script_stays_inside_the_budget():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "filter_bench", Path(__file__).parent.parent / "bench" / "filter_bench.py"
+    )
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    # a 64 KB script of the typical shape (real ones are 1-20 KB) is checked completely, on two
+    # partitions (each checks its NCCL settings)
+    v = check_script(dgx(), mod.typical_script(64 * 1024), ["-p", "gpu,gpu"])
+    assert "scan-truncated" not in v.rules and v.decision == "accept", v
+
+
+def test_huge_tp_fix_is_bounded_and_possible():
+    v = check_script(
+        dgx(),
+        "#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8\nsrun x --tensor-model-parallel-size 9999999\n",
+        ["-p", ",".join(["gpu"] * 64)],
+    )
+    assert v.decision == "reject" and len(v.messages) == 1
+    (m,) = v.messages
+    assert "use TP=8 and PP=2" in m and "9999999" not in m.split("Fix:")[1]
