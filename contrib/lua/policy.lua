@@ -42,6 +42,7 @@ local MAX_VARS = 64        -- distinct shell variables looked up per document
 local TOKEN_MAX = 96       -- longest option name considered
 local MAX_VALUES = 32      -- values remembered per parameter
 local UNSET = 65534        -- numbers at or above this are Slurm's NO_VAL/INFINITE markers
+local MAX_RECS = 256        -- values remembered with their position, all parameters together
 
 -- Option names (leading -/+ stripped, last dotted part, '_' -> '-') -> parameter.
 local NAMES = {
@@ -412,6 +413,8 @@ local function add_value(det, kind, value, rec)
   local vals = det.values[kind]
   if vals == nil then vals = {}; det.values[kind] = vals end
   if #vals < MAX_VALUES then vals[#vals + 1] = value end
+  -- every value with where it was seen (a het step or one launcher's flags is judged apart)
+  if #det.recs < MAX_RECS then det.recs[#det.recs + 1] = {kind = kind, value = value, rec = rec} end
   if kind == "tp" and det.tp_token == nil then det.tp_token = rec end
   if kind == "tp" and type(value) == "number" then
     if det.tp_best == nil or value > det.tp_best.value then
@@ -512,22 +515,29 @@ local function has_word(det, w)
   return false
 end
 
+-- The launcher a TP flag belongs to (by its spelling; nil if it names none).
+local function family_of(det, rec)
+  local name = normalize(rec.name)
+  if name == "tensor-parallel-size" then return has_word(det, "sglang") and "sglang" or "vllm" end
+  if name == "tp" or name == "tp-size" then
+    if rec.short and name == "tp" then return "vllm" end
+    return "sglang"
+  end
+  if name == "tensor-parallel-degree" then return "torchtitan" end
+  if name == "tensor-model-parallel-size" then
+    if rec.dotted or not rec.dash then return "nemo" end
+    if has_word(det, "deepspeed") then return "deepspeed" end
+    return "megatron"
+  end
+  return nil
+end
+
 local function launcher_of(det, job)
   if type(job.launcher) == "string" and job.launcher ~= "" then return job.launcher end
   local rec = det.tp_best or det.tp_token
   if det.source == "flags" and rec then
-    local name = normalize(rec.name)
-    if name == "tensor-parallel-size" then return has_word(det, "sglang") and "sglang" or "vllm" end
-    if name == "tp" or name == "tp-size" then
-      if rec.short and name == "tp" then return "vllm" end
-      return "sglang"
-    end
-    if name == "tensor-parallel-degree" then return "torchtitan" end
-    if name == "tensor-model-parallel-size" then
-      if rec.dotted or not rec.dash then return "nemo" end
-      if has_word(det, "deepspeed") then return "deepspeed" end
-      return "megatron"
-    end
+    local fam = family_of(det, rec)
+    if fam then return fam end
   end
   for i = 1, #LAUNCHER_WORDS do
     if has_word(det, LAUNCHER_WORDS[i][1]) then return LAUNCHER_WORDS[i][2] end
@@ -541,7 +551,7 @@ local ARGV_MAX_BYTES = 2 * 1024 * 1024
 -- Everything the script, argv and environment say about the parallel layout.
 function P.detect(job)
   local env = job.env
-  local det = {values = {}, unreadable = {}, docs = {}, truncated = false, hits = 0}
+  local det = {values = {}, unreadable = {}, docs = {}, truncated = false, hits = 0, recs = {}}
   if type(job.script) == "string" and job.script ~= "" then
     det.docs[#det.docs + 1] = new_doc(job.script)
   end
@@ -708,6 +718,116 @@ local function gpu_shape(job, part)
   return g
 end
 
+-- Distinct host names in a Slurm hostlist ("n[01-04,7],gpu3", "r[1-2]n[1-4]"): the node count
+-- --nodelist forces. At most HOSTS_MAX are expanded; a longer or unreadable list counts as
+-- HOSTS_MAX (slurmctld refuses a list it cannot read, after the filter).
+local HOSTS_MAX = 4096
+local HOSTLIST_BYTES = 16384
+
+local function expand_host(expr, out, seen, budget)
+  local b = find(expr, "[", 1, true)
+  if b == nil then
+    if not seen[expr] then seen[expr] = true; out.n = out.n + 1 end
+    return out.n < budget
+  end
+  local e = find(expr, "]", b + 1, true)
+  if e == nil then return false end
+  local pre, inner, rest = sub(expr, 1, b - 1), sub(expr, b + 1, e - 1), sub(expr, e + 1)
+  local pos = 1
+  for _ = 1, 256 do
+    local comma = find(inner, ",", pos, true)
+    local item = sub(inner, pos, (comma or (#inner + 1)) - 1)
+    local a, z = match(item, "^(%d+)%-(%d+)$")
+    if a == nil then a = match(item, "^(%d+)$"); z = a end
+    if a == nil or #a > 9 or #z > 9 then return false end
+    local lo, hi = tonumber(a), tonumber(z)
+    if hi < lo or hi - lo >= budget then return false end
+    local width = #a
+    for k = lo, hi do
+      local digits = tostring(k)
+      if #digits < width then digits = string.rep("0", width - #digits) .. digits end
+      if not expand_host(pre .. digits .. rest, out, seen, budget) then return false end
+    end
+    if not comma then return true end
+    pos = comma + 1
+  end
+  return false
+end
+
+function P.host_count(s)
+  if type(s) ~= "string" or s == "" then return nil end
+  if #s > HOSTLIST_BYTES then return HOSTS_MAX end
+  local out, seen = {n = 0}, {}
+  local pos, len = 1, #s
+  while pos <= len do
+    local depth, e = 0, pos
+    while e <= len do
+      local c = byte(s, e)
+      if c == 91 then depth = depth + 1
+      elseif c == 93 then depth = depth - 1
+      elseif c == 44 and depth == 0 then break end
+      e = e + 1
+    end
+    local expr = sub(s, pos, e - 1)
+    if expr ~= "" and not expand_host(expr, out, seen, HOSTS_MAX) then return HOSTS_MAX end
+    pos = e + 1
+  end
+  if out.n == 0 then return nil end
+  return out.n
+end
+
+local SPREAD_JOB = 256 -- job_desc.bitflags bit of --spread-job (SLURM_BIT(8) in slurm.h)
+
+local function pos32(v)
+  if type(v) == "number" and v >= 0 and v < 4294967294 then return floor(v) end
+  return nil
+end
+
+-- The nodes Slurm must give the job on a partition, computed as slurmctld does: --nodes
+-- min[-max], raised to the --nodelist host count, to ceil(tasks / --ntasks-per-node), to the
+-- CPUs asked for (tasks x --cpus-per-task, --mincpus/NumCPUs) over the node's CPUs, to a
+-- --gpus total over the node's GPUs, and spread over up to one node per task by --spread-job.
+-- Returns {min, max, explicit (the node count is fixed by the request), how}.
+local function job_nodes(job, part, g, hw)
+  local nmin, nmax = posnum(job.nodes_min), posnum(job.nodes_max)
+  local shape = {explicit = nmin ~= nil, how = nmin and "--nodes" or nil}
+  local function raise(n, how)
+    if n and n >= 1 and (nmin == nil or n > nmin) then nmin = n; shape.how = how end
+  end
+  local hosts = P.host_count(job.req_nodes)
+  if hosts then
+    raise(hosts, "--nodelist")
+    shape.explicit = true
+    shape.hosts = hosts
+  end
+  local nt, tpn = posnum(job.num_tasks), posnum(job.ntasks_per_node)
+  if nt and tpn and tpn > 0 then raise(ceil_div(nt, tpn), "--ntasks / --ntasks-per-node") end
+  local cpus = posnum(part.cpus)
+  if cpus and cpus > 0 then
+    local cpt = posnum(job.cpus_per_task) or 1
+    local want = pos32(job.min_cpus) or 0
+    if nt and nt * cpt > want then want = nt * cpt end
+    if want > cpus then raise(ceil_div(want, cpus), format("%d CPUs over %d per node", want, cpus)) end
+  end
+  if g.total and hw and hw > 0 and g.total > hw and nmin == nil then raise(ceil_div(g.total, hw), "--gpus") end
+  if nmin == nil or nmin < 1 then nmin = 1 end
+  if nmax ~= nil and nmax < nmin then nmax = nmin end
+  if job.bitflags and floor((pos32(job.bitflags) or 0) / SPREAD_JOB) % 2 == 1 then
+    -- --spread-job: as many nodes as possible, up to one per task
+    local most = posnum(part.nodes) or 2
+    if nmax and nmax < most then most = nmax end
+    if nt and nt < most then most = nt end
+    if most > nmin then
+      nmin = most
+      shape.how = "--spread-job"
+      if nmax == nil or nmax < nmin then nmax = nmin end
+    end
+  end
+  shape.min, shape.max = nmin, nmax
+  return shape
+end
+P.job_nodes = job_nodes
+
 local function plural(n, word)
   if n == 1 then return "1 " .. word end
   return tostring(n) .. " " .. word .. "s"
@@ -839,14 +959,11 @@ local function check_partition(ctx, pname, part)
   local tp = L.tp
 
   -- nodes
-  local nmin, nmax = posnum(job.nodes_min), posnum(job.nodes_max)
-  local explicit_nodes = nmin ~= nil
-  if nmin == nil and posnum(job.num_tasks) and posnum(job.ntasks_per_node) and job.ntasks_per_node > 0 then
-    nmin = ceil_div(job.num_tasks, job.ntasks_per_node)
-  end
-  if nmin == nil and g.total and g.total > hw then nmin = ceil_div(g.total, hw) end
-  if nmin == nil or nmin < 1 then nmin = 1 end
+  local shape = job_nodes(job, part, g, hw)
+  local nmin, nmax = shape.min, shape.max
+  local explicit_nodes = shape.explicit
   local multi = nmin > 1 or (nmax ~= nil and nmax > 1)
+  ctx.shapes[#ctx.shapes + 1] = {partition = pname, nodes = nmin, nodes_max = nmax, nodes_how = shape.how}
 
   if g.total and not gpn then
     if g.how == "--gpus" and g.total <= hw and nmin == 1 and not multi then
@@ -871,6 +988,8 @@ local function check_partition(ctx, pname, part)
   end
   if rpn == nil then rpn, rpn_how = gpn or hw, "one rank per GPU" end
   if rpn < 1 then rpn = 1 end
+  local sh = ctx.shapes[#ctx.shapes]
+  sh.gpus_per_node, sh.ranks_per_node, sh.ranks_how = gpn, rpn, rpn_how
 
   local label = format("partition '%s' (%s per node, %s)", pname, plural(hw, "GPU"), domain_words(part))
   local where_memo
@@ -1123,18 +1242,115 @@ local function partitions_of(job, topo)
   return names
 end
 
+-- Whether accounting makes Slurm refuse a job's -A / --qos that its user may not use: only then
+-- can an account or QOS exemption be trusted (job_submit sees the raw, unvalidated strings).
+-- topo.accounting_enforce lists the site's AccountingStorageEnforce words (`admin install`
+-- checks them against slurm.conf); "qos" implies "associations", as in Slurm.
+local function enforces(topo, what)
+  local e = topo.accounting_enforce
+  if type(e) ~= "table" then return false end
+  if what == "associations" and in_list(e, "qos") then return true end
+  return in_list(e, what)
+end
+
+-- Why the job is exempt (nil: it is not), and a note when an account/QOS exemption matched
+-- but is not honoured (anyone can type -A or --qos where accounting does not validate them).
 local function exempt_reason(job, topo)
   if in_list(topo.exempt_users, job.user) then return "user " .. clean(job.user, 32) end
   if job.uid ~= nil and in_list(topo.exempt_users, tostring(job.uid)) then return "uid " .. tostring(job.uid) end
-  if in_list(topo.exempt_accounts, job.account) then return "account " .. clean(job.account, 32) end
-  if in_list(topo.exempt_qos, job.qos) then return "qos " .. clean(job.qos, 32) end
-  return nil
+  local note
+  if in_list(topo.exempt_accounts, job.account) then
+    if enforces(topo, "associations") then return "account " .. clean(job.account, 32) end
+    note = format("slurmgpu: account '%s' is exempt in the site config, but this cluster's accounting does not "
+      .. "validate accounts at submit (AccountingStorageEnforce lacks associations), so the exemption is not "
+      .. "applied and the job is checked.", clean(job.account, 32))
+  end
+  if in_list(topo.exempt_qos, job.qos) then
+    if enforces(topo, "qos") then return "qos " .. clean(job.qos, 32) end
+    note = note or format("slurmgpu: QOS '%s' is exempt in the site config, but this cluster's accounting does "
+      .. "not validate QOS at submit (AccountingStorageEnforce lacks qos), so the exemption is not applied and "
+      .. "the job is checked.", clean(job.qos, 32))
+  end
+  return nil, note
+end
+
+-- A detection restricted to the values `keep(entry)` selects (entry: {kind, value, rec}):
+-- one launcher's flags, or the flags on one het step's command line.
+local function det_subset(det, keep)
+  local sub_det = {values = {}, recs = {}}
+  for i = 1, #det.recs do
+    local e = det.recs[i]
+    if keep(e) then
+      local vals = sub_det.values[e.kind]
+      if vals == nil then vals = {}; sub_det.values[e.kind] = vals end
+      vals[#vals + 1] = e.value
+      sub_det.recs[#sub_det.recs + 1] = e
+      if e.kind == "tp" then
+        if sub_det.tp_token == nil then sub_det.tp_token = e.rec end
+        if type(e.value) == "number" and (sub_det.tp_best == nil or e.value > sub_det.tp_best.value) then
+          sub_det.tp_best = e.rec
+        end
+      end
+    end
+  end
+  return setmetatable(sub_det, {__index = det})
+end
+
+-- srun --het-group=LIST steps of a het job's script: {set = {offset = true}, top, ls, le}
+-- for each step naming two or more components ([ls, le]: the command, continuation lines too).
+local function het_steps(det)
+  local out = {}
+  local doc = det.docs[1]
+  if doc == nil or not det.script_doc then return out end
+  local s = doc.s
+  for _, word in ipairs({"het-group", "pack-group"}) do
+    local p = 1
+    for _ = 1, 64 do
+      local h = find(s, word, p, true)
+      if h == nil or h > doc.n then break end
+      p = h + #word
+      local list = match(s, "^[= \t]+([%d,%-]+)", p)
+      if list and sub(s, h - 2, h - 1) == "--" and not in_comment(doc, h) then
+        local set, count, top = {}, 0, -1
+        for item in string.gmatch(list, "[^,]+") do
+          local a, z = match(item, "^(%d+)%-(%d+)$")
+          if a == nil then a = match(item, "^(%d+)$"); z = a end
+          if a and #a <= 3 and #z <= 3 then
+            for k = tonumber(a), math.min(tonumber(z), tonumber(a) + 64) do
+              if not set[k] then set[k] = true; count = count + 1 end
+              if k > top then top = k end
+            end
+          end
+          if count > 64 then break end
+        end
+        if count >= 2 then
+          local ls = h
+          for _ = 1, 65536 do
+            if ls <= 1 or byte(s, ls - 1) == 10 then break end
+            ls = ls - 1
+          end
+          local le = h
+          for _ = 1, 64 do
+            local nl = find(s, "\n", le, true)
+            if nl == nil then le = #s; break end
+            local q = nl - 1
+            if byte(s, q) == 13 then q = q - 1 end
+            le = nl
+            if byte(s, q) ~= 92 then break end
+            le = nl + 1
+          end
+          out[#out + 1] = {set = set, top = top, ls = ls, le = le, text = list}
+        end
+      end
+    end
+  end
+  return out
 end
 
 -- The verdict for a job (may raise on a bug; P.decide wraps it).
 function P.evaluate(job, topo)
   local v = new_verdict()
-  local ex = exempt_reason(job, topo)
+  local ex, ex_note = exempt_reason(job, topo)
   if ex then
     v.exempt = true
     v.rules[1] = "exempt"
@@ -1145,43 +1361,86 @@ function P.evaluate(job, topo)
   det.script_doc = type(job.script) == "string" and job.script ~= ""
   v.source = det.source
   v.launcher = det.launcher or ""
-  local ctx = {job = job, det = det, layouts = {}, topo = topo}
+  local ctx = {job = job, det = det, layouts = {}, topo = topo, shapes = {}}
   local seen_m, seen_w, seen_r, seen_u = {}, {}, {}, {}
   local unknown = {}
   local strictest = nil
   local names = partitions_of(job, topo)
   local parts = type(topo.partitions) == "table" and topo.partitions or {}
+  if ex_note then
+    push_unique(v.warnings, seen_w, ex_note)
+    push_unique(v.rules, seen_r, "exempt-not-honoured")
+  end
+
+  local function apply(findings, mode, why, suffix)
+    for j = 1, #findings do
+      local f = findings[j]
+      local text = suffix and (f.text .. suffix) or f.text
+      local fmode, fwhy = mode, why
+      if f.mode and LENIENCY[f.mode] > LENIENCY[fmode] then
+        fmode, fwhy = f.mode, "policy.groups." .. sub(f.rule, 1, 2)
+      end
+      if fmode ~= "off" then push_unique(v.rules, seen_r, f.rule) end
+      if fmode == "off" then -- luacheck: ignore 542 (this kind of group is not checked here)
+      elseif f.sev == "reject" and fmode == "enforce" and f.repair and topo.repair_segment
+          and (v.repair_segment == nil or v.repair_segment == f.repair) then
+        -- Slurm 25.11+: job_submit may write job_desc.segment_size, so the job is repaired
+        v.repair_segment = f.repair
+        push_unique(v.warnings, seen_w, text .. format(
+          " (repaired: this cluster set --segment=%d for the job)", f.repair))
+      elseif f.sev == "reject" and fmode == "enforce" then
+        push_unique(v.messages, seen_m, text)
+      elseif fmode == "shadow" then
+        push_unique(f.sev == "reject" and v.shadow_messages or v.shadow_warnings, seen_w, text)
+      elseif f.sev == "reject" then
+        push_unique(v.warnings, seen_w, text .. format(" (not enforced: warn-only for %s)", fwhy))
+      else
+        push_unique(v.warnings, seen_w, text)
+      end
+    end
+  end
+
+  -- TP flags of several launchers (by spelling): each launcher's flags are judged under that
+  -- launcher's mode, so a dummy flag of a warn-only launcher cannot relax another's real one.
+  local fams = {}
+  if det.source == "flags" and type(topo.launchers) == "table" and next(topo.launchers) ~= nil then
+    local seen_f = {}
+    for i = 1, #det.recs do
+      local e = det.recs[i]
+      if e.kind == "tp" then
+        local fam = family_of(det, e.rec) or ""
+        if not seen_f[fam] then seen_f[fam] = true; fams[#fams + 1] = fam end
+      end
+    end
+  end
+
   for i = 1, #names do
     local pname = names[i]
     local part = parts[pname]
     if type(part) == "table" then
       v.partitions[#v.partitions + 1] = pname
       local mode, why = mode_for(topo, part, det.launcher, pname)
-      if strictest == nil or LENIENCY[mode] < LENIENCY[strictest] then strictest = mode end
-      if mode ~= "off" then
-        local findings = check_partition(ctx, pname, part)
-        for j = 1, #findings do
-          local f = findings[j]
-          local fmode, fwhy = mode, why
-          if f.mode and LENIENCY[f.mode] > LENIENCY[fmode] then
-            fmode, fwhy = f.mode, "policy.groups." .. sub(f.rule, 1, 2)
-          end
-          if fmode ~= "off" then push_unique(v.rules, seen_r, f.rule) end
-          if fmode == "off" then -- luacheck: ignore 542 (this kind of group is not checked here)
-          elseif f.sev == "reject" and fmode == "enforce" and f.repair and topo.repair_segment
-              and (v.repair_segment == nil or v.repair_segment == f.repair) then
-            -- Slurm 25.11+: job_submit may write job_desc.segment_size, so the job is repaired
-            v.repair_segment = f.repair
-            push_unique(v.warnings, seen_w, f.text .. format(
-              " (repaired: this cluster set --segment=%d for the job)", f.repair))
-          elseif f.sev == "reject" and fmode == "enforce" then
-            push_unique(v.messages, seen_m, f.text)
-          elseif fmode == "shadow" then
-            push_unique(f.sev == "reject" and v.shadow_messages or v.shadow_warnings, seen_w, f.text)
-          elseif f.sev == "reject" then
-            push_unique(v.warnings, seen_w, f.text .. format(" (not enforced: warn-only for %s)", fwhy))
-          else
-            push_unique(v.warnings, seen_w, f.text)
+      local groups, order = {}, {}
+      for k = 1, #fams do
+        local m, w = mode_for(topo, part, fams[k] ~= "" and fams[k] or nil, pname)
+        if groups[m] == nil then groups[m] = {why = w, set = {}}; order[#order + 1] = m end
+        groups[m].set[fams[k]] = true
+      end
+      if #order <= 1 then
+        if strictest == nil or LENIENCY[mode] < LENIENCY[strictest] then strictest = mode end
+        if mode ~= "off" then apply(check_partition(ctx, pname, part), mode, why) end
+      else
+        table.sort(order, function(a, b) return LENIENCY[a] < LENIENCY[b] end)
+        for k = 1, #order do
+          local m, grp = order[k], groups[order[k]]
+          if strictest == nil or LENIENCY[m] < LENIENCY[strictest] then strictest = m end
+          if m ~= "off" then
+            local sub_det = det_subset(det, function(e)
+              return e.kind ~= "tp" or grp.set[family_of(det, e.rec) or ""] == true
+            end)
+            ctx.det = sub_det
+            apply(check_partition(ctx, pname, part), m, grp.why)
+            ctx.det = det
           end
         end
       end
@@ -1190,6 +1449,52 @@ function P.evaluate(job, topo)
       unknown[#unknown + 1] = pname
     end
   end
+
+  -- A het job's srun --het-group=0,1 step runs over several components: judged once the last
+  -- component it names is submitted, on their nodes together (GPUs per node: the smallest).
+  local comps = job.het_components
+  if type(comps) == "table" and job.het_offset ~= nil then
+    local steps = het_steps(det)
+    for si = 1, #steps do
+      local st = steps[si]
+      if st.top == job.het_offset then
+        local nodes, gpn, ok = 0, nil, true
+        for k = 0, st.top do
+          if st.set[k] then
+            local c = comps[k]
+            local cp = c and parts[partitions_of(c, topo)[1] or ""]
+            if type(cp) ~= "table" then ok = false; break end
+            local g = gpu_shape(c, cp)
+            local per = g.per_node
+            if per == nil then ok = false; break end
+            if per > cp.gpus then per = cp.gpus end
+            nodes = nodes + job_nodes(c, cp, g, cp.gpus).min
+            if gpn == nil or per < gpn then gpn = per end
+          end
+        end
+        local sdet = ok and det_subset(det, function(e)
+          return e.rec.doc == det.docs[1] and e.rec.pos >= st.ls and e.rec.pos <= st.le
+        end)
+        if ok and gpn and sdet.values.tp then
+          local hjob = setmetatable({nodes_min = nodes, nodes_max = nodes, gpus_per_node = gpn, num_tasks = false,
+            ntasks_per_node = false, req_nodes = false, min_cpus = false, cpus_per_task = false, bitflags = false},
+            {__index = job})
+          local hctx = {job = hjob, det = sdet, layouts = {}, topo = topo, shapes = {}}
+          local suffix = format(" (het step: srun --het-group=%s runs on %s with %s each)", clean(st.text, 24),
+            plural(nodes, "node"), plural(gpn, "GPU"))
+          for i = 1, #names do
+            local part = parts[names[i]]
+            if type(part) == "table" then
+              local mode, why = mode_for(topo, part, sdet.launcher, names[i])
+              if mode ~= "off" then apply(check_partition(hctx, names[i], part), mode, why, suffix) end
+            end
+          end
+          push_unique(v.rules, seen_r, "het-step")
+        end
+      end
+    end
+  end
+
   if #unknown > 0 and asks_for_gpus(job) then
     for i = 1, #unknown do
       v.unknown_partitions[i] = clean(unknown[i], 64)
@@ -1197,6 +1502,7 @@ function P.evaluate(job, topo)
     end
   end
   v.mode = strictest or "off"
+  v.shapes = ctx.shapes
   local wlist = v.mode == "shadow" and v.shadow_warnings or v.warnings -- notes below: to the user or not
   local L = ctx.layouts[1] or layout_for(det, nil)
   v.layout = {tp = L.tp, pp = L.pp, cp = L.cp, ep = L.ep, dp = L.dp}
