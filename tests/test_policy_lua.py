@@ -25,7 +25,7 @@ import pytest
 
 from slurmgpu.policy import lua_dir, lua_literal, part_list, render_filter, topology_lua
 from slurmgpu.site import load_site, preset_dir, resolve_site_ref
-from slurmgpu.slurm import job_desc
+from slurmgpu.slurm import het_count, job_desc
 from tests.policy_cases.cases import load_cases, problems
 
 LUA = shutil.which("lua5.1")
@@ -95,16 +95,33 @@ def test_cases_through_slurm_job_submit(tmp_path, lua_version):
     checked = 0
     for ref, cases in by_site.items():
         site = load_site(resolve_site_ref(ref))
+        # one list of component job_descs per case (a het job has several, submitted in order;
+        # like slurmctld, the first rejected component ends the submission)
         descs = [
-            job_desc(
-                c.script, c.args, env=c.env, user=c.user or "bob", account=c.account, qos=c.qos, script_path=c.path.name
-            )
+            [
+                job_desc(
+                    c.script,
+                    c.args,
+                    env=c.env,
+                    user=c.user or "bob",
+                    account=c.account,
+                    qos=c.qos,
+                    script_path=c.path.name,
+                    het_component=i if het_count(c.script, c.args) > 1 else None,
+                )
+                for i in range(het_count(c.script, c.args))
+            ]
             for c in cases
         ]
         body = (
             "local parts = %s\nlocal descs = %s\nfor i = 1, #descs do\n"
-            "  local rc, msgs, log, audit = S.submit(descs[i], parts, 1000)\n"
-            "  out({rc = rc, msgs = msgs, log = log, audit = audit})\nend\n"
+            "  local rc, msgs, log, audit, all = 0, {}, {}, nil, {}\n"
+            "  for k = 1, #descs[i] do\n"
+            "    rc, msgs, log, audit = S.submit(descs[i][k], parts, 1000)\n"
+            "    for j = 1, #msgs do all[#all + 1] = msgs[j] end\n"
+            "    if rc ~= 0 then break end\n"
+            "  end\n"
+            "  out({rc = rc, msgs = all, log = log, audit = audit})\nend\n"
             % (lua_literal(part_list(site)), lua_literal(descs))
         )
         results = run_lua(tmp_path / site.name, body, render_filter(site, "job_submit"), lua=lua_version)
@@ -262,6 +279,40 @@ def test_job_modify_rechecks_changed_shape(tmp_path, lua_version):
     assert "origin=job_modify" in " ".join(res[0]["log"]) and "changed=tres_per_node" in " ".join(res[0]["log"])
     # 22.05 refuses log_user in job_modify (ctld logs an error): the adapter does not call it there
     assert res[0]["msgs"] == []
+
+
+MODIFY_SHAPE = r"""
+local parts = S.part_list(%(parts)s)
+local rec_fields = %(rec)s
+local function modify(delta)
+  S.reset()
+  local rc = slurm_job_modify(S.job_desc(delta), S.job_desc(rec_fields), parts, 1000)
+  out({rc = rc, log = S.log})
+end
+modify({min_cpus = 224})          -- scontrol update NumCPUs=224: two 112-CPU nodes for 8 GPUs
+modify({min_cpus = 64})           -- still one node
+modify({req_nodes = "n[1-2]"})    -- scontrol update ReqNodeList=: two hosts
+modify({cpus_per_task = 4})       -- no task count to multiply: one node
+"""
+
+
+def test_job_modify_rechecks_cpus_and_node_lists(tmp_path, lua_version):
+    """Changes of NumCPUs or the node list can force more nodes: a 1-node --gpus=8 TP=8 job
+    moved to two nodes gets its 8 GPUs split unevenly, so the update is re-checked."""
+    site = load_site(LAB)
+    rec = job_desc(
+        "#!/bin/bash\nsrun x --tensor-model-parallel-size 8\n", ["--gpus=8", "-p", "h100"], user="bob", uid=1000
+    )
+    del rec["environment"]
+    rec.update(min_nodes=1, min_cpus=1)  # what slurmctld stored for the job
+    res = run_lua(
+        tmp_path,
+        MODIFY_SHAPE % {"parts": lua_literal(part_list(site)), "rec": lua_literal(rec)},
+        render_filter(site, "job_submit"),
+        lua=lua_version,
+    )
+    assert [r["rc"] for r in res] == [2072, 0, 2072, 0], res
+    assert "changed=min_cpus" in " ".join(res[0]["log"]) and "rules=gpus-per-node-unknown" in " ".join(res[0]["log"])
 
 
 # ---------------------------------------------------------------------------
