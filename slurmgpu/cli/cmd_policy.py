@@ -332,6 +332,8 @@ def admin_install(
     _cluster_check(s, no_cluster_check, conf_file if os.path.isfile(conf_file) else None)
     kinds = ["job_submit", "cli_filter", "spank"] if kind == "all" else [kind]
     plans = [plan_install(s, conf_dir, k) for k in kinds]  # all checked before anything is written
+    for note in dict.fromkeys(n for p in plans for n in p.notes):
+        click.echo("warning: %s" % note, err=True)
     if dry_run:
         for p in plans:
             if p.changes:
