@@ -159,25 +159,32 @@ def verdict_from_data(d: Mapping[str, Any]) -> Verdict:
 
 
 def het_verdict(parts: Sequence[Verdict]) -> Verdict:
-    """One verdict for a het job's components (in order; the last one is the first rejected, as
-    slurmctld stops there): its messages carry the component prefix sbatch shows ("1: ...")."""
+    """One verdict for a het job's components, in order (slurmctld stops at the first rejected
+    one, which is then the last): every component's lines with the prefix sbatch shows ("1: ")."""
     import dataclasses
 
-    last = parts[-1]
-    bad = [(i, v) for i, v in enumerate(parts) if not v.accepted]
-    if bad:
-        i, v = bad[0]
-        messages = tuple("%d: %s" % (i, m) for m in v.messages)
-        return dataclasses.replace(v, messages=messages, lines=messages + v.warnings, het_components=len(parts))
+    messages: Tuple[str, ...] = ()
     warnings: Tuple[str, ...] = ()
+    lines: Tuple[str, ...] = ()
     rules: Tuple[str, ...] = ()
     shapes: Tuple[JobShape, ...] = ()
-    for v in parts:
-        warnings += tuple(w for w in v.warnings if w not in warnings)
+    for i, v in enumerate(parts):
+        mine = tuple("%d: %s" % (i, m) for m in v.messages)
+        theirs = tuple("%d: %s" % (i, w) for w in v.warnings)
+        messages += mine
+        warnings += theirs
+        lines += mine + theirs
         rules += tuple(r for r in v.rules if r not in rules)
         shapes += v.shapes
+    bad = [v for v in parts if not v.accepted]
     return dataclasses.replace(
-        last, warnings=warnings, lines=warnings, rules=rules, shapes=shapes, het_components=len(parts)
+        bad[0] if bad else parts[-1],
+        messages=messages,
+        warnings=warnings,
+        lines=lines,
+        rules=rules,
+        shapes=shapes,
+        het_components=len(parts),
     )
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union
 
 from ..errors import ConfigError, Issue
+from .parse import parse_hostlist
 
 GRES_SLASH_FROM = (23, 11, 0)  # tres_per_node "gres/gpu:8" instead of "gres:gpu:8"
 EXPORT_SLURM_PREFIX_FROM = (24, 5, 0)  # --export=NIL/list pass SLURM* names, not only SLURM_*
@@ -122,6 +123,7 @@ _ENV_INPUT = {
     "SBATCH_SEGMENT_SIZE": "segment",
 }
 _INT_OPTS = {"ntasks", "ntasks-per-node", "sockets-per-node", "segment", "ntasks-per-gpu", "cpus-per-task"}
+NODELIST_RAISES_MAX_FROM = (24, 11)  # sbatch -N1 -w a,b: 22.05 refuses, 24.11 runs on both hosts
 SPREAD_JOB = 1 << 8  # job_desc.bitflags of --spread-job (slurm.h SLURM_BIT(8))
 _HEADER_LIMIT = 1 << 20  # sbatch stops at the first command; never read further than this
 _FIRST_COMMAND = re.compile(r"^[ \t\r]*[^#\s]", re.M)  # first line that is neither blank nor a comment
@@ -406,6 +408,26 @@ def job_desc(
             except OSError as exc:
                 _fail(opts["nodelist"][1], "--nodelist", "cannot read the host file: %s" % exc)
         desc["req_nodes"] = nodelist
+        if any(int(b) - int(a) > 65536 for a, b in re.findall(r"(\d+)-(\d+)", nodelist)):
+            _fail(opts["nodelist"][1], "--nodelist", "a host range of '%s' is larger than any cluster" % nodelist)
+        hosts = len(set(parse_hostlist(nodelist)))
+        # sbatch raises the node count to the hosts listed; a -N maximum below it is refused
+        # by 22.05's sbatch and raised too by 24.11's (both seen live; releases between: unverified)
+        if (
+            desc.get("max_nodes") is not None
+            and desc["max_nodes"] < hosts
+            and not (ver and ver >= NODELIST_RAISES_MAX_FROM)
+        ):
+            _fail(
+                opts["nodelist"][1],
+                "--nodelist",
+                "lists %d hosts but --nodes allows at most %d (sbatch: invalid number of nodes)"
+                % (hosts, desc["max_nodes"]),
+            )
+        if desc.get("min_nodes", 0) < hosts:
+            desc["min_nodes"] = hosts
+        if desc.get("max_nodes") is not None and desc["max_nodes"] < hosts:
+            desc["max_nodes"] = hosts
     if "spread-job" in opts:
         desc["bitflags"] = desc.get("bitflags", 0) | SPREAD_JOB
     if "sockets-per-node" in ints:
