@@ -315,6 +315,29 @@ def test_job_modify_rechecks_cpus_and_node_lists(tmp_path, lua_version):
     assert "changed=min_cpus" in " ".join(res[0]["log"]) and "rules=gpus-per-node-unknown" in " ".join(res[0]["log"])
 
 
+def test_repeated_script_is_judged_with_its_own_environment_and_options(tmp_path, lua_version):
+    """slurmctld keeps one Lua state and the filter reuses the scan of a script submitted
+    again: the verdict must still follow each submission's environment and options."""
+    site = load_site(LAB)
+    script = "#!/bin/bash\nexport NCCL_IB_HCA==mlx5_0\nsrun x --tensor-model-parallel-size ${TP:-8}\n"
+    runs = [
+        (["-N2", "--gpus-per-node=8"], {"TP": "16"}, 2072),
+        (["-N2", "--gpus-per-node=8"], {"TP": "8"}, 0),
+        (["-N2", "--gpus-per-node=8"], {}, 0),
+        (["-N2", "--gpus-per-node=8"], {"TP": "16"}, 2072),
+        (["-N1", "--gpus-per-node=8"], {"TP": "16"}, 0),
+        (["-N2", "--gpus-per-node=4"], {"TP": "8"}, 2072),
+    ]
+    descs = [job_desc(script, args, env=env, user="bob") for args, env, _ in runs]
+    body = (
+        "local parts = %s\nlocal descs = %s\nfor i = 1, #descs do\n"
+        "  local rc = S.submit(descs[i], parts, 1000)\n  out({rc = rc})\nend\n"
+        % (lua_literal(part_list(site)), lua_literal(descs))
+    )
+    res = run_lua(tmp_path, body, render_filter(site, "job_submit"), lua=lua_version)
+    assert [r["rc"] for r in res] == [rc for _, _, rc in runs]
+
+
 # ---------------------------------------------------------------------------
 # cli_filter
 

@@ -1347,6 +1347,76 @@ local function het_steps(det)
   return out
 end
 
+-- Detections of recent submissions, for a script submitted again (a sweep, a retry, the same
+-- generated script with other options): slurmctld keeps one Lua state, and the scan is most of
+-- a verdict's cost. The key is the script, the argv and every other scalar field of the job
+-- (whatever P.detect may read); an entry also records each environment variable P.detect
+-- looked up and is used only while all of them still have the same values. Bounded: scripts
+-- up to DETECT_CACHE_BYTES, at most DETECT_CACHE_ENTRIES (then the cache starts over).
+local DETECT_CACHE_ENTRIES = 32
+local DETECT_CACHE_BYTES = 262144
+local detect_cache, detect_cached_n = {}, 0
+
+local function detect_key(job)
+  local keys = {}
+  for k, v in pairs(job) do
+    local t = type(v)
+    if k ~= "script" and (t == "string" or t == "number" or t == "boolean") then keys[#keys + 1] = k end
+  end
+  table.sort(keys)
+  local parts = {job.script or "", "\0"}
+  for i = 1, #keys do
+    parts[#parts + 1] = keys[i] .. "=" .. tostring(job[keys[i]]) .. "\0"
+  end
+  local argv = job.argv
+  if type(argv) == "table" then
+    for i = 1, #argv do parts[#parts + 1] = tostring(argv[i]) .. "\0" end
+  end
+  return concat(parts)
+end
+
+local function detect_cached(job)
+  local script = job.script
+  local size = type(script) == "string" and #script or 0
+  if type(job.argv) == "table" then
+    for i = 1, #job.argv do
+      size = size + #tostring(job.argv[i])
+      if size > DETECT_CACHE_BYTES then break end
+    end
+  end
+  if size > DETECT_CACHE_BYTES then return P.detect(job) end
+  local key = detect_key(job)
+  local env = job.env
+  local hit = detect_cache[key]
+  if hit then
+    local same = true
+    for name, value in pairs(hit.env) do
+      local now = env_get(env, name) or false
+      if now ~= value then same = false; break end
+    end
+    if same then return hit.det end
+  end
+  -- a miss: run the scan with an environment that records what it reads
+  local seen = {}
+  local rec_env = nil
+  if type(env) == "table" then
+    rec_env = setmetatable({}, {__index = function(_, name)
+      local v = env_get(env, name)
+      seen[name] = v or false
+      return v
+    end})
+  end
+  local real_env = job.env
+  job.env = rec_env
+  local ok, det = pcall(P.detect, job)
+  job.env = real_env
+  if not ok then error(det, 0) end
+  if detect_cached_n >= DETECT_CACHE_ENTRIES then detect_cache, detect_cached_n = {}, 0 end
+  if detect_cache[key] == nil then detect_cached_n = detect_cached_n + 1 end
+  detect_cache[key] = {det = det, env = seen}
+  return det
+end
+
 -- The verdict for a job (may raise on a bug; P.decide wraps it).
 function P.evaluate(job, topo)
   local v = new_verdict()
@@ -1357,7 +1427,7 @@ function P.evaluate(job, topo)
     v.exempt_reason = ex
     return v
   end
-  local det = P.detect(job)
+  local det = detect_cached(job)
   det.script_doc = type(job.script) == "string" and job.script ~= ""
   v.source = det.source
   v.launcher = det.launcher or ""
