@@ -790,12 +790,17 @@ end
 -- Returns {min, max, explicit (the node count is fixed by the request), how}.
 local function job_nodes(job, part, g, hw)
   local nmin, nmax = posnum(job.nodes_min), posnum(job.nodes_max)
+  if nmax == 0 then nmax = nil end -- a job record's "no maximum"
   local shape = {explicit = nmin ~= nil, how = nmin and "--nodes" or nil}
+  -- tasks and CPUs raise the count up to the job's maximum (beyond it Slurm refuses the job,
+  -- and a step's exact node count, as SPANK gives it, is never raised)
   local function raise(n, how)
+    if n and nmax and n > nmax then n = nmax end
     if n and n >= 1 and (nmin == nil or n > nmin) then nmin = n; shape.how = how end
   end
   local hosts = P.host_count(job.req_nodes)
   if hosts then
+    if nmax and nmax < hosts then nmax = hosts end -- slurmctld runs the job on every listed host
     raise(hosts, "--nodelist")
     shape.explicit = true
     shape.hosts = hosts
