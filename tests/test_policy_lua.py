@@ -359,6 +359,10 @@ pre({type = "salloc", nodes = "2", gres = "gres:gpu:8", wrap = "invalid-context"
      argv = {}})
 pre({type = "srun", nodes = "1-0", argv = {"python", "x.py", "--tensor-model-parallel-size", "8"}})
 pre(nil)
+pre({type = "sbatch", nodelist = "gpu[01-02]", ["gpus-per-node"] = "8", wrap = "srun x --tp 16", argv = {}})
+pre({type = "sbatch", ntasks = "2", ["cpus-per-task"] = "200", ["gpus-per-node"] = "8", wrap = "srun x --tp 16",
+     argv = {}})
+pre({type = "sbatch", nodelist = "gpu01", ["gpus-per-node"] = "8", wrap = "srun x --tp 8", argv = {}})
 slurmgpu_filter.topo.partitions.gpu.gpus = {}
 pre({type = "sbatch", nodes = "2", ["gpus-per-node"] = "8", wrap = "srun x --tp 16", argv = {}})
 """
@@ -390,13 +394,14 @@ def test_cli_filter(tmp_path, lua_version):
     res = run_lua(tmp_path / "a", CLI_SHAPES, render_filter(site, "cli_filter"), env=step, lua=lua_version)
     # --wrap with TP=16 rejected; TP=4 on 4 GPUs per node fine; salloc: shape only; an srun
     # step inside a 4-GPU-per-node, 2-node allocation with TP=8 rejected; no options at all is
-    # an empty request; a broken site table is an internal error (accept by default)
-    assert [r["rc"] for r in res] == [-1, 0, 0, -1, 0, 0], res
+    # an empty request; -w of two hosts and 2 x 200 CPUs are two nodes (TP=16 refused), -w of
+    # one host is one node; a broken site table is an internal error (accept by default)
+    assert [r["rc"] for r in res] == [-1, 0, 0, -1, 0, -1, -1, 0, 0], res
     assert any(line.startswith("error: slurmgpu: TP=16") for line in res[0]["log"])
     assert any("with 4 ranks per node" in line for line in res[3]["log"]), res[3]
     assert any("slurmgpu-filter:" in line and "origin=cli_filter-step" in line for line in res[3]["log"])
     assert any("decision=accept" in line for line in res[4]["log"])
-    assert any("internal-error" in line for line in res[5]["log"])
+    assert any("internal-error" in line for line in res[8]["log"])
     # the user's environment is what sbatch exports: --export=NONE hides TP but passes every
     # SLURM* name such as SLURMGPU_TP; NIL and name lists pass only SLURM_* and the names listed
     res = run_lua(tmp_path / "b", CLI_ENV, render_filter(site, "cli_filter"), env={"TP": "16"}, lua=lua_version)
