@@ -19,6 +19,11 @@ own test cluster, or uses a running one (with JobSubmitPlugins=lua) whose slurm.
 given by --slurm-conf or $SLURMGPU_BENCH_SLURM_CONF; its job_submit.lua is restored after.
 
     python bench/submit_bench.py [--jobs 400] [--batch 25] [--mode test-only|hold] [--concurrency 1]
+                                 [--compare OTHER_job_submit.lua]
+
+--compare adds another rendered job_submit.lua (e.g. `slurmgpu admin render-filter` of an
+older checkout) to the same interleaved rounds, so a change is measured against its base under
+the same machine load (this matters on a shared machine: sdiag times are wall times).
 """
 
 from __future__ import annotations
@@ -35,11 +40,12 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE_FILE = ROOT / "tests" / "data" / "sites" / "testcluster.yaml"
 TARGET = 0.95
+CTLD_TARGET_US = 100  # what the filter may add per submission inside slurmctld (sdiag)
 
 # A realistic Megatron-LM command line (data, model shape, optimizer, logging): with the
 # generated header, layout notes and requeue handling the script is about 10 KB.
@@ -173,11 +179,16 @@ class Controller:
             subprocess.run(["scancel", *ids[i : i + 200]], env=self.env, capture_output=True, timeout=60)
 
 
-def run_batch(ctl: Controller, script: Path, n: int, mode: str, concurrency: int) -> Tuple[float, List[str]]:
-    """Wall seconds for n submissions; ids of the jobs created (hold mode)."""
-    args = ["--test-only", str(script)] if mode == "test-only" else ["--parsable", "-H", str(script)]
+def run_batch(
+    ctl: Controller, script: Union[Path, List[Path]], n: int, mode: str, concurrency: int
+) -> Tuple[float, List[str]]:
+    """Wall seconds for n submissions (of `script`, or of the i-th of a list); ids of the jobs
+    created (hold mode)."""
+    scripts = script if isinstance(script, list) else [script]
 
-    def one(_: int) -> str:
+    def one(i: int) -> str:
+        path = str(scripts[i % len(scripts)])
+        args = ["--test-only", path] if mode == "test-only" else ["--parsable", "-H", path]
         rc, out, err = ctl.sbatch(args)
         if rc != 0:
             raise RuntimeError("sbatch %s failed (rc %d): %s" % (shlex.join(args), rc, err.strip()))
@@ -192,23 +203,31 @@ def run_batch(ctl: Controller, script: Path, n: int, mode: str, concurrency: int
     return time.perf_counter() - t0, [i for i in ids if i] if mode == "hold" else []
 
 
-def filter_cost_us(script_text: str, repeat: int = 200) -> float:
-    """Median microseconds of one slurm_job_submit call of the rendered filter (lupa, in-process)."""
+def filter_cost_us(script_text: str, repeat: int = 200) -> Tuple[float, float]:
+    """Median microseconds of one slurm_job_submit call of the rendered filter (lupa,
+    in-process): for a different script each call, and for the same script again."""
     from slurmgpu.policy import PolicyRunner
     from slurmgpu.site import load_site
     from slurmgpu.slurm import job_desc
 
     runner = PolicyRunner(load_site(str(SITE_FILE)), backend="lupa")
-    desc = job_desc(script_text, [], env={"PATH": "/usr/bin"}, script_path="job.sh", user="root", uid=0)
-    code, _ = runner.submit_desc(desc, 0)
+
+    def desc(k: Optional[int]) -> Dict[str, object]:
+        text = script_text if k is None else script_text + "# submission %d\n" % k
+        return job_desc(text, [], env={"PATH": "/usr/bin"}, script_path="job.sh", user="root", uid=0)
+
+    code, _ = runner.submit_desc(desc(None), 0)
     if code != 0:
         sys.exit("the benchmark script is rejected by the filter (code %d)" % code)
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        runner.submit_desc(desc, 0)
-        times.append((time.perf_counter() - t) * 1e6)
-    return statistics.median(times)
+    out = []
+    for descs in ([desc(k) for k in range(repeat)], [desc(None)] * repeat):
+        times = []
+        for d in descs:
+            t = time.perf_counter()
+            runner.submit_desc(d, 0)
+            times.append((time.perf_counter() - t) * 1e6)
+        out.append(statistics.median(times))
+    return out[0], out[1]
 
 
 def main() -> int:
@@ -222,6 +241,21 @@ def main() -> int:
         default=os.environ.get("SLURMGPU_BENCH_SLURM_CONF"),
         help="use this running test cluster instead of starting one",
     )
+    ap.add_argument("--compare", metavar="FILE", help="also measure this rendered job_submit.lua, interleaved")
+    ap.add_argument(
+        "--renice",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run the controller this bench starts at nice -N (every thread), so that on a shared machine "
+        "other processes do not inflate sdiag's wall times (root)",
+    )
+    ap.add_argument(
+        "--same-script",
+        action="store_true",
+        help="submit one script again and again (the filter reuses its scan); default: every submission "
+        "is a different script (a unique comment line), as on a real cluster",
+    )
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     from slurmgpu.policy import render_filter
@@ -232,6 +266,9 @@ def main() -> int:
         "accept-all": tc.ACCEPT_ALL_JOB_SUBMIT_LUA,
         "slurmgpu": render_filter(load_site(str(SITE_FILE)), "job_submit"),
     }
+    if args.compare:
+        filters["compare"] = Path(args.compare).read_text(encoding="utf-8")
+    rejecting = {"slurmgpu", "compare"}
     script_text = generate_script()
     cluster = None
     restore: Optional[str] = None
@@ -246,6 +283,10 @@ def main() -> int:
         cluster = tc.TestCluster(job_submit_lua=tc.ACCEPT_ALL_JOB_SUBMIT_LUA)
         cluster.start()
         ctl = Controller(cluster.conf_path)
+        if args.renice:
+            pid = cluster.pids["slurmctld"]
+            for tid in os.listdir("/proc/%d/task" % pid):  # new RPC threads inherit their creator's
+                os.setpriority(os.PRIO_PROCESS, int(tid), -args.renice)
     try:
         script = ctl.workdir / "job.sh"
         script.write_text(script_text)
@@ -259,8 +300,15 @@ def main() -> int:
             )
         )
         print(
-            "  batches of %d, interleaved, %d client(s) at once; controller %s"
-            % (args.batch, args.concurrency, "started here" if cluster else args.slurm_conf)
+            "  batches of %d, interleaved, %d client(s) at once; %s; controller %s"
+            % (
+                args.batch,
+                args.concurrency,
+                "one script again and again" if args.same_script else "a different script each time",
+                ("started here" + (" at nice -%d" % args.renice if args.renice else ""))
+                if cluster
+                else args.slurm_conf,
+            )
         )
         print("python %s, %d CPUs" % (sys.version.split()[0], os.cpu_count() or 0))
 
@@ -268,26 +316,38 @@ def main() -> int:
         ctld = {name: [0, 0] for name in filters}  # RPC count, microseconds inside slurmctld
         totals = {name: [0.0, 0] for name in filters}
         per_round: Dict[str, List[float]] = {name: [] for name in filters}
+        us_round: Dict[str, List[float]] = {name: [] for name in filters}  # sdiag us per RPC, per batch
         names = list(filters)
         rounds = max(1, args.jobs // args.batch)
+        serial = 0
         # one untimed warm-up batch each (page cache, munge, first reload)
         for name in names:
             ctl.install(filters[name])
-            if ctl.probe_rejects() != (name == "slurmgpu"):
+            if ctl.probe_rejects() != (name in rejecting):
                 sys.exit("the %s job_submit.lua did not take effect" % name)
             _, ids = run_batch(ctl, script, min(5, args.batch), args.mode, args.concurrency)
             ctl.cancel(ids)
         for r in range(rounds):
             for name in names if r % 2 == 0 else names[::-1]:
                 ctl.install(filters[name])
-                if ctl.probe_rejects() != (name == "slurmgpu"):
+                if ctl.probe_rejects() != (name in rejecting):
                     sys.exit("the %s job_submit.lua did not take effect (round %d)" % (name, r))
+                batch: Union[Path, List[Path]] = script
+                if not args.same_script:  # untimed: this batch's own scripts
+                    batch = []
+                    for k in range(args.batch):
+                        serial += 1
+                        path = ctl.workdir / ("job-%d.sh" % k)
+                        path.write_text(script_text + "# submission %d\n" % serial)
+                        batch.append(path)
                 ctl.reset_stats()
-                secs, ids = run_batch(ctl, script, args.batch, args.mode, args.concurrency)
+                secs, ids = run_batch(ctl, batch, args.batch, args.mode, args.concurrency)
                 count, usec = ctl.rpc_time(rpc)
                 ctl.cancel(ids)
                 ctld[name][0] += count
                 ctld[name][1] += usec
+                if count:
+                    us_round[name].append(usec / count)
                 totals[name][0] += secs
                 totals[name][1] += args.batch
                 per_round[name].append(args.batch / secs)
@@ -320,8 +380,33 @@ def main() -> int:
                 per["accept-all"] / per["slurmgpu"],
             )
         )
-        cost = filter_cost_us(script_text)
-        print("  the filter alone, in-process under lupa: %.0f us per job" % cost)
+        med = {name: statistics.median(v) if v else float("nan") for name, v in us_round.items()}
+        print(
+            "  median of batches: accept-all %.0f us, slurmgpu %.0f us (adds %.0f us; target <= %d us: %s)"
+            % (
+                med["accept-all"],
+                med["slurmgpu"],
+                med["slurmgpu"] - med["accept-all"],
+                CTLD_TARGET_US,
+                "met" if med["slurmgpu"] - med["accept-all"] <= CTLD_TARGET_US else "NOT met",
+            )
+        )
+        if "compare" in filters:
+            print(
+                "  --compare %s: %.0f us per submission (adds %.0f us; median of batches %.0f, adds %.0f)"
+                % (
+                    args.compare,
+                    per["compare"],
+                    per["compare"] - per["accept-all"],
+                    med["compare"],
+                    med["compare"] - med["accept-all"],
+                )
+            )
+        distinct, same = filter_cost_us(script_text)
+        print(
+            "  the filter alone, in-process under lupa: %.0f us per job (%.0f us for a script seen before)"
+            % (distinct, same)
+        )
     finally:
         if restore is not None:
             ctl.install(restore)

@@ -50,6 +50,7 @@ __all__ = [
     "slurm_cluster",
     "accounting_cluster",
     "accounting_job_submit",
+    "enforced_accounting_cluster",
     "new_cluster",
     "job_submit",
     "cli_filter",
@@ -81,7 +82,7 @@ def _load_testcluster():
 
 
 testcluster = _load_testcluster()
-_state: dict = {"cluster": None, "accounting": None, "summary": []}
+_state: dict = {"cluster": None, "accounting": None, "enforced": None, "summary": []}
 RELEASES = testcluster.test_releases()
 _REPO = Path(__file__).resolve().parents[1]
 
@@ -217,6 +218,45 @@ def accounting_cluster(tmp_path_factory):
         cluster.stop()
 
 
+ENFORCE_LINE = "AccountingStorageEnforce=associations,qos"
+
+
+@pytest.fixture(scope="session")
+def enforced_accounting_cluster():
+    """Like ``accounting_cluster``, with ``AccountingStorageEnforce=associations,qos``: Slurm
+    refuses an account or QOS its user may not use. It has the account ``benchmarks`` and
+    the QOS ``admin``, which root may use and nobody may not (for the exemption tests)."""
+    release = testcluster.native_release()
+    reasons = release.missing() + testcluster.accounting_missing(release)
+    if reasons:
+        _unavailable("accounting cluster: " + "; ".join(reasons))
+    cluster = testcluster.TestCluster(
+        job_submit_lua=testcluster.ACCEPT_ALL_JOB_SUBMIT_LUA,
+        keep_dir=os.environ.get(KEEP_ENV) == "1",
+        release=release,
+        accounting=True,
+        extra_config=ENFORCE_LINE,
+    )
+    try:
+        cluster.start()
+        for cmd in (
+            ["sacctmgr", "-i", "add", "qos", "admin"],
+            ["sacctmgr", "-i", "add", "account", "benchmarks", "Cluster=slurmgpu-test", "Description=exempt"],
+            ["sacctmgr", "-i", "add", "user", "root", "Account=benchmarks", "Cluster=slurmgpu-test"],
+            ["sacctmgr", "-i", "modify", "user", "root", "set", "QOS+=admin"],
+        ):
+            cluster.run(cmd, timeout=30, check=True)
+    except testcluster.ClusterError as e:
+        cluster.stop()
+        pytest.fail(f"enforced accounting test cluster did not start: {e}", pytrace=False)
+    _state["enforced"] = cluster
+    try:
+        yield cluster
+    finally:
+        _state["enforced"] = None
+        cluster.stop()
+
+
 @pytest.fixture
 def accounting_job_submit(accounting_cluster):
     """Like ``job_submit``, for the accounting cluster."""
@@ -230,7 +270,11 @@ def _slurm_cluster_cleanup(request: pytest.FixtureRequest):
     """Cancel jobs a cluster test left behind, so the next test starts with
     idle nodes.  Does nothing (and starts nothing) for other tests."""
     yield
-    for key, name in (("cluster", "slurm_cluster"), ("accounting", "accounting_cluster")):
+    for key, name in (
+        ("cluster", "slurm_cluster"),
+        ("accounting", "accounting_cluster"),
+        ("enforced", "enforced_accounting_cluster"),
+    ):
         cluster = _state[key]
         if cluster is not None and name in request.fixturenames:
             cluster.cancel_all_jobs()

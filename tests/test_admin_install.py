@@ -411,3 +411,44 @@ def test_check_prints_a_warning_for_an_unknown_gpu_partition(tmp_path):
     res = invoke(["check", "--site", str(TESTCLUSTER), str(script), "--json"])
     d = json.loads(res.stdout)
     assert d["unknown_partitions"] == ["h100"] and d["notes"][0].startswith("partition 'h100' is not described")
+
+
+# ---------------------------------------------------------------------------
+# account / QOS exemptions need accounting that validates -A / --qos (issue 16, class 6)
+
+LAB = ROOT / "tests" / "policy_cases" / "sites" / "lab.yaml"  # exempts -A benchmarks and --qos=admin
+
+
+@pytest.mark.parametrize(
+    "enforce,refused",
+    [
+        ("associations,qos", False),
+        ("qos", False),  # qos implies associations, as in Slurm
+        ("safe,qos", False),
+        ("associations", True),  # the site trusts --qos=admin, which Slurm would not check
+        (None, True),
+    ],
+)
+def test_install_checks_accounting_storage_enforce(tmp_path, enforce, refused):
+    conf = "ClusterName=x\nJobSubmitPlugins=lua\n"
+    if enforce is not None:
+        conf += "AccountingStorageEnforce=%s  # comment\n" % enforce
+    (tmp_path / "slurm.conf").write_text(conf)
+    lab = load_site(str(LAB))
+    if refused:
+        with pytest.raises(Refused, match="AccountingStorageEnforce"):
+            install_filter(lab, tmp_path)
+        assert not (tmp_path / "job_submit.lua").exists()  # nothing half-written
+    else:
+        assert Path(install_filter(lab, tmp_path).path).exists()
+
+
+def test_exemptions_without_enforcement_are_a_warning(tmp_path):
+    """A site that does not claim enforcement installs, and the admin is told which exemptions
+    the filter will ignore (and that this slurm.conf would allow trusting them)."""
+    (tmp_path / "slurm.conf").write_text("AccountingStorageEnforce=associations,qos\n")
+    noacct = load_site(str(ROOT / "tests" / "policy_cases" / "sites" / "lab-noacct.yaml"))
+    plan = plan_install(noacct, tmp_path)
+    assert len(plan.notes) == 2 and all("accounting_enforce lacks" in n for n in plan.notes)
+    assert "this slurm.conf does enforce" in plan.notes[0]
+    assert plan_install(noacct, tmp_path, "spank").notes == ()  # the step guard exempts by user only

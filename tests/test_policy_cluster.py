@@ -8,6 +8,7 @@ stops a bad request in the client.
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 from dataclasses import replace
@@ -18,7 +19,7 @@ import pytest
 
 from slurmgpu.policy import PolicyRunner, install_filter, render_filter
 from slurmgpu.site import load_site
-from slurmgpu.slurm import tres_prefix
+from slurmgpu.slurm import het_count, tres_prefix
 from tests.policy_cases.cases import load_cases
 
 pytestmark = pytest.mark.cluster
@@ -28,7 +29,11 @@ TESTCLUSTER = ROOT / "tests" / "data" / "sites" / "testcluster.yaml"
 # the dgx-h100 cases use the default partition with 8 GPUs per node and at most 4 nodes:
 # the test cluster's "gpu" partition has that shape
 # (sbatch itself refuses scripts with DOS line breaks, so those never reach the controller)
-CASES = [c for c in load_cases() if c.site == "dgx-h100" and b"\r\n" not in c.script]
+# (sbatch --test-only of a het job asks the controller about each component on its own, so
+# a step over several components is judged only by a real submission: test_het_step_...)
+CASES = [
+    c for c in load_cases() if c.site == "dgx-h100" and b"\r\n" not in c.script and het_count(c.script, c.args) == 1
+]
 REJECTED = "Invalid generic resource (gres) specification"  # what 2072 reads as
 
 
@@ -41,7 +46,7 @@ def _user_lines(stderr: str) -> List[str]:
     """The job_submit log_user lines as sbatch prints them ("sbatch: error: ..." / "sbatch: ...")."""
     out = []
     for line in stderr.splitlines():
-        m = re.match(r"^sbatch: (?:error: )?(slurmgpu: .*)$", line)
+        m = re.match(r"^sbatch: (?:error: )?((?:\d+: )?slurmgpu: .*)$", line)  # "1: ": a het component
         if m:
             out.append(m.group(1))
     return out
@@ -157,3 +162,81 @@ def test_het_job_script_applies_to_later_components(slurm_cluster, job_submit, s
         (False, False),
         (True, False),
     ], lines
+
+
+def test_het_step_over_components_is_judged_on_both(slurm_cluster, job_submit, site):
+    """srun --het-group=0,1 runs one step over two 1-node components: TP=16 spans them. The
+    controller refuses it at component 1 and `check` says the same, word for word."""
+    job_submit(render_filter(site, "job_submit"))
+    runner = PolicyRunner(replace(site, slurm_version=slurm_cluster.release.version))
+    het = (
+        "#!/bin/bash\n#SBATCH -N1 --gpus-per-node=8 -p gpu\n#SBATCH hetjob\n"
+        "#SBATCH -N1 --gpus-per-node=8 -p gpu\nexport NCCL_SOCKET_IFNAME=lo\n"
+        "srun --het-group=0,1 python pretrain_gpt.py --tensor-model-parallel-size %d\n"
+    )
+    for tp, expect in ((16, "reject"), (8, "accept")):
+        rc, out, err = slurm_cluster.sbatch(het % tp, "-H", "-o", "/dev/null")
+        predicted = runner.check(het % tp, user="root", uid=0)
+        assert predicted.decision == expect and predicted.het_components == 2
+        if expect == "reject":
+            assert rc != 0 and REJECTED in err, err
+            assert _user_lines(err) == list(predicted.lines), err
+            assert "het-step" in predicted.rules
+        else:
+            assert REJECTED not in err, err
+
+
+def test_scontrol_update_of_cpus_or_node_list_is_rechecked(slurm_cluster, job_submit, site):
+    """A 1-node --gpus=8 TP=8 job is fine; NumCPUs=32 (two 16-CPU nodes) or ReqNodeList of two
+    hosts would split its 8 GPUs over two nodes unevenly: the modify hook refuses both."""
+    job_submit(render_filter(site, "job_submit"))
+    script = "#!/bin/bash\n#SBATCH --gpus=8 -n1 -p gpu\nsrun true --tensor-model-parallel-size 8\n"
+    as_nobody = ["runuser", "-u", "nobody", "--"]
+    p = slurm_cluster.run(as_nobody + ["sbatch", "--parsable", "-H", "-o", "/dev/null", "-D", "/tmp"], input=script)
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip().split(";")[0]
+    mark = slurm_cluster.log_mark()
+    results = {}
+    for update in ("NumCPUs=32", "ReqNodeList=gpu[01-02]", "NumCPUs=8"):
+        results[update] = slurm_cluster.run(as_nobody + ["scontrol", "update", "jobid=" + job, update]).returncode
+    assert results == {"NumCPUs=32": 1, "ReqNodeList=gpu[01-02]": 1, "NumCPUs=8": 0}, results
+    log = slurm_cluster.ctld_log(mark)
+    assert "origin=job_modify" in log and "changed=min_cpus" in log and "changed=req_nodes" in log
+    assert slurm_cluster.job_submit_errors(mark) == []
+
+
+def test_nul_byte_script_is_refused_by_sbatch_and_check(slurm_cluster, job_submit, site, tmp_path):
+    """sbatch refuses a script with a NUL byte before the controller sees it; `check` refuses
+    it too (exit 2) instead of judging text the controller would never get."""
+    from click.testing import CliRunner
+
+    from slurmgpu.cli import main
+
+    job_submit(render_filter(site, "job_submit"))
+    path = tmp_path / "nul.sh"
+    path.write_bytes(b"#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8\n\0\nsrun x --tensor-model-parallel-size 16\n")
+    # (a real submission: 24.11's sbatch --test-only skips this check and sends the text before the NUL)
+    p = slurm_cluster.run(["sbatch", "-H", "-o", "/dev/null", str(path)])
+    assert p.returncode != 0 and "contain a NULL character" in p.stderr and "slurmgpu:" not in p.stderr, p.stderr
+    r = CliRunner().invoke(main, ["check", "--site", str(TESTCLUSTER), str(path), "--json"])
+    assert r.exit_code == 2, r.output
+    out = json.loads(r.output)
+    assert out["decision"] == "error" and "NUL byte" in out["error"]
+    # -N1 with two hosts in -w: 22.05's sbatch refuses the node count, 24.11's runs the job on
+    # both hosts; check follows the site's release
+    path.write_bytes(b"#!/bin/bash\n#SBATCH -N1 -w gpu[01-02] --gpus-per-node=8\nsrun x --tp 16\n")
+    p = slurm_cluster.run(["sbatch", "--test-only", str(path)])
+    verdict = (
+        PolicyRunner(replace(site, slurm_version=slurm_cluster.release.version)).check(
+            path.read_bytes(), user="root", uid=0
+        )
+        if slurm_cluster.release.version >= "24"
+        else None
+    )
+    if verdict is None:
+        assert p.returncode != 0 and "invalid number of nodes" in p.stderr, p.stderr
+        r = CliRunner().invoke(main, ["check", "--site", str(TESTCLUSTER), str(path), "--json"])
+        assert r.exit_code == 2 and "invalid number of nodes" in json.loads(r.output)["error"], r.output
+    else:
+        assert p.returncode != 0 and REJECTED in p.stderr, p.stderr
+        assert verdict.decision == "reject" and _user_lines(p.stderr) == list(verdict.lines)

@@ -25,7 +25,7 @@ import pytest
 
 from slurmgpu.policy import lua_dir, lua_literal, part_list, render_filter, topology_lua
 from slurmgpu.site import load_site, preset_dir, resolve_site_ref
-from slurmgpu.slurm import job_desc
+from slurmgpu.slurm import het_count, job_desc
 from tests.policy_cases.cases import load_cases, problems
 
 LUA = shutil.which("lua5.1")
@@ -95,16 +95,33 @@ def test_cases_through_slurm_job_submit(tmp_path, lua_version):
     checked = 0
     for ref, cases in by_site.items():
         site = load_site(resolve_site_ref(ref))
+        # one list of component job_descs per case (a het job has several, submitted in order;
+        # like slurmctld, the first rejected component ends the submission)
         descs = [
-            job_desc(
-                c.script, c.args, env=c.env, user=c.user or "bob", account=c.account, qos=c.qos, script_path=c.path.name
-            )
+            [
+                job_desc(
+                    c.script,
+                    c.args,
+                    env=c.env,
+                    user=c.user or "bob",
+                    account=c.account,
+                    qos=c.qos,
+                    script_path=c.path.name,
+                    het_component=i if het_count(c.script, c.args) > 1 else None,
+                )
+                for i in range(het_count(c.script, c.args))
+            ]
             for c in cases
         ]
         body = (
             "local parts = %s\nlocal descs = %s\nfor i = 1, #descs do\n"
-            "  local rc, msgs, log, audit = S.submit(descs[i], parts, 1000)\n"
-            "  out({rc = rc, msgs = msgs, log = log, audit = audit})\nend\n"
+            "  local rc, msgs, log, audit, all = 0, {}, {}, nil, {}\n"
+            "  for k = 1, #descs[i] do\n"
+            "    rc, msgs, log, audit = S.submit(descs[i][k], parts, 1000)\n"
+            "    for j = 1, #msgs do all[#all + 1] = msgs[j] end\n"
+            "    if rc ~= 0 then break end\n"
+            "  end\n"
+            "  out({rc = rc, msgs = all, log = log, audit = audit})\nend\n"
             % (lua_literal(part_list(site)), lua_literal(descs))
         )
         results = run_lua(tmp_path / site.name, body, render_filter(site, "job_submit"), lua=lua_version)
@@ -264,6 +281,63 @@ def test_job_modify_rechecks_changed_shape(tmp_path, lua_version):
     assert res[0]["msgs"] == []
 
 
+MODIFY_SHAPE = r"""
+local parts = S.part_list(%(parts)s)
+local rec_fields = %(rec)s
+local function modify(delta)
+  S.reset()
+  local rc = slurm_job_modify(S.job_desc(delta), S.job_desc(rec_fields), parts, 1000)
+  out({rc = rc, log = S.log})
+end
+modify({min_cpus = 224})          -- scontrol update NumCPUs=224: two 112-CPU nodes for 8 GPUs
+modify({min_cpus = 64})           -- still one node
+modify({req_nodes = "n[1-2]"})    -- scontrol update ReqNodeList=: two hosts
+modify({cpus_per_task = 4})       -- no task count to multiply: one node
+"""
+
+
+def test_job_modify_rechecks_cpus_and_node_lists(tmp_path, lua_version):
+    """Changes of NumCPUs or the node list can force more nodes: a 1-node --gpus=8 TP=8 job
+    moved to two nodes gets its 8 GPUs split unevenly, so the update is re-checked."""
+    site = load_site(LAB)
+    rec = job_desc(
+        "#!/bin/bash\nsrun x --tensor-model-parallel-size 8\n", ["--gpus=8", "-p", "h100"], user="bob", uid=1000
+    )
+    del rec["environment"]
+    rec.update(min_nodes=1, min_cpus=1)  # what slurmctld stored for the job
+    res = run_lua(
+        tmp_path,
+        MODIFY_SHAPE % {"parts": lua_literal(part_list(site)), "rec": lua_literal(rec)},
+        render_filter(site, "job_submit"),
+        lua=lua_version,
+    )
+    assert [r["rc"] for r in res] == [2072, 0, 2072, 0], res
+    assert "changed=min_cpus" in " ".join(res[0]["log"]) and "rules=gpus-per-node-unknown" in " ".join(res[0]["log"])
+
+
+def test_repeated_script_is_judged_with_its_own_environment_and_options(tmp_path, lua_version):
+    """slurmctld keeps one Lua state and the filter reuses the scan of a script submitted
+    again: the verdict must still follow each submission's environment and options."""
+    site = load_site(LAB)
+    script = "#!/bin/bash\nexport NCCL_IB_HCA==mlx5_0\nsrun x --tensor-model-parallel-size ${TP:-8}\n"
+    runs = [
+        (["-N2", "--gpus-per-node=8"], {"TP": "16"}, 2072),
+        (["-N2", "--gpus-per-node=8"], {"TP": "8"}, 0),
+        (["-N2", "--gpus-per-node=8"], {}, 0),
+        (["-N2", "--gpus-per-node=8"], {"TP": "16"}, 2072),
+        (["-N1", "--gpus-per-node=8"], {"TP": "16"}, 0),
+        (["-N2", "--gpus-per-node=4"], {"TP": "8"}, 2072),
+    ]
+    descs = [job_desc(script, args, env=env, user="bob") for args, env, _ in runs]
+    body = (
+        "local parts = %s\nlocal descs = %s\nfor i = 1, #descs do\n"
+        "  local rc = S.submit(descs[i], parts, 1000)\n  out({rc = rc})\nend\n"
+        % (lua_literal(part_list(site)), lua_literal(descs))
+    )
+    res = run_lua(tmp_path, body, render_filter(site, "job_submit"), lua=lua_version)
+    assert [r["rc"] for r in res] == [rc for _, _, rc in runs]
+
+
 # ---------------------------------------------------------------------------
 # cli_filter
 
@@ -285,6 +359,10 @@ pre({type = "salloc", nodes = "2", gres = "gres:gpu:8", wrap = "invalid-context"
      argv = {}})
 pre({type = "srun", nodes = "1-0", argv = {"python", "x.py", "--tensor-model-parallel-size", "8"}})
 pre(nil)
+pre({type = "sbatch", nodelist = "gpu[01-02]", ["gpus-per-node"] = "8", wrap = "srun x --tp 16", argv = {}})
+pre({type = "sbatch", ntasks = "2", ["cpus-per-task"] = "200", ["gpus-per-node"] = "8", wrap = "srun x --tp 16",
+     argv = {}})
+pre({type = "sbatch", nodelist = "gpu01", ["gpus-per-node"] = "8", wrap = "srun x --tp 8", argv = {}})
 slurmgpu_filter.topo.partitions.gpu.gpus = {}
 pre({type = "sbatch", nodes = "2", ["gpus-per-node"] = "8", wrap = "srun x --tp 16", argv = {}})
 """
@@ -316,13 +394,14 @@ def test_cli_filter(tmp_path, lua_version):
     res = run_lua(tmp_path / "a", CLI_SHAPES, render_filter(site, "cli_filter"), env=step, lua=lua_version)
     # --wrap with TP=16 rejected; TP=4 on 4 GPUs per node fine; salloc: shape only; an srun
     # step inside a 4-GPU-per-node, 2-node allocation with TP=8 rejected; no options at all is
-    # an empty request; a broken site table is an internal error (accept by default)
-    assert [r["rc"] for r in res] == [-1, 0, 0, -1, 0, 0], res
+    # an empty request; -w of two hosts and 2 x 200 CPUs are two nodes (TP=16 refused), -w of
+    # one host is one node; a broken site table is an internal error (accept by default)
+    assert [r["rc"] for r in res] == [-1, 0, 0, -1, 0, -1, -1, 0, 0], res
     assert any(line.startswith("error: slurmgpu: TP=16") for line in res[0]["log"])
     assert any("with 4 ranks per node" in line for line in res[3]["log"]), res[3]
     assert any("slurmgpu-filter:" in line and "origin=cli_filter-step" in line for line in res[3]["log"])
     assert any("decision=accept" in line for line in res[4]["log"])
-    assert any("internal-error" in line for line in res[5]["log"])
+    assert any("internal-error" in line for line in res[8]["log"])
     # the user's environment is what sbatch exports: --export=NONE hides TP but passes every
     # SLURM* name such as SLURMGPU_TP; NIL and name lists pass only SLURM_* and the names listed
     res = run_lua(tmp_path / "b", CLI_ENV, render_filter(site, "cli_filter"), env={"TP": "16"}, lua=lua_version)

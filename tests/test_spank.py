@@ -27,7 +27,8 @@ import pytest
 
 from slurmgpu.policy import PolicyRunner, install_filter, plugstack_loads_spank, render_filter
 from slurmgpu.site import Site, load_site, preset_dir
-from slurmgpu.slurm import job_desc
+from slurmgpu.slurm import het_count, job_desc, parse_hostlist
+from slurmgpu.slurm.sbatch import SPREAD_JOB
 
 ROOT = Path(__file__).resolve().parent.parent
 SPANK_SRC = ROOT / "contrib" / "spank"
@@ -196,6 +197,31 @@ def test_cross_node_tp_refused_with_the_submit_filter_message(build, policy_file
     got = errors(r.stderr)
     assert [same_rule_text(m) for m in got] == [same_rule_text(m) for m in expected]
     assert "decision=reject" in r.stderr and "origin=spank" in r.stderr  # the log line
+
+
+def test_exemptions_come_from_slurmstepd_not_the_task_environment(build, tmp_path) -> None:
+    """SLURM_JOB_USER/_ACCOUNT/_QOS are the srun client's to set: a TP=16 step naming an exempt
+    user, account and QOS there is still refused; the uid slurmstepd reports is what exempts
+    (here the harness's own uid, listed by number and by its passwd name)."""
+    import pwd
+    from dataclasses import replace
+
+    lab = load_site(str(CASES / "sites" / "lab.yaml"))
+    env = dict(gpu_env(), SLURM_JOB_USER="alice", SLURM_JOB_ACCOUNT="benchmarks", SLURM_JOB_QOS="admin", USER="alice")
+    env["SLURM_JOB_PARTITION"] = "h100"
+    d1 = tmp_path / "plain"
+    d1.mkdir()
+    plain = install_filter(lab, d1, "spank").path
+    r = harness(build, ["policy=%s" % plain], TP16, nnodes=2, local_tasks=8, env=env)
+    assert r.returncode == 1 and "decision=reject" in r.stderr, r.stderr
+    me = pwd.getpwuid(os.getuid()).pw_name
+    for who in (str(os.getuid()), me):
+        d = tmp_path / ("exempt-" + who)
+        d.mkdir()
+        site = replace(lab, policy=replace(lab.policy, exempt_users=(who,)))
+        path = install_filter(site, d, "spank").path
+        r = harness(build, ["policy=%s" % path], TP16, nnodes=2, local_tasks=8, env=env)
+        assert r.returncode == 0 and "rules=exempt" in r.stderr, (who, r.stderr)
 
 
 def test_only_the_first_task_on_a_node_prints_the_rejection(build, policy_file) -> None:
@@ -476,6 +502,11 @@ def step_of_case(path: Path) -> Union[str, Dict[str, object]]:
         return "node range: a running step has one node count"
     if "," in str(desc.get("partition", "")):
         return "partition list: a running job is in one partition"
+    if heads.get("user") or desc.get("account") or desc.get("qos"):
+        # slurmstepd names the user by uid and has no account or QOS item (test_spank_ignores_...)
+        return "exemption by user name, account or QOS: a step has only the uid"
+    if het_count(text) > 1:
+        return "het job: a step sees its own components' nodes"
     statements: List[str] = []
     current = ""
     for line in text.splitlines():
@@ -505,10 +536,20 @@ def step_of_case(path: Path) -> Union[str, Dict[str, object]]:
     if "$" in commands[0] or "<<" in commands[0]:
         return "shell expansion happens before the launch (the cluster batch test covers it)"
     argv, srun = _srun_prefix(_words(commands[0]))
-    nodes = int(srun.get("-N") or srun.get("--nodes") or desc.get("min_nodes", 1))
-    local = int(srun.get("--ntasks-per-node") or desc.get("ntasks_per_node", 1))
     site = _case_site(heads["site"][0])
     partition = desc.get("partition") or site.default_partition
+    # the job's nodes as slurmctld allocates them: -N, raised by the -w host count, by the CPUs
+    # asked for over the node's CPUs, spread one task per node by --spread-job
+    job_nodes = int(desc.get("min_nodes", 1))
+    if desc.get("req_nodes"):
+        job_nodes = max(job_nodes, len(set(parse_hostlist(desc["req_nodes"]))))
+    cpus = site.node_type_of(partition).cpus
+    if desc.get("min_cpus", 0) > cpus:
+        job_nodes = max(job_nodes, -(-desc["min_cpus"] // cpus))
+    if desc.get("bitflags", 0) & SPREAD_JOB:
+        job_nodes = max(job_nodes, min(int(desc.get("num_tasks", 1)), site.partitions[partition].nodes))
+    nodes = int(srun.get("-N") or srun.get("--nodes") or job_nodes)
+    local = int(srun.get("--ntasks-per-node") or desc.get("ntasks_per_node", 1))
     gpus = None
     if desc.get("tres_per_node"):
         gpus = int(desc["tres_per_node"].split(",")[-1].rsplit(":", 1)[-1])  # the last request wins
@@ -520,9 +561,6 @@ def step_of_case(path: Path) -> Union[str, Dict[str, object]]:
     if gpus:
         step_env["SLURM_GPUS_ON_NODE"] = str(gpus)
         step_env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(gpus))
-    for key, field in (("SLURM_JOB_USER", "user_name"), ("SLURM_JOB_ACCOUNT", "account"), ("SLURM_JOB_QOS", "qos")):
-        if desc.get(field):
-            step_env[key] = str(desc[field])
     return {"site": site, "argv": argv, "nodes": nodes, "local": local, "env": step_env, "heads": heads, "quiet": quiet}
 
 
@@ -543,6 +581,8 @@ NO_STEP = (
     "partition list",
     "shell expansion",
     "environment prefix",
+    "exemption by user name",
+    "het job",
 )
 
 

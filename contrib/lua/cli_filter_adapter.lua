@@ -139,6 +139,9 @@ local function job_from_options(options, offset)
   job.tres_per_task = gpu_tres(opt(options, "gpus-per-task"))
   job.tres_per_socket = gpu_tres(opt(options, "gpus-per-socket"))
   job.sockets_per_node = optnum(options, "sockets-per-node")
+  job.req_nodes = opt(options, "nodelist")
+  job.cpus_per_task = optnum(options, "cpus-per-task")
+  if job.cpus_per_task and job.num_tasks then job.min_cpus = job.num_tasks * job.cpus_per_task end
   local ex = opt(options, "exclusive")
   job.exclusive = ex == "exclusive" or ex == "topo"
   job.segment = optnum(options, "segment")
@@ -150,7 +153,10 @@ local function job_from_options(options, offset)
     -- a step inside an allocation: the shape comes from the allocation unless overridden
     job.origin = "cli_filter-step"
     job.partition = job.partition or getenv("SLURM_JOB_PARTITION")
-    if job.nodes_min == nil then job.nodes_min = envnum("SLURM_JOB_NUM_NODES") or envnum("SLURM_NNODES") end
+    if job.nodes_min == nil then
+      job.nodes_min = envnum("SLURM_JOB_NUM_NODES") or envnum("SLURM_NNODES")
+      job.nodes_max = job.nodes_min -- a step cannot leave its allocation
+    end
     if job.ntasks_per_node == nil then job.ntasks_per_node = envnum("SLURM_NTASKS_PER_NODE") end
     if job.tres_per_node == nil and job.tres_per_job == nil and job.tres_per_task == nil then
       job.gpus_per_node = envnum("SLURM_GPUS_ON_NODE") or envnum("SLURM_GPUS_PER_NODE")

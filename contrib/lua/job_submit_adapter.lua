@@ -73,6 +73,7 @@ local function uid_of(v)
   if type(v) == "number" and v >= 0 and v < 4294967294 then return v end
   return nil
 end
+local num32 = uid_of -- 32-bit fields (min_cpus, bitflags) whose unset value is NO_VAL
 
 local function exclusive_of(shared)
   -- --exclusive sends shared=0 (JOB_SHARED_NONE); =topo is 4 (whole segment)
@@ -81,20 +82,27 @@ end
 
 -- A heterogeneous job's components reach slurm_job_submit one after the other in one RPC
 -- (offset 0, 1, ...), and only component 0 carries the batch script, although its srun
--- lines may run on any component. The script of component 0 is kept here for the later
--- components of the same submission (same uid) and dropped by any other call.
-local het_script = nil
+-- lines may run on any component (or on several: srun --het-group=0,1). Component 0's script
+-- and every component's shape are kept here for the later components of the same submission
+-- (same uid) and dropped by any other call.
+local het_state = nil
 
 local function het_share(job, script, het)
   if het == nil then
-    het_script = nil
-  elseif het == 0 then
-    het_script = script and {uid = job.uid, script = script} or nil
-  elseif script == nil and het_script ~= nil and het_script.uid == job.uid then
-    job.script = het_script.script
+    het_state = nil
+    return
   end
+  if het == 0 then
+    het_state = {uid = job.uid, script = script, comps = {}}
+  elseif het_state == nil or het_state.uid ~= job.uid or het_state.comps[het - 1] == nil then
+    het_state = nil
+    return
+  elseif script == nil then
+    job.script = het_state.script
+  end
+  het_state.comps[het] = job
+  job.het_components = het_state.comps
 end
-
 -- The plain job table from a job_desc (the contract in policy.lua).
 local function job_from_desc(desc, part_list, uid)
   local script = get(desc, "script") -- copied by Slurm on every access: read once
@@ -115,6 +123,10 @@ local function job_from_desc(desc, part_list, uid)
     tres_per_task = str(get(desc, "tres_per_task")),
     tres_per_socket = str(get(desc, "tres_per_socket")),
     sockets_per_node = num(get(desc, "sockets_per_node")),
+    cpus_per_task = num(get(desc, "cpus_per_task")),
+    min_cpus = num32(get(desc, "min_cpus")),
+    req_nodes = str(get(desc, "req_nodes")),
+    bitflags = num32(get(desc, "bitflags")),
     exclusive = exclusive_of(get(desc, "shared")),
     segment = num(get(desc, "segment_size")),
     user = str(get(desc, "user_name")),
@@ -215,8 +227,12 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
 end
 
 -- Fields whose change can move TP groups across nodes (scontrol update of a pending job).
-local MODIFY_STR = {"tres_per_node", "gres", "tres_per_job", "tres_per_task", "tres_per_socket", "partition"}
-local MODIFY_NUM = {"min_nodes", "max_nodes", "num_tasks", "ntasks_per_node", "sockets_per_node"}
+-- Any change of nodes, tasks, CPUs or GPUs re-checks the job (NumCPUs= can force more nodes).
+local MODIFY_STR = {"tres_per_node", "gres", "tres_per_job", "tres_per_task", "tres_per_socket", "partition",
+                    "req_nodes"}
+local MODIFY_NUM = {"min_nodes", "max_nodes", "num_tasks", "ntasks_per_node", "sockets_per_node", "cpus_per_task",
+                    "ntasks_per_gpu", "ntasks_per_tres"}
+local MODIFY_NUM32 = {"min_cpus", "max_cpus"}
 
 local function modify(desc, rec, part_list, uid)
   local changed = {}
@@ -225,6 +241,9 @@ local function modify(desc, rec, part_list, uid)
   end
   for i = 1, #MODIFY_NUM do
     if num(get(desc, MODIFY_NUM[i])) then changed[#changed + 1] = MODIFY_NUM[i] end
+  end
+  for i = 1, #MODIFY_NUM32 do
+    if num32(get(desc, MODIFY_NUM32[i])) then changed[#changed + 1] = MODIFY_NUM32[i] end
   end
   if #changed == 0 then return SUCCESS end
   if uid == 0 then
@@ -251,6 +270,9 @@ local function modify(desc, rec, part_list, uid)
     tres_per_task = pick_str("tres_per_task"),
     tres_per_socket = pick_str("tres_per_socket"),
     sockets_per_node = num(get(desc, "sockets_per_node")),
+    cpus_per_task = num(get(desc, "cpus_per_task")),
+    min_cpus = num32(get(desc, "min_cpus")) or num32(get(rec, "min_cpus")),
+    req_nodes = str(get(desc, "req_nodes")),
     user = str(get(rec, "user_name")),
     uid = uid_of(get(rec, "user_id")),
     account = pick_str("account"),

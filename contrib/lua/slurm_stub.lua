@@ -42,7 +42,7 @@ slurm = {
 
 local NUM16 = {ntasks_per_node = true, sockets_per_node = true, shared = true, ntasks_per_gpu = true,
                ntasks_per_tres = true, cpus_per_task = true, segment_size = true}
-local NUM32 = {min_nodes = true, max_nodes = true, num_tasks = true, het_job_offset = true}
+local NUM32 = {min_nodes = true, max_nodes = true, num_tasks = true, het_job_offset = true, min_cpus = true}
 
 -- A job_desc proxy from a plain table of 22.05 field values (argv as a 1-based list).
 function S.job_desc(d)
@@ -131,6 +131,19 @@ function S.verdict(desc, parts, uid)
   return v
 end
 
+-- A het job's components, one after the other in one Lua state as slurmctld submits them;
+-- like slurmctld, the first rejected component ends the submission. A list of verdicts.
+function S.verdicts(descs, parts, uid)
+  S.reset()
+  local out = {}
+  for i = 1, #descs do
+    local v = slurmgpu_filter.evaluate_desc(S.job_desc(descs[i]), S.part_list(parts), uid)
+    out[#out + 1] = S.export(v)
+    if v.decision ~= "accept" then break end
+  end
+  return out
+end
+
 -- What slurmctld would get: slurm_job_submit's return value and the user messages.
 -- The fourth value is the AdminComment the filter left on the job_desc (nil: none).
 function S.submit(desc, parts, uid)
@@ -192,7 +205,7 @@ function S.export(v)
           rules = v.rules, mode = v.mode, exempt = v.exempt, internal_error = v.internal_error,
           unknown_partitions = v.unknown_partitions, notes = v.notes, repair_segment = v.repair_segment,
           shadow_messages = v.shadow_messages, shadow_warnings = v.shadow_warnings, would = v.would,
-          verdict = P_word(v), audit = P_token(v)}
+          verdict = P_word(v), audit = P_token(v), shapes = v.shapes}
 end
 
 slurmgpu_stub = S

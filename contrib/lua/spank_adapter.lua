@@ -9,7 +9,11 @@
 --   env{NAME=value}    the task's environment (SLURM_*, CUDA_VISIBLE_DEVICES, the user's vars)
 --   nnodes, node_id    nodes in the step, this node's index
 --   local_tasks        tasks of the step on this node
---   total_tasks, task_id, global_task_id, job_id, step_id, uid
+--   total_tasks, task_id, global_task_id, job_id, step_id, uid, user (slurmstepd's items:
+--   S_JOB_UID and its passwd name)
+-- User, account and QOS never come from the task environment (SLURM_JOB_USER/_ACCOUNT/_QOS):
+-- the srun client sets those and a user can override them. slurmstepd has no account or QOS
+-- item, so at launch only user/uid exemptions apply.
 -- `opts.mode` is the plugin's mode= ("enforce" or "warn"; "off" never calls this).
 -- It returns action, message, log_line: action "reject" fails the task (enforce) and
 -- prints message, "warn" prints message and runs, "allow" runs silently. A Lua error is
@@ -62,10 +66,8 @@ local function job_from_step(step)
     num_tasks = num(step.total_tasks),
     ntasks_per_node = num(step.local_tasks),
     gpus_per_node = gpus_on_node(env),
-    user = str(env.SLURM_JOB_USER) or str(env.USER),
-    uid = num(step.uid),
-    account = str(env.SLURM_JOB_ACCOUNT),
-    qos = str(env.SLURM_JOB_QOS),
+    user = str(step.user),
+    uid = type(step.uid) == "number" and step.uid >= 0 and step.uid < 4294967294 and step.uid or nil,
   }
   if job.user == nil and job.uid ~= nil then job.user = tostring(job.uid) end
   return job

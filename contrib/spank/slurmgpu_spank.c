@@ -39,6 +39,7 @@
  * rendered file and evaluating costs about 1.5 ms (bench/spank_bench.py), so
  * nothing is cached across tasks.
  */
+#include <pwd.h>
 #include <stdint.h> /* Slurm 22.05's spank.h uses uint32_t without including it */
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,8 +229,17 @@ static void push_step(lua_State *L, spank_t sp)
         set_int(L, "task_id", ti);
     {
         uid_t uid;
-        if (spank_get_item(sp, S_JOB_UID, &uid) == ESPANK_SUCCESS)
+        if (spank_get_item(sp, S_JOB_UID, &uid) == ESPANK_SUCCESS) {
+            /* the user as slurmstepd knows it (from the credential), never the task's
+             * environment, which the srun client controls */
+            struct passwd pw, *res = NULL;
+            char buf[4096];
             set_int(L, "uid", uid);
+            if (getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res && res->pw_name) {
+                lua_pushstring(L, res->pw_name);
+                lua_setfield(L, -2, "user");
+            }
+        }
     }
 }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 import click
 
@@ -46,14 +46,45 @@ def check_cmd(
       slurmgpu check --site gb200-nvl72 -p gpu --segment=4 train.sbatch --json
       slurmgpu check train.sbatch --html check.html
     """
-    import getpass
-
-    from ..policy import check_script
     from ..slurm import split_command
 
     script_path, options, words = split_command(args)
     if script_path is None:
         raise click.UsageError("missing SCRIPT (the batch script to check)")
+    try:
+        _check(site_name, partition, as_json, html_file, script_path, options, words)
+    except SlurmgpuError as exc:
+        if not as_json:
+            raise
+        # tools reading --json get a verdict object for refused input too (exit 2)
+        _emit_json(
+            {
+                "decision": "error",
+                "exit_code": exc.exit_code,
+                "error": str(exc),
+                "messages": [],
+                "warnings": [],
+                "shape": None,
+                "shapes": [],
+                "script": script_path,
+            }
+        )
+        sys.exit(exc.exit_code)
+
+
+def _check(
+    site_name: Optional[str],
+    partition: Optional[str],
+    as_json: bool,
+    html_file: Optional[str],
+    script_path: str,
+    options: List[str],
+    words: List[str],
+) -> None:
+    import getpass
+
+    from ..policy import check_script
+
     try:
         if script_path == "-":
             data = sys.stdin.buffer.read()
@@ -301,6 +332,8 @@ def admin_install(
     _cluster_check(s, no_cluster_check, conf_file if os.path.isfile(conf_file) else None)
     kinds = ["job_submit", "cli_filter", "spank"] if kind == "all" else [kind]
     plans = [plan_install(s, conf_dir, k) for k in kinds]  # all checked before anything is written
+    for note in dict.fromkeys(n for p in plans for n in p.notes):
+        click.echo("warning: %s" % note, err=True)
     if dry_run:
         for p in plans:
             if p.changes:

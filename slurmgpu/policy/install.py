@@ -9,7 +9,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Union
+from typing import FrozenSet, Optional, Tuple, Union
 
 from ..errors import Refused, SlurmgpuError
 from ..site import Site
@@ -90,6 +90,7 @@ class InstallPlan:
     site: str
     text: str  # what would be written
     existing: Optional[bytes]  # the file there now (None: no file)
+    notes: Tuple[str, ...] = ()  # warnings for the admin (e.g. exemptions that will not be honoured)
 
     @property
     def foreign(self) -> bool:
@@ -116,6 +117,71 @@ class InstallPlan:
         return "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines)
 
 
+def accounting_enforce(slurm_conf: Union[str, Path]) -> Optional[FrozenSet[str]]:
+    """The AccountingStorageEnforce words of a slurm.conf, with the ones Slurm implies (qos,
+    limits and safe imply associations; safe implies limits); None: no such file."""
+    try:
+        text = Path(slurm_conf).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise SlurmgpuError("cannot read %s: %s" % (slurm_conf, exc.strerror)) from None
+    words = set()
+    for raw in text.splitlines():
+        k, eq, v = raw.split("#", 1)[0].strip().partition("=")
+        if eq and k.strip().lower() == "accountingstorageenforce":
+            words = {w.strip().lower() for w in v.split(",") if w.strip()}  # the last line wins
+    if words & {"qos", "limits", "safe"}:
+        words.add("associations")
+    if "safe" in words:
+        words.add("limits")
+    return frozenset(words)
+
+
+def accounting_check(site: Site, conf_dir: Union[str, Path]) -> Tuple[Optional[str], Tuple[str, ...]]:
+    """(refusal, notes) for the site's account/QOS exemptions against the slurm.conf beside the
+    filter: an exemption the site honours but Slurm does not validate (anyone could type -A or
+    --qos for it) refuses the install; one the filter will not honour is a note."""
+    pol = site.policy
+    if not (pol.exempt_accounts or pol.exempt_qos):
+        return None, ()
+    claimed = set(pol.accounting_enforce)
+    if claimed & {"qos", "limits", "safe"}:
+        claimed.add("associations")
+    conf_file = Path(conf_dir) / "slurm.conf"
+    have = accounting_enforce(conf_file)
+    needs = []
+    if pol.exempt_accounts:
+        needs.append(("associations", "exempt_accounts", "-A"))
+    if pol.exempt_qos:
+        needs.append(("qos", "exempt_qos", "--qos"))
+    notes = []
+    for word, field, flag in needs:
+        if word in claimed and have is not None and word not in have:
+            return (
+                "site %s honours policy.%s because policy.accounting_enforce says Slurm validates %s, but %s "
+                "has AccountingStorageEnforce=%s: any user could exempt a job by typing %s. Add %s to "
+                "AccountingStorageEnforce (and restart slurmctld), or remove %s from policy.accounting_enforce. "
+                "Nothing was installed."
+                % (site.name, field, flag, conf_file, ",".join(sorted(have)) or "(not set)", flag, word, word)
+            ), ()
+        if word not in claimed:
+            notes.append(
+                "policy.%s is set but policy.accounting_enforce lacks %s: the filter ignores %s exemptions "
+                "(a user could type %s) and says so to the job's user%s"
+                % (
+                    field,
+                    word,
+                    flag,
+                    flag,
+                    "; this slurm.conf does enforce %s, so add it to policy.accounting_enforce" % word
+                    if have and word in have
+                    else "",
+                )
+            )
+    return None, tuple(notes)
+
+
 def plan_install(site: Site, conf_dir: Union[str, Path], kind: str = "job_submit") -> InstallPlan:
     """Render and compile the filter and read what it would replace."""
     text = render_filter(site, kind)
@@ -130,7 +196,12 @@ def plan_install(site: Site, conf_dir: Union[str, Path], kind: str = "job_submit
         existing = None
     except OSError as exc:
         raise SlurmgpuError("cannot read %s: %s" % (target, exc.strerror)) from None
-    return InstallPlan(kind=kind, path=str(target), site=site.name, text=text, existing=existing)
+    notes: Tuple[str, ...] = ()
+    if kind != "spank":  # slurmstepd has no account or QOS: the SPANK policy exempts by user only
+        refusal, notes = accounting_check(site, conf)
+        if refusal:
+            raise Refused(refusal)
+    return InstallPlan(kind=kind, path=str(target), site=site.name, text=text, existing=existing, notes=notes)
 
 
 def backup_file(target: Path) -> Path:

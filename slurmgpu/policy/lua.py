@@ -108,6 +108,7 @@ def topology_table(site: Site) -> Dict[str, Any]:
         nccl = list(nccl_required(nt.fabric, bool(nt.socket_ifname)))  # from the one table, slurmgpu.fabric
         parts[name] = {
             "gpus": nt.gpus,
+            "cpus": nt.cpus,  # Slurm's CPUs per node: tasks x --cpus-per-task beyond it need more nodes
             "domain": nt.nvlink_domain,
             "domain_nodes": nt.domain_nodes,
             "link": nt.link,
@@ -139,6 +140,7 @@ def topology_table(site: Site) -> Dict[str, Any]:
         "exempt_users": list(pol.exempt_users),
         "exempt_accounts": list(pol.exempt_accounts),
         "exempt_qos": list(pol.exempt_qos),
+        "accounting_enforce": list(pol.accounting_enforce),
         "partitions": parts,
         "partition_order": list(site.partitions),
     }

@@ -16,6 +16,52 @@ from .lua import _lua_file, lua_literal, render_filter
 
 
 @dataclass(frozen=True)
+class JobShape:
+    """The job's shape on one partition, as the filter computed it the way slurmctld does."""
+
+    partition: str
+    nodes: int  # the nodes Slurm must give the job (at least)
+    nodes_max: Optional[int] = None  # the most it may get (None: no upper bound asked)
+    gpus_per_node: Optional[int] = None  # None: the request does not fix it
+    ranks_per_node: Optional[int] = None
+    nodes_how: Optional[str] = None  # what set the node count (--nodes, --nodelist, CPUs, ...)
+    ranks_how: Optional[str] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "nodes": self.nodes,
+            "nodes_max": self.nodes_max,
+            "gpus_per_node": self.gpus_per_node,
+            "ranks_per_node": self.ranks_per_node,
+            "nodes_how": self.nodes_how,
+            "ranks_how": self.ranks_how,
+        }
+
+
+def _int_or_none(v: Any) -> Optional[int]:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _shapes(raw: Any) -> Tuple[JobShape, ...]:
+    out = []
+    for d in raw or ():
+        if isinstance(d, Mapping) and d.get("partition") is not None:
+            out.append(
+                JobShape(
+                    partition=str(d["partition"]),
+                    nodes=int(d.get("nodes") or 1),
+                    nodes_max=_int_or_none(d.get("nodes_max")),
+                    gpus_per_node=_int_or_none(d.get("gpus_per_node")),
+                    ranks_per_node=_int_or_none(d.get("ranks_per_node")),
+                    nodes_how=d.get("nodes_how") or None,
+                    ranks_how=d.get("ranks_how") or None,
+                )
+            )
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class Verdict:
     """The filter's answer for one job, as slurmctld would give it."""
 
@@ -45,6 +91,8 @@ class Verdict:
     would: str = "accept"  # accept | warn | reject: the verdict with shadow partitions enforced
     verdict: str = "ok"  # the audit word: ok warn reject shadow-warn shadow-reject exempt error
     audit: str = "slurmgpu=ok"  # the token job_submit.lua appends to AdminComment
+    shapes: Tuple[JobShape, ...] = ()  # per checked partition: nodes, GPUs and ranks per node
+    het_components: int = 1  # components of a het job (each judged as slurmctld does)
 
     @property
     def accepted(self) -> bool:
@@ -73,6 +121,9 @@ class Verdict:
             "would": self.would,
             "verdict": self.verdict,
             "audit": self.audit,
+            "shape": self.shapes[0].to_dict() if self.shapes else None,
+            "shapes": [x.to_dict() for x in self.shapes],
+            "het_components": self.het_components,
         }
 
 
@@ -103,6 +154,37 @@ def verdict_from_data(d: Mapping[str, Any]) -> Verdict:
         would=str(d.get("would") or "accept"),
         verdict=str(d.get("verdict") or "ok"),
         audit=str(d.get("audit") or "slurmgpu=ok"),
+        shapes=_shapes(d.get("shapes")),
+    )
+
+
+def het_verdict(parts: Sequence[Verdict]) -> Verdict:
+    """One verdict for a het job's components, in order (slurmctld stops at the first rejected
+    one, which is then the last): every component's lines with the prefix sbatch shows ("1: ")."""
+    import dataclasses
+
+    messages: Tuple[str, ...] = ()
+    warnings: Tuple[str, ...] = ()
+    lines: Tuple[str, ...] = ()
+    rules: Tuple[str, ...] = ()
+    shapes: Tuple[JobShape, ...] = ()
+    for i, v in enumerate(parts):
+        mine = tuple("%d: %s" % (i, m) for m in v.messages)
+        theirs = tuple("%d: %s" % (i, w) for w in v.warnings)
+        messages += mine
+        warnings += theirs
+        lines += mine + theirs
+        rules += tuple(r for r in v.rules if r not in rules)
+        shapes += v.shapes
+    bad = [v for v in parts if not v.accepted]
+    return dataclasses.replace(
+        bad[0] if bad else parts[-1],
+        messages=messages,
+        warnings=warnings,
+        lines=lines,
+        rules=rules,
+        shapes=shapes,
+        het_components=len(parts),
     )
 
 
@@ -191,6 +273,10 @@ class PolicyRunner:
             self._lua = rt
             self._verdict = rt.eval("function(d, p, u) return slurmgpu_stub.export(slurmgpu_stub.verdict(d, p, u)) end")
             self._submit = rt.eval("slurmgpu_stub.submit")
+            self._verdicts = rt.eval(
+                "function(ds, p, u) local o = slurmgpu_stub.verdicts(ds, p, u) local r = {} "
+                "for i = 1, #o do r[i] = o[i] end return r end"
+            )
 
     def evaluate_desc(self, desc: Mapping[str, Any], uid: Optional[int] = None) -> Verdict:
         """The verdict of job_submit.lua for these job_desc fields (see slurmgpu.slurm.sbatch)."""
@@ -199,6 +285,18 @@ class PolicyRunner:
             v = self._verdict(rt.table_from(dict(desc), recursive=True), rt.table_from(self.parts, recursive=True), uid)
             return verdict_from_data(_from_lua(v, self._lupa))
         return verdict_from_data(self._run_binary(desc, uid))
+
+    def evaluate_het(self, descs: Sequence[Mapping[str, Any]], uid: Optional[int] = None) -> Verdict:
+        """The verdict for a het job's component job_descs, submitted in one go as slurmctld does."""
+        if self._lua is not None:
+            rt = self._lua
+            out = self._verdicts(
+                rt.table_from([dict(d) for d in descs], recursive=True), rt.table_from(self.parts, recursive=True), uid
+            )
+            data = _from_lua(out, self._lupa)
+        else:
+            data = self._run_binary_het(descs, uid)
+        return het_verdict([verdict_from_data(d) for d in data])
 
     def submit_desc(self, desc: Mapping[str, Any], uid: Optional[int] = None) -> Tuple[int, List[str]]:
         """slurm_job_submit's return value and the slurm.log_user lines, as slurmctld gets them."""
@@ -217,17 +315,30 @@ class PolicyRunner:
         )
         return (int(rc), [msgs[i] for i in range(1, len(msgs) + 1)], [log[i] for i in range(1, len(log) + 1)])
 
-    def _run_binary(self, desc: Mapping[str, Any], uid: Optional[int]) -> Dict[str, Any]:
+    def _run_binary_het(self, descs: Sequence[Mapping[str, Any]], uid: Optional[int]) -> List[Dict[str, Any]]:
+        call = "slurmgpu_stub.verdicts(%s, %s, %s)" % (
+            lua_literal([dict(d) for d in descs]),
+            lua_literal(self.parts),
+            lua_literal(uid),
+        )
+        out: List[Dict[str, Any]] = self._run_binary(None, uid, call)  # type: ignore[assignment]
+        return out
+
+    def _run_binary(
+        self, desc: Optional[Mapping[str, Any]], uid: Optional[int], call: Optional[str] = None
+    ) -> Dict[str, Any]:
         import subprocess  # only this fallback runs a process: gen with lupa does not load it
 
+        if call is None:
+            call = "slurmgpu_stub.export(slurmgpu_stub.verdict(%s, %s, %s))" % (
+                lua_literal(dict(desc or {})),
+                lua_literal(self.parts),
+                lua_literal(uid),
+            )
         with tempfile.TemporaryDirectory(prefix="slurmgpu-check-") as tmp:
             Path(tmp, "job_submit.lua").write_text(self.text, encoding="utf-8")
             Path(tmp, "slurm_stub.lua").write_text(_lua_file("slurm_stub.lua"), encoding="utf-8")
-            driver = (
-                "dofile('slurm_stub.lua')\ndofile('job_submit.lua')\n"
-                "local v = slurmgpu_stub.verdict(%s, %s, %s)\n"
-                "io.write(slurmgpu_stub.json(slurmgpu_stub.export(v)))\n"
-            ) % (lua_literal(dict(desc)), lua_literal(self.parts), lua_literal(uid))
+            driver = ("dofile('slurm_stub.lua')\ndofile('job_submit.lua')\nio.write(slurmgpu_stub.json(%s))\n") % call
             Path(tmp, "driver.lua").write_bytes(driver.encode("utf-8", "surrogateescape"))
             proc = subprocess.run([_lua_binary() or "lua5.1", "driver.lua"], cwd=tmp, capture_output=True, timeout=120)
         if proc.returncode != 0:
@@ -249,22 +360,29 @@ class PolicyRunner:
         script_args: Sequence[str] = (),
     ) -> Verdict:
         """The verdict for `sbatch [sbatch_args] script` (see check_script)."""
-        from ..slurm import job_desc
+        from ..slurm import het_count, job_desc
 
-        desc = job_desc(
-            script,
-            sbatch_args,
-            env=env,
-            script_path=script_path,
-            partition=partition,
-            user=user,
-            uid=uid,
-            account=account,
-            qos=qos,
-            script_args=script_args,
-            slurm_version=self.site.slurm_version,
-        )
-        return self.evaluate_desc(desc, uid)
+        n = het_count(script, sbatch_args)
+        descs = [
+            job_desc(
+                script,
+                sbatch_args,
+                env=env,
+                script_path=script_path,
+                partition=partition,
+                user=user,
+                uid=uid,
+                account=account,
+                qos=qos,
+                script_args=script_args,
+                slurm_version=self.site.slurm_version,
+                het_component=i if n > 1 else None,
+            )
+            for i in range(n)
+        ]
+        if n > 1:
+            return self.evaluate_het(descs, uid)
+        return self.evaluate_desc(descs[0], uid)
 
 
 def check_script(

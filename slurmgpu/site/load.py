@@ -122,6 +122,9 @@ _POLICY_FIELDS = {
     "exempt_users": Field("strlist", default=tuple),
     "exempt_accounts": Field("strlist", default=tuple),
     "exempt_qos": Field("strlist", default=tuple),
+    # the cluster's AccountingStorageEnforce words: -A/--qos exemptions count only if Slurm
+    # validates them (associations / qos); `admin install` checks them against slurm.conf
+    "accounting_enforce": Field("strlist", default=tuple),
     "on_internal_error": Field("str", default="accept", choices=("accept", "reject")),
     "groups": Field("strmap", default=dict),
     "repair_segment": Field("bool", default=False),
@@ -313,6 +316,7 @@ def site_from_data(data: Any, path: str) -> Site:
             exempt_users=tuple(pol["exempt_users"] or ()),
             exempt_accounts=tuple(pol["exempt_accounts"] or ()),
             exempt_qos=tuple(pol["exempt_qos"] or ()),
+            accounting_enforce=tuple(x.strip().lower() for x in (pol["accounting_enforce"] or ())),
             on_internal_error=pol["on_internal_error"],
             groups=dict(pol["groups"] or {}),
             repair_segment=bool(pol["repair_segment"]),

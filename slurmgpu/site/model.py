@@ -167,6 +167,9 @@ class SitePolicy:
     exempt_users: Tuple[str, ...] = ()
     exempt_accounts: Tuple[str, ...] = ()
     exempt_qos: Tuple[str, ...] = ()
+    # AccountingStorageEnforce words of the cluster (associations, qos, ...): account / QOS
+    # exemptions are honoured only where Slurm itself refuses an account or QOS the user lacks
+    accounting_enforce: Tuple[str, ...] = ()
     on_internal_error: str = "accept"
     # per kind of communication group (tp, cp, ep): enforce | warn | off, at most as strict as mode
     groups: Mapping[str, str] = field(default_factory=dict)
@@ -182,6 +185,7 @@ class SitePolicy:
             "exempt_users": list(self.exempt_users),
             "exempt_accounts": list(self.exempt_accounts),
             "exempt_qos": list(self.exempt_qos),
+            "accounting_enforce": list(self.accounting_enforce),
             "on_internal_error": self.on_internal_error,
         }
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
         version_label,
     )
     from .runner import NOT_FOUND, CommandResult, Runner, SubprocessRunner
-    from .sbatch import EXPORT_SLURM_PREFIX_FROM, job_desc, slurm_version_tuple, split_command, tres_prefix
+    from .sbatch import EXPORT_SLURM_PREFIX_FROM, het_count, job_desc, slurm_version_tuple, split_command, tres_prefix
 
 # exported name -> (module, name in it)
 _EXPORTS = {
@@ -44,6 +44,7 @@ _EXPORTS = {
     "SubprocessRunner": (".runner", "SubprocessRunner"),
     "Version": (".parse", "Version"),
     "compress_hostlist": (".parse", "compress_hostlist"),
+    "het_count": (".sbatch", "het_count"),
     "job_desc": (".sbatch", "job_desc"),
     "node_from_mapping": (".parse", "node_from_mapping"),
     "parse_gres": (".parse", "parse_gres"),
@@ -72,6 +73,7 @@ __all__ = [
     "SubprocessRunner",
     "Version",
     "compress_hostlist",
+    "het_count",
     "job_desc",
     "node_from_mapping",
     "parse_gres",

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 from typing import Any, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union
 
 from ..errors import ConfigError, Issue
+from .parse import parse_hostlist
 
 GRES_SLASH_FROM = (23, 11, 0)  # tres_per_node "gres/gpu:8" instead of "gres:gpu:8"
 EXPORT_SLURM_PREFIX_FROM = (24, 5, 0)  # --export=NIL/list pass SLURM* names, not only SLURM_*
@@ -120,7 +122,9 @@ _ENV_INPUT = {
     "SBATCH_QOS": "qos",
     "SBATCH_SEGMENT_SIZE": "segment",
 }
-_INT_OPTS = {"ntasks", "ntasks-per-node", "sockets-per-node", "segment", "ntasks-per-gpu"}
+_INT_OPTS = {"ntasks", "ntasks-per-node", "sockets-per-node", "segment", "ntasks-per-gpu", "cpus-per-task"}
+NODELIST_RAISES_MAX_FROM = (24, 11)  # sbatch -N1 -w a,b: 22.05 refuses, 24.11 runs on both hosts
+SPREAD_JOB = 1 << 8  # job_desc.bitflags of --spread-job (slurm.h SLURM_BIT(8))
 _HEADER_LIMIT = 1 << 20  # sbatch stops at the first command; never read further than this
 _FIRST_COMMAND = re.compile(r"^[ \t\r]*[^#\s]", re.M)  # first line that is neither blank nor a comment
 _DIRECTIVE = re.compile(r"^#SBATCH(.*)$", re.M)
@@ -236,9 +240,26 @@ def header_lines(script: Union[str, bytes]) -> List[Tuple[int, str]]:
     return out
 
 
-def _script_options(script: Union[str, bytes], path: str) -> List[Tuple[str, Optional[str], Where]]:
+_HET_SEPARATORS = ("hetjob", "packjob")  # `#SBATCH hetjob`: the next directives are the next component
+
+
+def het_count(script: Union[str, bytes], sbatch_args: Sequence[str] = ()) -> int:
+    """Components of the het job `sbatch [args : args ...] script` submits (1: not a het job)."""
+    in_script = 1 + sum(1 for _, rest in header_lines(script) if rest.strip() in _HET_SEPARATORS)
+    return max(in_script, 1 + sum(1 for a in sbatch_args if a == ":"))
+
+
+def _script_options(
+    script: Union[str, bytes], path: str, component: Optional[int] = None
+) -> List[Tuple[str, Optional[str], Where]]:
     out = []
+    group = 0
     for n, rest in header_lines(script):
+        if rest.strip() in _HET_SEPARATORS:
+            group += 1
+            continue
+        if component is not None and group != component:
+            continue
         if rest and not rest[0].isspace():
             continue  # "#SBATCHX" is not a directive
         try:
@@ -309,18 +330,38 @@ def job_desc(
     qos: Optional[str] = None,
     script_args: Sequence[str] = (),
     slurm_version: Optional[str] = None,
+    het_component: Optional[int] = None,
 ) -> Dict[str, Any]:
     """The job_desc fields (unset numbers omitted, read as NO_VAL) for `sbatch [sbatch_args]
     script_path [script_args]` with this script text and environment, as the job_submit.lua
-    of Slurm `slurm_version` ("24.11"; None: 22.05) sees them."""
+    of Slurm `slurm_version` ("24.11"; None: 22.05) sees them. `het_component`: that component
+    of a het job (see het_count): its own directives and `:`-separated options; only
+    component 0 carries the script, as in slurmctld. A script with a NUL byte is refused, as
+    sbatch refuses it (the controller would see the text only up to the NUL)."""
+    data = script if isinstance(script, bytes) else script.encode("utf-8", "surrogateescape")
+    if b"\0" in data:
+        at = data.index(b"\0")
+        _fail(
+            (script_path, data.count(b"\n", 0, at) + 1),
+            "script",
+            "contains a NUL byte; sbatch refuses such scripts (remove it, e.g. with tr -d '\\000')",
+        )
     env = dict(env or {})
     ver = slurm_version_tuple(slurm_version)
     prefix = tres_prefix(slurm_version)
     opts: Dict[str, Tuple[Optional[str], Where]] = {}
-    sources = _script_options(script, script_path)
+    sources = _script_options(script, script_path, het_component)
     for var, name in sorted(_ENV_INPUT.items()):
         if var in env:
             sources.append((name, env[var], ("environment", None)))
+    if het_component is not None:
+        groups: List[List[str]] = [[]]
+        for a in sbatch_args:
+            if a == ":":
+                groups.append([])
+            else:
+                groups[-1].append(a)
+        sbatch_args = groups[het_component] if het_component < len(groups) else []
     sources.extend(parse_options(sbatch_args, ("command line", None)))
     if partition:
         sources.append(("partition", partition, ("--partition", None)))
@@ -354,6 +395,41 @@ def job_desc(
         desc["ntasks_per_node"] = ints["ntasks-per-node"]
         if "num_tasks" not in desc and "min_nodes" in desc:
             desc["num_tasks"] = desc["min_nodes"] * ints["ntasks-per-node"]
+    if "cpus-per-task" in ints:
+        desc["cpus_per_task"] = ints["cpus-per-task"]
+    tasks = desc.get("num_tasks")
+    if "cpus-per-task" in ints and tasks:
+        desc["min_cpus"] = tasks * ints["cpus-per-task"]  # sbatch: ntasks x cpus-per-task
+    if val("nodelist"):
+        nodelist = (val("nodelist") or "").strip()
+        if "/" in nodelist:  # sbatch reads a file name given to -w (one host per line)
+            try:
+                nodelist = ",".join(Path(nodelist).read_text(encoding="utf-8").split())
+            except OSError as exc:
+                _fail(opts["nodelist"][1], "--nodelist", "cannot read the host file: %s" % exc)
+        desc["req_nodes"] = nodelist
+        if any(int(b) - int(a) > 65536 for a, b in re.findall(r"(\d+)-(\d+)", nodelist)):
+            _fail(opts["nodelist"][1], "--nodelist", "a host range of '%s' is larger than any cluster" % nodelist)
+        hosts = len(set(parse_hostlist(nodelist)))
+        # sbatch raises the node count to the hosts listed; a -N maximum below it is refused
+        # by 22.05's sbatch and raised too by 24.11's (both seen live; releases between: unverified)
+        if (
+            desc.get("max_nodes") is not None
+            and desc["max_nodes"] < hosts
+            and not (ver and ver >= NODELIST_RAISES_MAX_FROM)
+        ):
+            _fail(
+                opts["nodelist"][1],
+                "--nodelist",
+                "lists %d hosts but --nodes allows at most %d (sbatch: invalid number of nodes)"
+                % (hosts, desc["max_nodes"]),
+            )
+        if desc.get("min_nodes", 0) < hosts:
+            desc["min_nodes"] = hosts
+        if desc.get("max_nodes") is not None and desc["max_nodes"] < hosts:
+            desc["max_nodes"] = hosts
+    if "spread-job" in opts:
+        desc["bitflags"] = desc.get("bitflags", 0) | SPREAD_JOB
     if "sockets-per-node" in ints:
         desc["sockets_per_node"] = ints["sockets-per-node"]
     if "segment" in ints and not (ver and SEGMENT_OPTION_FROM <= ver < SEGMENT_VISIBLE_FROM):
@@ -390,4 +466,8 @@ def job_desc(
         desc["user_name"] = user
     if uid is not None:
         desc["user_id"] = uid
+    if het_component is not None:
+        desc["het_job_offset"] = het_component
+        if het_component > 0:
+            del desc["script"], desc["argv"]
     return desc
