@@ -271,6 +271,7 @@ def launch_argv(
         data=spec.data,
         tokenizer=spec.tokenizer,
         train_iters=spec.train_iters,
+        tokens=spec.tokens,
         lr=spec.lr,
         smoke=spec.smoke,
     )

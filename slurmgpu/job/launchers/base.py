@@ -75,6 +75,7 @@ class Options:
     data: Optional[str] = None
     tokenizer: Optional[str] = None
     train_iters: Optional[int] = None
+    tokens: Optional[float] = None  # training tokens (--tokens): train_iters derives from it
     lr: Optional[str] = None
     smoke: bool = False  # a short run on the framework's mock data
 
