@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests import megatron_catalogue as M
-from tests import contract_matrix as CM
 from slurmgpu.errors import ConfigError
 from slurmgpu.job import JobSpec, generate
 from slurmgpu.job.launchers import get_launcher
 from slurmgpu.job.templates import search_path
 from slurmgpu.site import load_site, preset_dir
+from tests import contract_matrix as CM
+from tests import megatron_catalogue as M
 
 CAT = M.load()
 REAL = dict(data="$SCRATCH/tok/text_document", tokenizer="meta-llama/Llama-3.1-8B", train_iters=1000, lr="3e-4")

@@ -526,6 +526,8 @@ def test_segment_line_in_the_script():
 def _spec(**kw):
     base = dict(launcher="torchrun", nodes=2, command=("train.py",))
     base.update(kw)
+    if base["launcher"] == "megatron" and not base.get("data"):
+        base.setdefault("smoke", True)  # Megatron needs data+tokenizer or --smoke
     return JobSpec(**base)
 
 
