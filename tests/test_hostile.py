@@ -165,6 +165,8 @@ def hostile_spec(tmp_path, launcher, container):
         "deepspeed": ("train.py",),
         "accelerate": ("train.py",),
         "srun": ("python", "train.py"),
+        # no model to pick a recipe from: the user names it (and the data) for the Bridge entry point
+        "nemo": ("--recipe", "llama31_8b_pretrain_config", "--dataset", "mock"),
     }.get(launcher, ())
     return JobSpec(
         name='pwn"; touch PWNED_name; echo " #x',
@@ -221,13 +223,14 @@ def test_hostile_values_reach_the_program_verbatim(tmp_path, stubs, launcher, co
         "torchrun": "torchrun",
         "megatron": "torchrun",
         "torchtitan": "torchrun",
+        "nemo": "torchrun",
         "deepspeed": "deepspeed",
         "accelerate": "accelerate",
     }.get(launcher, prog[0])
     ran = [x for x in recs if x["prog"] == runner]
     assert len(ran) == 1, recs
     got = ran[0]["argv"]
-    if runner == prog[0]:  # the program itself ran (srun, nemo, vllm, sglang)
+    if runner == prog[0]:  # the program itself ran (srun, vllm, sglang)
         want = prog[1:]
         assert got[: len(want)] == want
         if launcher in ("vllm", "sglang"):  # multi-node: the rendezvous and the node rank follow

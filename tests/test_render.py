@@ -402,7 +402,7 @@ def test_program_rules():
 
 def test_tasks_per_node_matches_the_launcher():
     for name, launcher in L.LAUNCHERS.items():
-        want = 8 if name in ("srun", "nemo") else 1
+        want = 8 if name == "srun" else 1
         assert launcher.tasks_per_node(8) == want
 
 
@@ -420,8 +420,8 @@ def test_layout_arguments_carry_the_layout():
     assert "--sequence-parallel" in meg and "--use-distributed-optimizer" in meg
     fsdp = L.framework_args(L.get_launcher("megatron"), lay, L.Options(fsdp=True))
     assert "--use-torch-fsdp2" in fsdp and "--use-distributed-optimizer" not in fsdp
-    nemo = L.framework_args(L.get_launcher("nemo"), lay, L.Options())
-    assert "trainer.num_nodes=4" in nemo and "model.tensor_model_parallel_size=4" in nemo
+    nemo = L.framework_args(L.get_launcher("nemo"), lay, L.Options(model=get_model("llama3.1-8b"), smoke=True))
+    assert "model.tensor_model_parallel_size=4" in nemo and "model.context_parallel_size=2" in nemo
     titan = L.framework_args(L.get_launcher("torchtitan"), lay, L.Options())
     assert titan[titan.index("--parallelism.tensor_parallel_degree") + 1] == "4"
     assert titan[titan.index("--parallelism.data_parallel_shard_degree") + 1] == "2"
@@ -442,8 +442,12 @@ def test_user_arguments_may_not_contradict_the_layout():
         L.check_conflicts(meg, ["--tensor-model-parallel-size=4"], gen)
     L.check_conflicts(meg, ["--lr", "1e-4"], gen)
     nemo = L.get_launcher("nemo")
-    with pytest.raises(ConfigError, match="trainer.devices"):
-        L.check_conflicts(nemo, ["+trainer.devices=4"], L.framework_args(nemo, lay, L.Options()))
+    with pytest.raises(ConfigError, match="model.tensor_model_parallel_size"):
+        L.check_conflicts(
+            nemo,
+            ["+model.tensor_model_parallel_size=4"],
+            L.framework_args(nemo, lay, L.Options(model=get_model("llama3.1-8b"), smoke=True)),
+        )
     vllm = L.get_launcher("vllm")
     with pytest.raises(ConfigError, match="-tp"):
         L.check_conflicts(vllm, ["-tp", "2"], L.framework_args(vllm, lay, L.Options()))
