@@ -128,3 +128,14 @@ def test_real_inputs_reach_megatron() -> None:
     g2 = _gen(data="/d", tokenizer="t", lr="3e-4", tokens=1e9, global_batch=64)
     ns2, _ = M.check(CAT, [str(a) for a in g2.request.launch.program][1:], g2.request.layout.world)
     assert ns2.train_iters == -(-int(1e9) // (64 * 8192))
+
+
+def test_smoke_keeps_the_users_own_data_and_tokenizer() -> None:
+    own = ("--data-path", "/d/text_document", "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", "t")
+    g = _gen(smoke=True, args=own)
+    ns, broken = M.check(CAT, [str(a) for a in g.request.launch.program][1:], g.request.layout.world)
+    assert not broken
+    assert (ns.mock_data, ns.data_path, ns.tokenizer_type) == (False, ["/d/text_document"], "HuggingFaceTokenizer")
+    assert ns.train_iters == 10  # still the smoke run's length
+    plain, _ = M.check(CAT, [str(a) for a in _gen(smoke=True).request.launch.program][1:], 8)
+    assert (plain.mock_data, plain.tokenizer_type, plain.vocab_size) == (True, "NullTokenizer", 128256)

@@ -50,9 +50,12 @@ def run_args(layout: Layout, opts: Options, user_argv: Sequence[str]) -> Tuple[s
             out.extend(values)
 
     if opts.smoke:
-        add("--mock-data")
-        add("--tokenizer-type", "NullTokenizer")
-        add("--vocab-size", str(opts.model.vocab if opts.model else 32000))
+        # a short run; the user's own data or tokenizer arguments, where given, replace the mock ones
+        if "--data-path" not in given:
+            add("--mock-data")
+        if "--tokenizer-type" not in given and "--tokenizer-model" not in given:
+            add("--tokenizer-type", "NullTokenizer")
+            add("--vocab-size", str(opts.model.vocab if opts.model else 32000))
         add("--train-iters", str(opts.train_iters or SMOKE_ITERS))
         add("--eval-iters", "0")
         add("--lr", str(opts.lr or SMOKE_LR))
