@@ -382,6 +382,9 @@ def init_cmd(
     given; the program to launch may follow `--`. Launchers that need a program
     (torchrun, srun, deepspeed, accelerate) get `command: [train.py]` when none
     is given: a placeholder to edit, so that `slurmgpu gen` works at once.
+    Launchers that need training inputs (megatron: data, tokenizer, train_iters,
+    lr) start as `smoke: true`, a short run on mock data, with those fields
+    commented out beside it.
 
     \b
     Examples:
@@ -424,6 +427,7 @@ def init_cmd(
         time=time,
         image=image,
         placeholder=placeholder,
+        inputs=get_launcher(launcher).needs_inputs,
     )
     (root / REPO_DIR / "templates").mkdir(parents=True, exist_ok=True)
     readme = root / REPO_DIR / "README.md"

@@ -3,7 +3,7 @@ so `gen` never writes a script its cluster would reject."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple
 
 from ..errors import PlanError, PolicyRejection
@@ -68,7 +68,8 @@ def _refuse_pinned_tp(site: Site, spec: JobSpec, dirs: Sequence[TemplateDir], re
         node = site.node_type_of(spec.partition or site.default_partition)
         layout = layout_from_pins(node, spec.nodes, spec.gpus, spec.parallel)
         probe = Sizing(layout=layout, model=_model(spec.model) if spec.model else None)
-        req, _ = build_request(site, spec, probe, regen)
+        # the probe is only shown to the filter: missing training inputs must not hide its verdict
+        req, _ = build_request(site, replace(spec, smoke=True), probe, regen)
         script = render_request(req, dirs)
     except SlurmgpuError:
         return  # the planner's own message stands

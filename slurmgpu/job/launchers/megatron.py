@@ -22,6 +22,7 @@ LAUNCHER = Launcher(
     default_entry=("pretrain_gpt.py",),
     aliases=(("--recompute-granularity", ("--recompute-activations",)),),
     targets=TARGET,
+    needs_inputs=("data", "tokenizer", "train_iters", "lr"),
     # ZeRO-3 is --use-torch-fsdp2, which validate_args refuses with PP > 1 or EP > 1; the
     # distributed optimizer shards optimizer state only (ZeRO-1), so there is no ZeRO-2.
     caps=Capabilities(zero=(0, 1, 3), zero3_with_pp=False, zero3_with_ep=False),
