@@ -58,6 +58,40 @@ def stamp_of(text):
 # gen
 
 
+def _readme_gen_commands():
+    """The README's `slurmgpu gen ... --launcher megatron` commands, as the user would paste them."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    out = []
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        block = block.replace("\\\n", " ")
+        for line in block.splitlines():
+            line = line.split("&&")[-1].strip()
+            if line.startswith("slurmgpu gen ") and "--launcher megatron" in line:
+                out.append(shlex.split(line)[1:])
+    return out
+
+
+def test_the_readme_headline_job_renders_and_the_real_run_has_its_inputs(repo):
+    """The README's first command exits 0 and starts Megatron (smoke, mock data); the real run beside
+    it reaches Megatron's data, tokenizer and length; without them gen names what is missing."""
+    smoke, real = _readme_gen_commands()
+    assert "--smoke" in smoke and "--smoke" not in real
+    r = run(*smoke)
+    assert r.exit_code == 0, r.stderr
+    assert "    --mock-data \\\n" in r.stdout and " nodes=8 " in r.stdout.splitlines()[1]
+    r = run(*real)
+    assert r.exit_code == 0, r.stderr
+    want = dict(zip(real, real[1:]))
+    assert "    --data-path %s \\\n" % want["--data"] in r.stdout
+    assert "    --tokenizer-model %s \\\n" % want["--tokenizer"] in r.stdout
+    assert "    --train-iters " in r.stdout and "--mock-data" not in r.stdout
+    bare = [a for a in smoke if a != "--smoke"]
+    r = run(*bare)
+    assert r.exit_code == 2 and r.stdout == ""
+    for word in ("--data", "--tokenizer", "--train-iters", "--lr", "--smoke"):
+        assert word in r.stderr
+
+
 def test_llama3_70b_megatron_on_two_default_nodes(repo):
     r = run(
         "gen",

@@ -73,7 +73,7 @@ def run_args(layout: Layout, opts: Options, user_argv: Sequence[str]) -> Tuple[s
     if not tok:
         need.append("tokenizer (`tokenizer:` or --tokenizer ID|PATH, e.g. meta-llama/Llama-3.1-8B)")
     if not have_iters:
-        need.append("training length (`train_iters:` / --train-iters STEPS, or --tokens with a global batch)")
+        need.append("training length (`train_iters:` / --train-iters STEPS, or --tokens 2T: steps from the global batch)")
     if not lr:
         need.append("learning rate (`lr:` or --lr, e.g. 3e-4)")
     if need:
