@@ -50,7 +50,7 @@ def _gen(launcher, sig, **kw):
         requeue=True,
         checkpoint_signal=sig,
         checkpoint_dir="/scratch/ck pt",
-        smoke=launcher == "megatron",  # Megatron needs data+tokenizer or --smoke
+        smoke=launcher in ("megatron", "nemo"),  # they need data+tokenizer or --smoke
         **kw,
     )
     lay = Layout(tp=8, pp=2, dp=1, nodes=2, gpus_per_node=8)
