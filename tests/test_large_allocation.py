@@ -20,7 +20,13 @@ from slurmgpu.site import load_site, preset_dir
 
 RUNS = 20
 NODELIST = "gpu[0001-2000]"
-COMMAND = {"torchrun": ("train.py",), "srun": ("train.py",), "deepspeed": ("train.py",), "accelerate": ("train.py",)}
+COMMAND = {
+    "torchrun": ("train.py",),
+    "srun": ("train.py",),
+    "deepspeed": ("train.py",),
+    "accelerate": ("train.py",),
+    "nemo": ("--recipe", "llama31_8b_pretrain_config", "--dataset", "mock"),  # no model: the user names the recipe
+}
 
 
 @pytest.fixture

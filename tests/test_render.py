@@ -430,7 +430,9 @@ def test_layout_arguments_carry_the_layout():
         L.framework_args(L.get_launcher("megatron"), lay, L.Options(fsdp=True, smoke=True))
     nemo = L.framework_args(L.get_launcher("nemo"), lay, L.Options(model=get_model("llama3.1-8b"), smoke=True))
     assert "model.tensor_model_parallel_size=4" in nemo and "model.context_parallel_size=2" in nemo
-    titan = L.framework_args(L.get_launcher("torchtitan"), lay, L.Options())
+    titan = L.framework_args(
+        L.get_launcher("torchtitan"), lay, L.Options(smoke=True), ("--module", "llama3", "--config", "x")
+    )
     assert titan[titan.index("--parallelism.tensor_parallel_degree") + 1] == "4"
     assert titan[titan.index("--parallelism.data_parallel_shard_degree") + 1] == "2"
     assert L.framework_args(L.get_launcher("vllm"), lay, L.Options())[:4] == (
@@ -866,9 +868,12 @@ GOLDEN_CASES = {
         "gb200-nvl72",
         JobSpec(
             launcher="torchtitan",
+            model="llama3.1-70b",
             nodes=4,
             parallel={"tp": 8},
-            args=("--job.config_file", "llama3_70b.toml"),
+            tokenizer="/data/hf/Llama-3.1-70B",
+            train_iters=1000,
+            lr="1.5e-4",
             container=ContainerSpec(image="pytorch/pytorch:2.5.1-cuda12.4-cudnn9-devel"),
         ),
         None,

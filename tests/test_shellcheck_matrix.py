@@ -37,8 +37,10 @@ BASE_IMAGE_AMD = {"pyxis": "rocm/pytorch:latest"}
 COMMAND = {
     "torchrun": ("train.py", "--config", "cfg.yaml"),
     "srun": ("python", "train.py"),
-    "deepspeed": ("train.py", "--deepspeed", "ds.json"),
+    "deepspeed": ("train.py", "--epochs", "1"),
     "accelerate": ("train.py",),
+    # no model to pick a Megatron-Bridge recipe from: the user names it and the data
+    "nemo": ("--recipe", "llama31_8b_pretrain_config", "--dataset", "mock"),
 }
 
 

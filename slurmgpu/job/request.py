@@ -61,6 +61,8 @@ class Launch:
     program: Tuple[str, ...]  # entry point + user args + model/layout args, unquoted
     serving: bool = False
     targets: str = ""  # the framework version the adapter's flags are checked against
+    files: Tuple[Tuple[str, str], ...] = ()  # (path, text) the script writes before the step (DeepSpeed config)
+    runner_args: Tuple[str, ...] = ()  # the plan's flags for the runner itself, before the program (accelerate)
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,10 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
     _check_size(spec, part, layout, launcher)
     fsdp = spec.fsdp or getattr(sizing.plan, "zero", None) == 3
     requeue = _requeue(site, spec, sizing, launcher, warnings)
-    argv = launch_argv(launcher, spec, sizing, fsdp, requeue.grace if requeue else None)
+    argv, opts = launch_argv(launcher, spec, sizing, fsdp, requeue.grace if requeue else None)
+    from . import launchers as L
+
+    user_argv = tuple(spec.command) + tuple(spec.args)
     container = _container(site, node, spec, warnings)
     fab = fabric_env(node, launcher.name, layout, fsdp)
     warnings.extend(_lint_user_env(fab, node, spec.env))
@@ -165,6 +170,8 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         program=argv,
         serving=launcher.serving,
         targets=launcher.targets,
+        files=L.framework_files(launcher, layout, opts, user_argv),
+        runner_args=L.runner_args(launcher, layout, opts, user_argv),
     )
     ver = _version_tuple(site.slurm_version)
     req = RenderRequest(
@@ -240,8 +247,9 @@ def _requeue(site: Site, spec: JobSpec, sizing: Sizing, launcher: Launcher, warn
 
 def launch_argv(
     launcher: Launcher, spec: JobSpec, sizing: Sizing, fsdp: bool, grace: Optional[int] = None
-) -> Tuple[str, ...]:
-    """Entry point, the user's arguments, then what the plan decided (model shape, layout)."""
+) -> Tuple[Tuple[str, ...], Options]:
+    """Entry point, the user's arguments, then what the plan decided (model shape, layout); and
+    the options the adapter got (for its config files and runner flags)."""
     from . import launchers as L
 
     plan = sizing.plan
@@ -292,7 +300,7 @@ def launch_argv(
             raise ConfigError(clash.issues + missing.issues) from None
         raise
     L.check_conflicts(launcher, user_argv, planned, where)
-    return tuple(argv) + tuple(planned)
+    return tuple(argv) + tuple(planned), opts
 
 
 def _exit_duration(spec: JobSpec, grace: Optional[int]) -> Optional[int]:

@@ -122,7 +122,7 @@ def plan_request(site: Site, spec: JobSpec, model: ModelSpec, **extra: Any) -> P
         precision=spec.precision,
         tokens=spec.tokens,
         pins=dict(spec.parallel),
-        caps=get_launcher(spec.launcher).caps,
+        caps=replace(get_launcher(spec.launcher).caps, launcher=spec.launcher),
         **extra,
     )
 

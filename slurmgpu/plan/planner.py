@@ -28,7 +28,7 @@ from .memory import (
 from .models import fmt_params
 from .report import _target_words
 from .rules import _layout_rules, _tp_rules
-from .search import TOP_ALTERNATIVES, _lower_bound_gpus, _Result, _search, _smallest, _split_gpus
+from .search import TOP_ALTERNATIVES, _lower_bound_gpus, _Result, _search, _smallest, _split_gpus, caps_error
 from .types import Alternative, Plan, PlanRequest, Rejection, ScalePoint, task_name
 from .words import _count, _mem_words, _short
 
@@ -63,6 +63,9 @@ def _validate(site: Site, req: PlanRequest) -> Hardware:
         raise PlanError("--tokens must be positive")
     if req.target_days is not None and (req.target_days <= 0 or req.tokens is None):
         raise PlanError("--target-days needs a positive number of days and --tokens")
+    bad_caps = caps_error(req)
+    if bad_caps:
+        raise PlanError(bad_caps)
     vp = req.virtual_stages
     if vp is not None:
         pp = req.pins.get("pp")

@@ -20,7 +20,7 @@ from .memory import (
     training_memory,
 )
 from .rules import _divisors, _tp_rules, segment_for, segment_for_layout
-from .types import Rejection
+from .types import Capabilities, PlanRequest, Rejection, task_name
 from .words import _mem_words, _short
 
 TOP_ALTERNATIVES = 5
@@ -39,7 +39,90 @@ class _Result:
     batch_note: Optional[str] = None
 
 
-def _strategies(ctx: _Ctx, pp: int, n_dp: int) -> List[Tuple[int, str]]:
+def _caps_zeros(caps: Capabilities, zeros: List[int], pp: int, ep: int) -> List[int]:
+    """The stages the launcher can run among `zeros`; else its nearest stage (the least sharding first)."""
+
+    def ok(z: int) -> bool:
+        if z not in caps.zero:
+            return False
+        return z < 3 or ((pp == 1 or caps.zero3_with_pp) and (ep == 1 or caps.zero3_with_ep))
+
+    keep = [z for z in zeros if ok(z)]
+    if keep:
+        return keep
+    near = sorted((z for z in (0, 1, 2, 3) if ok(z)), key=lambda z: abs(z - zeros[0]))
+    return near[:1]
+
+
+def caps_error(req: PlanRequest) -> Optional[str]:
+    """Why the request's pins ask for something its launcher cannot express (None: they do not)."""
+    caps, pins = req.caps, req.pins
+    who = "launcher %s" % caps.launcher if caps.launcher else "the launcher"
+    task = task_name(req.task)
+    for key, allowed, what in (
+        ("tp", caps.tp, "tensor parallelism"),
+        ("pp", caps.pp, "pipeline stages"),
+        ("cp", caps.cp, "context parallelism"),
+        ("ep", caps.ep, "expert parallelism"),
+    ):
+        if pins.get(key, 1) > 1 and not allowed:
+            return "%s cannot run %s: drop --%s %d (or pick a launcher that has it)" % (who, what, key, pins[key])
+    vp = req.virtual_stages or 1
+    if vp > 1 and not caps.virtual_stages:
+        return "%s cannot run interleaved (virtual) pipeline stages: drop --virtual-stages %d" % (
+            who,
+            vp,
+        )
+    pp = pins.get("pp", 1)
+    if pp > 1 and not caps.uneven_stages and req.model.layers % pp:
+        return "%s needs equal pipeline stages: --pp %d does not divide the %d layers of %s" % (
+            who,
+            pp,
+            req.model.layers,
+            req.model.label,
+        )
+    if req.zero is not None:
+        if req.zero not in caps.zero:
+            return "%s runs ZeRO stage%s %s only: --zero %d is not one of them" % (
+                who,
+                "s" if len(caps.zero) > 1 else "",
+                "/".join(str(z) for z in caps.zero) or "(none)",
+                req.zero,
+            )
+        if req.zero == 3 and pp > 1 and not caps.zero3_with_pp:
+            return "%s cannot combine ZeRO-3 (full sharding) with pipeline stages: drop --zero 3 or --pp %d" % (
+                who,
+                pp,
+            )
+        if req.zero == 3 and pins.get("ep", 1) > 1 and not caps.zero3_with_ep:
+            return "%s cannot combine ZeRO-3 (full sharding) with expert parallelism: drop --zero 3 or --ep %d" % (
+                who,
+                pins["ep"],
+            )
+    if task == "inference" and pins.get("dp", 1) > 1:
+        if not caps.serving_dp:
+            return "%s runs one TP x PP server, no data-parallel replicas: drop --dp %d" % (who, pins["dp"])
+        if not caps.serving_dp_nodes and (req.nodes or 1) > 1:
+            return "%s runs data-parallel replicas only inside one node: drop --dp %d or use --nodes 1" % (
+                who,
+                pins["dp"],
+            )
+    return None
+
+
+def _caps_allow(ctx: _Ctx, nodes: int, pp: int, dp: int) -> bool:
+    """Whether the launcher can express a (nodes, PP, DP) layout the search is about to try."""
+    caps = ctx.req.caps
+    if pp > 1 and not caps.uneven_stages and ctx.model.layers % pp:
+        return False
+    if pp > 1 and ctx.req.zero == 3 and not caps.zero3_with_pp:
+        return False
+    if not ctx.train and dp > 1:
+        return caps.serving_dp and (nodes == 1 or caps.serving_dp_nodes)
+    return True
+
+
+def _strategies(ctx: _Ctx, pp: int, n_dp: int, ep: int = 1) -> List[Tuple[int, str]]:
     """(ZeRO stage, recomputation) to try, cheapest first."""
     req = ctx.req
     if req.zero is not None:
@@ -50,6 +133,8 @@ def _strategies(ctx: _Ctx, pp: int, n_dp: int) -> List[Tuple[int, str]]:
         zeros = [1]  # Megatron's distributed optimizer (FSDP + PP only when asked: torchtitan runs it)
     else:
         zeros = [1, 2, 3]
+    if req.zero is None:
+        zeros = _caps_zeros(req.caps, zeros, pp, ep)
     # with FlashAttention `selective` (recompute the attention core) saves no memory over `none`
     recs = [req.recompute] if req.recompute else ["none", "full"]
     return [(z, r) for r in recs for z in zeros]
@@ -67,6 +152,8 @@ def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True, base_bat
     tps = [t for t in _divisors(n) if t <= m.heads]
     if "tp" in pins:
         tps = [pins["tp"]]
+    elif not req.caps.tp:
+        tps = [1]
     batch_rejects: Dict[str, int] = {}
     for tp in tps:
         if n % tp:
@@ -80,6 +167,8 @@ def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True, base_bat
         rest = n // tp
         if "cp" in pins:
             cps = [pins["cp"]]
+        elif not req.caps.cp:
+            cps = [1]
         elif ctx.train:
             cps = [c for c in _divisors(rest) if c == 1 or (ctx.seq // c >= CP_MIN_TOKENS and ctx.seq % (2 * c) == 0)]
         else:
@@ -90,19 +179,25 @@ def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True, base_bat
             pps = [p for p in _divisors(rest // cp) if p <= m.layers]
             if "pp" in pins:
                 pps = [pins["pp"]]
+            elif not req.caps.pp:
+                pps = [1]
             for pp in pps:
                 if (rest // cp) % pp:
                     continue
                 dp = rest // (cp * pp)
                 if "dp" in pins and pins["dp"] != dp:
                     continue
+                if not _caps_allow(ctx, nodes, pp, dp):
+                    continue
                 eps = [1]
-                if m.is_moe and ctx.train:  # serving with EP (DP attention) only when pinned
+                if m.is_moe and ctx.train and req.caps.ep:  # serving with EP (DP attention) only when pinned
                     eps = [e for e in _divisors(math.gcd(dp * cp, m.experts))]
                 if "ep" in pins:
                     eps = [pins["ep"]]
                 for ep in eps:
                     if ep > 1 and (not m.is_moe or m.experts % ep or (dp * cp * tp) % ep):
+                        continue
+                    if ep > 1 and req.zero == 3 and not req.caps.zero3_with_ep:
                         continue
                     seg_l = seg
                     if (cp > 1 or ep > 1) and hw.nt.nvlink_domain > hw.nt.gpus:
@@ -182,7 +277,7 @@ def _train_layouts(
     m = ctx.model
     pins = ctx.req.pins
     mbs = [pins["micro_batch"]] if "micro_batch" in pins else list(MICRO_BATCHES)
-    strategies = _strategies(ctx, pp, dp * cp)
+    strategies = _strategies(ctx, pp, dp * cp, ep)
     counts = ctx.counts(pp)
     leanest: Optional[Tuple[float, Layout, MemoryBreakdown]] = None
     any_batch = False
@@ -204,7 +299,7 @@ def _train_layouts(
         vps = [1]
         if ctx.req.virtual_stages:
             vps = [ctx.req.virtual_stages]
-        elif pp > 1 and n_mb % pp == 0 and (pp - 1) / n_mb > 0.02:
+        elif pp > 1 and ctx.req.caps.virtual_stages and n_mb % pp == 0 and (pp - 1) / n_mb > 0.02:
             # interleaving needs whole rounds of micro-batches (Megatron); worth it only for a visible bubble
             vps += [v for v in (2, 4, 8) if v <= min(counts)]
         for zero, rec in strategies:

@@ -31,6 +31,7 @@ class Capabilities:
     The launcher adapters (slurmgpu.job.launchers) declare these; the planner only reads them.
     """
 
+    tp: bool = True  # tensor parallelism (False: the launcher's program is plain data parallel)
     pp: bool = True  # pipeline stages
     cp: bool = True  # context parallelism
     ep: bool = True  # expert parallelism
@@ -39,7 +40,9 @@ class Capabilities:
     zero: Tuple[int, ...] = (0, 1, 2, 3)  # sharding stages it can be told to use
     zero3_with_pp: bool = True  # full sharding combined with pipeline stages
     zero3_with_ep: bool = True  # full sharding combined with expert parallelism
-    serving_dp: bool = False  # a serving engine that runs data-parallel replicas inside one server
+    serving_dp: bool = True  # serving: data-parallel replicas inside one server (False: one TP x PP server)
+    serving_dp_nodes: bool = True  # serving: those replicas may span several nodes (False: DP only on one node)
+    launcher: str = ""  # whose capabilities these are, for the errors that name it
 
 
 @dataclass(frozen=True)

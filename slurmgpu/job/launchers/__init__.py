@@ -20,6 +20,7 @@ from .base import (
     RUNNERS,
     Launcher,
     Options,
+    check_caps,
     check_conflicts,
     given_keys,
     option_key,
@@ -38,6 +39,22 @@ LAUNCHERS: Dict[str, Launcher] = {n: _MODULES[n].LAUNCHER for n in NAMES if n in
 def framework_args(launcher: Launcher, layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[str, ...]:
     """What the framework must be told about the planned model, precision and layout."""
     out: Tuple[str, ...] = _MODULES[launcher.name].args(layout, opts, user_argv)
+    return out
+
+
+def framework_files(
+    launcher: Launcher, layout: Layout, opts: Options, user_argv: Sequence[str] = ()
+) -> Tuple[Tuple[str, str], ...]:
+    """Files the script writes before the launch step, (path, text): e.g. DeepSpeed's config."""
+    files = getattr(_MODULES[launcher.name], "files", None)
+    out: Tuple[Tuple[str, str], ...] = files(layout, opts, user_argv) if files else ()
+    return out
+
+
+def runner_args(launcher: Launcher, layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[str, ...]:
+    """The plan's flags for the runner itself (`accelerate launch --mixed_precision bf16 ...`)."""
+    fn = getattr(_MODULES[launcher.name], "runner_args", None)
+    out: Tuple[str, ...] = fn(layout, opts, user_argv) if fn else ()
     return out
 
 
@@ -70,12 +87,15 @@ __all__ = [
     "RUNNERS",
     "Launcher",
     "Options",
+    "check_caps",
     "check_conflicts",
     "framework_args",
+    "framework_files",
     "get_launcher",
     "given_keys",
     "option_key",
     "program",
+    "runner_args",
     "serving_layout_ok",
     "weights_args",
 ]

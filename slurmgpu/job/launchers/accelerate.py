@@ -1,14 +1,70 @@
-"""Hugging Face accelerate: `accelerate launch`, one task per node; the program is the user's."""
+"""Hugging Face accelerate: `accelerate launch`, one task per node; the program is the user's.
+
+The plan reaches accelerate as launch flags: `--mixed_precision`, and for ZeRO-2/3 torch FSDP2
+(`--use_fsdp --fsdp_version 2`, parameters resharded after forward for stage 3 only). Stage 0
+is plain DDP. FSDP has no optimizer-only sharding, so ZeRO-1 is not among the caps.
+"""
 
 from __future__ import annotations
 
 from typing import Sequence, Tuple
 
-from ...plan import Layout
-from .base import Launcher, Options
+from ...errors import ConfigError, Issue
+from ...plan import Capabilities, Layout
+from .base import Launcher, Options, check_caps
 
-LAUNCHER = Launcher("accelerate", "accelerate", "Hugging Face accelerate launch, one task per node")
+TARGETS = "accelerate 1.15.0"
+PRECISION = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp32": "no"}
+
+# accelerate's TP/CP (--parallelism_config_*) need a model with a Transformers tp_plan; a user
+# program is run as data parallel, sharded with FSDP2.
+CAPS = Capabilities(
+    tp=False,
+    pp=False,
+    cp=False,
+    ep=False,
+    virtual_stages=False,
+    uneven_stages=False,
+    zero=(0, 2, 3),
+    zero3_with_pp=False,
+    zero3_with_ep=False,
+)
+
+LAUNCHER = Launcher(
+    "accelerate",
+    "accelerate",
+    "Hugging Face accelerate launch, one task per node",
+    targets=TARGETS,
+    caps=CAPS,
+)
 
 
 def args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[str, ...]:
+    """Nothing for the program itself: the plan goes to `accelerate launch` (runner_args)."""
+    runner_args(layout, opts, user_argv)
     return ()
+
+
+def runner_args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[str, ...]:
+    """Launch flags, before the program: accelerate applies them to the program's Accelerator."""
+    zero = 3 if opts.fsdp and opts.zero is None else opts.zero
+    check_caps(LAUNCHER, layout, zero)
+    if opts.precision not in PRECISION:
+        raise ConfigError(
+            [
+                Issue(
+                    "",
+                    None,
+                    None,
+                    "precision",
+                    "accelerate's --mixed_precision has no %r: use bf16, fp16, fp8 or fp32" % opts.precision,
+                )
+            ]
+        )
+    out = ["--mixed_precision", PRECISION[opts.precision]]
+    if zero not in (2, 3):
+        # accelerate refuses --multi_gpu together with --use_fsdp (one distributed type at a time)
+        return tuple(out + (["--multi_gpu"] if layout.nodes * layout.gpus_per_node > 1 else []))
+    if zero in (2, 3):
+        out += ["--use_fsdp", "--fsdp_version", "2", "--fsdp_reshard_after_forward", "true" if zero == 3 else "false"]
+    return tuple(out)

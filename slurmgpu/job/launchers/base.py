@@ -7,7 +7,7 @@ Pure data and small functions; the templates turn the argv into shell, nothing h
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from ...errors import ConfigError, Issue
 from ...plan import Capabilities, Layout
@@ -99,6 +99,8 @@ def program(launcher: Launcher, command: Sequence[str], args: Sequence[str], whe
     argv = entry + cmd + list(args)
     if launcher.runner in ("torchrun", "deepspeed", "accelerate") and argv and argv[0] in PYTHONS:
         argv = argv[1:]
+    if launcher.runner == "direct" and argv and argv[0].endswith(".py"):
+        argv = ["python3"] + argv  # each task execs argv: a bare script.py is not on PATH (exit 127)
     if launcher.runner == "deepspeed" and argv[:1] == ["-m"]:
         argv = ["--module"] + argv[1:]
     if not argv or argv[0] in ("-m", "--module") and len(argv) < 2:
@@ -180,12 +182,86 @@ def check_conflicts(
         )
 
 
+# How a serving engine sizes its expert-parallel group from the layout (the engine's own rule):
+# vLLM's --enable-expert-parallel spreads the experts over TP x DP (vllm/config/parallel.py);
+# SGLang asserts ep_size x moe_dp_size == tp_size (srt/arg_groups/parallel_hook.py, moe_dp_size 1).
+SERVING_EP: Dict[str, Tuple[str, Callable[[Layout], int]]] = {
+    "vllm": ("tp x dp", lambda lay: lay.tp * lay.dp),
+    "sglang": ("tp", lambda lay: lay.tp),
+}
+
+
 def serving_layout_ok(launcher: Launcher, layout: Layout) -> Optional[str]:
-    """A serving job is one engine over all its GPUs: no data-parallel replicas."""
-    if launcher.serving and layout.dp * layout.cp != 1:
+    """Why a serving engine cannot run `layout` as one server (None: it can).
+
+    DP replicas run inside the one server where the engine has them (caps.serving_dp: vLLM
+    --data-parallel-size, SGLang --dp-size), across nodes only where caps.serving_dp_nodes; a
+    replica that spans nodes must fill whole nodes (vLLM places DP ranks node by node).
+    """
+    if not launcher.serving:
+        return None
+    caps = launcher.caps
+    if layout.cp != 1:
+        return "%s has no context parallelism for serving: pin --cp 1 (got cp=%d)" % (launcher.name, layout.cp)
+    if layout.dp > 1 and not caps.serving_dp:
         return (
-            "%s runs one server over all %d GPUs, so the layout must be tp x pp = %d (got tp=%d pp=%d dp=%d "
-            "cp=%d); pin --dp 1 or use fewer nodes"
-            % (launcher.name, layout.world, layout.world, layout.tp, layout.pp, layout.dp, layout.cp)
+            "%s runs one server over all %d GPUs, so the layout must be tp x pp = %d (got tp=%d pp=%d dp=%d); "
+            "pin --dp 1 or use fewer nodes"
+            % (launcher.name, layout.world, layout.world, layout.tp, layout.pp, layout.dp)
         )
+    if layout.dp > 1 and layout.nodes > 1 and not caps.serving_dp_nodes:
+        return (
+            "%s runs data-parallel replicas only inside one node (got dp=%d on %d nodes): pin --dp 1 for one "
+            "tp x pp server over the nodes, or use --nodes 1" % (launcher.name, layout.dp, layout.nodes)
+        )
+    replica, gpn = layout.tp * layout.pp, layout.gpus_per_node
+    if layout.dp > 1 and layout.nodes > 1 and gpn % replica and replica % gpn:
+        return (
+            "%s places data-parallel replicas node by node: a replica of tp x pp = %d GPUs must divide or fill "
+            "whole %d-GPU nodes" % (launcher.name, replica, gpn)
+        )
+    if layout.ep > 1:
+        rule = SERVING_EP.get(launcher.name)
+        if rule is None or not caps.ep:
+            return "%s has no expert parallelism for serving: pin --ep 1" % launcher.name
+        if layout.ep != rule[1](layout):
+            return "%s spreads the experts over %s = %d GPUs: pin --ep %d (got ep=%d)" % (
+                launcher.name,
+                rule[0],
+                rule[1](layout),
+                rule[1](layout),
+                layout.ep,
+            )
     return None
+
+
+def check_caps(launcher: Launcher, layout: Layout, zero: Optional[int]) -> None:
+    """Refuse a layout the launcher's caps rule out (a pin, or a planner that ignored the caps):
+    the framework would run something else than the plan, or fail at start-up."""
+    caps = launcher.caps
+    bad = [
+        "%s=%d" % (name, degree)
+        for name, degree, ok in (
+            ("tp", layout.tp, caps.tp),
+            ("pp", layout.pp, caps.pp),
+            ("cp", layout.cp, caps.cp),
+            ("ep", layout.ep, caps.ep),
+        )
+        if degree > 1 and not ok
+    ]
+    if zero is not None and zero not in caps.zero:
+        bad.append("ZeRO stage %d (it can run %s)" % (zero, ", ".join(str(z) for z in caps.zero)))
+    if bad:
+        raise ConfigError(
+            [
+                Issue(
+                    "",
+                    None,
+                    None,
+                    "parallel",
+                    "launcher %s cannot run %s (%s): pin --tp 1 --pp 1 --cp 1 --ep 1 so the plan is data "
+                    "parallel with ZeRO/FSDP sharding, or use --launcher megatron / torchtitan for model parallelism"
+                    % (launcher.name, ", ".join(bad), launcher.targets),
+                )
+            ]
+        )

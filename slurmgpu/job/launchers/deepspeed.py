@@ -1,14 +1,108 @@
-"""DeepSpeed: its runner with --no_ssh, one task per node; the program is the user's."""
+"""DeepSpeed: its runner with --no_ssh, one task per node; the program is the user's.
+
+The plan reaches DeepSpeed as a config file the script writes next to the hostfile (ZeRO stage,
+bf16/fp16, micro and global batch, gradient clipping); the program is told with
+`--deepspeed_config`, the argument `deepspeed.add_config_arguments` gives it. slurmgpu owns that
+file, so a user `--deepspeed_config` is refused rather than silently contradicting the plan.
+"""
 
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+import json
+from typing import Dict, Sequence, Tuple, Union
 
-from ...plan import Layout
-from .base import Launcher, Options
+from ...errors import ConfigError, Issue
+from ...plan import Capabilities, Layout
+from ...render import PathArg
+from .base import Launcher, Options, check_caps
 
-LAUNCHER = Launcher("deepspeed", "deepspeed", "DeepSpeed runner (--no_ssh), one task per node")
+TARGETS = "DeepSpeed 0.19.8"
+# Relative to the submit directory, where the program (train.py) is found as well; the job's
+# shell expands $SLURM_JOB_ID, so requeued and concurrent jobs never share a file.
+CONFIG_PATH = ".slurmgpu-deepspeed-$SLURM_JOB_ID.json"
+CONFIG_FLAG = "--deepspeed_config"
+GRADIENT_CLIPPING = 1.0  # the global-norm clip of the Llama/Megatron recipes the planner models
+
+# DeepSpeed shards with ZeRO over data parallelism. Pipelines need a PipelineModule, sequence
+# parallelism (Ulysses) DistributedAttention, and AutoTP/AutoEP model code the launcher cannot see,
+# so a user program is run as plain DP + ZeRO.
+CAPS = Capabilities(
+    tp=False,
+    pp=False,
+    cp=False,
+    ep=False,
+    virtual_stages=False,
+    uneven_stages=False,
+    zero=(0, 1, 2, 3),
+    zero3_with_pp=False,
+    zero3_with_ep=False,
+)
+
+LAUNCHER = Launcher(
+    "deepspeed",
+    "deepspeed",
+    "DeepSpeed runner (--no_ssh), one task per node",
+    aliases=((CONFIG_FLAG, ("--deepscale_config",)),),
+    targets=TARGETS,
+    caps=CAPS,
+)
+
+Value = Union[int, float, bool, Dict[str, Union[int, bool]]]
+
+
+def ds_config(layout: Layout, opts: Options) -> Dict[str, Value]:
+    """The DeepSpeed config of the plan: train_batch_size = micro x accumulation x DP."""
+    check_caps(LAUNCHER, layout, opts.zero)
+    micro = layout.micro_batch
+    per_step = micro * layout.dp
+    batch = opts.global_batch or per_step
+    if batch % per_step:
+        raise ConfigError(
+            [
+                Issue(
+                    "",
+                    None,
+                    None,
+                    "global_batch",
+                    "DeepSpeed needs train_batch_size = micro batch x accumulation steps x data-parallel ranks; "
+                    "%d is not a multiple of %d x %d = %d: give a global batch that is"
+                    % (batch, micro, layout.dp, per_step),
+                )
+            ]
+        )
+    cfg: Dict[str, Value] = {
+        "train_batch_size": batch,
+        "train_micro_batch_size_per_gpu": micro,
+        "gradient_accumulation_steps": batch // per_step,
+        "gradient_clipping": GRADIENT_CLIPPING,
+    }
+    if opts.zero is not None:
+        cfg["zero_optimization"] = {"stage": opts.zero}
+    if opts.precision == "bf16":
+        cfg["bf16"] = {"enabled": True}
+    elif opts.precision == "fp16":
+        cfg["fp16"] = {"enabled": True}
+    elif opts.precision != "fp32":
+        raise ConfigError(
+            [
+                Issue(
+                    "",
+                    None,
+                    None,
+                    "precision",
+                    "DeepSpeed's config has no %s training switch (only bf16, fp16 or fp32): use --precision bf16, "
+                    "or run fp8 from the program itself (Transformer Engine)" % opts.precision,
+                )
+            ]
+        )
+    return cfg
+
+
+def files(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[Tuple[str, str], ...]:
+    """The files the script writes before the launch step: (path, text)."""
+    return ((CONFIG_PATH, json.dumps(ds_config(layout, opts), indent=2, sort_keys=True) + "\n"),)
 
 
 def args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[str, ...]:
-    return ()
+    ds_config(layout, opts)  # refuse what DeepSpeed cannot run before anything is written
+    return (CONFIG_FLAG, PathArg(CONFIG_PATH))

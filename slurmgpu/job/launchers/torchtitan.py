@@ -1,30 +1,236 @@
-"""torchtitan (`-m torchtitan.train` under torchrun): the layout as its `--parallelism.*` options."""
+"""torchtitan (`-m torchtitan.train` under torchrun): the planned model as a `--module/--config`
+pair, and the layout, precision, sharding, recomputation, batch and checkpointing as its
+`--section.option` overrides.
+
+Targets the PyPI release torchtitan 0.3.0 (the first release after the TOML->Python config
+refactor, #2386): `--module/--config` are required, `--job.config_file` is gone. Checked against
+tests/data/contract/torchtitan-0.3.0.json, recorded from 0.3.0's own ConfigManager by
+contrib/contract/record_torchtitan.py. torchtitan main has since renamed the batch options
+(token counts instead of local/global batch); that is not emitted here (docs/launchers.md).
+"""
 
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from ...plan import Layout
-from .base import Launcher, Options
+from ...errors import ConfigError, Issue
+from ...plan import Capabilities, Layout
+from ...render import PathArg
+from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, given_keys
+
+VERSION = "0.3.0"
+
+# slurmgpu model -> torchtitan (module, config function) of 0.3.0; shapes checked by the contract test
+CONFIGS: Dict[str, Tuple[str, str]] = {
+    "llama3.1-8b": ("llama3", "llama3_8b"),
+    "llama3.1-70b": ("llama3", "llama3_70b"),
+    "llama3.1-405b": ("llama3", "llama3_405b"),
+    "deepseek-v3": ("deepseek_v3", "deepseek_v3_671b"),
+}
+# torchtitan's own small model with its test tokenizer and c4_test (paths relative to its checkout)
+SMOKE_ASSETS = "./tests/assets/tokenizer"
+SMOKE_DATASET = "c4_test"
+SMOKE_STEPS = 10
+DATASETS = ("c4", "c4_test", "c4_validation")  # torchtitan/hf_datasets/text_datasets.py DATASETS
+_PRECISION = {"bf16": "bfloat16", "fp32": "float32"}
+_AC = {"selective": "activation-checkpoint:selective", "full": "activation-checkpoint:full"}
+_AC["none"] = "activation-checkpoint:none"
+
+# every option the adapter writes, in torchtitan's documented underscore spelling; tyro also takes
+# the dashed one, so that spelling is refused from the user too (check_conflicts)
+FLAGS = (
+    "--module",
+    "--config",
+    "--hf_assets_path",
+    "--dataloader.dataset",
+    "--dataloader.dataset_path",
+    "--training.steps",
+    "--training.seq_len",
+    "--training.local_batch_size",
+    "--training.global_batch_size",
+    "--training.mixed_precision_param",
+    "--training.disable_cuda_graphs",
+    "--optimizer.param_groups.0.optimizer_kwargs.lr",
+    "--lr_scheduler.warmup_steps",
+    "--parallelism.data_parallel_shard_degree",
+    "--parallelism.data_parallel_replicate_degree",
+    "--parallelism.fsdp_reshard_after_forward",
+    "--parallelism.tensor_parallel_degree",
+    "--parallelism.pipeline_parallel_degree",
+    "--parallelism.pipeline_parallel_schedule",
+    "--parallelism.pipeline_parallel_layers_per_stage",
+    "--parallelism.pipeline_parallel_first_stage_less_layers",
+    "--parallelism.pipeline_parallel_last_stage_less_layers",
+    "--parallelism.pipeline_parallel_microbatch_size",
+    "--parallelism.context_parallel_degree",
+    "--parallelism.expert_parallel_degree",
+    "--checkpoint.enable",
+    "--checkpoint.folder",
+    "--checkpoint.interval",
+    "--checkpoint.load_step",
+)
 
 LAUNCHER = Launcher(
-    "torchtitan", "torchrun", "torchtitan via torchrun, one task per node", default_entry=("-m", "torchtitan.train")
+    "torchtitan",
+    "torchrun",
+    "torchtitan via torchrun, one task per node",
+    default_entry=("-m", "torchtitan.train"),
+    aliases=tuple((f, (f.replace("_", "-"),)) for f in FLAGS if "_" in f),
+    targets="torchtitan %s (PyPI; --module/--config configs)" % VERSION,
+    # FSDP2 always shards (no plain ZeRO-0 DDP with TP/PP); no expert-TP option in 0.3.0
+    caps=Capabilities(zero=(1, 2, 3)),
 )
 
 
-def args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[str, ...]:
-    out: List[str] = [
-        "--parallelism.tensor_parallel_degree",
-        str(layout.tp),
-        "--parallelism.pipeline_parallel_degree",
-        str(layout.pp),
-        "--parallelism.context_parallel_degree",
-        str(layout.cp),
-        "--parallelism.data_parallel_shard_degree",
-        str(layout.dp),
-        "--parallelism.data_parallel_replicate_degree",
-        "1",
+def _error(field: str, msg: str) -> ConfigError:
+    return ConfigError([Issue("", None, None, field, "torchtitan: " + msg)])
+
+
+def model_config(opts: Options, user_argv: Sequence[str]) -> Tuple[str, ...]:
+    """`--module M --config F`: the config function that builds the planned model."""
+    given = given_keys(user_argv)
+    if "--module" in given or "--config" in given:
+        if not ("--module" in given and "--config" in given):
+            raise _error("command", "give both --module and --config (e.g. --module llama3 --config llama3_8b)")
+        return ()
+    name = opts.model.name if opts.model else None
+    if name is None or name not in CONFIGS:
+        raise _error(
+            "model",
+            "torchtitan %s has no config for model %r; it ships %s. Pick one of those with --model, or "
+            "give your own config function after `--` (-- --module my_pkg.configs --config my_run)"
+            % (VERSION, name, ", ".join(sorted(CONFIGS))),
+        )
+    module, config = CONFIGS[name]
+    return ("--module", module, "--config", config)
+
+
+def _dp_split(layout: Layout, opts: Options) -> Tuple[int, int, Optional[str]]:
+    """(shard, replicate, reshard_after_forward) from the planned ZeRO stage.
+
+    ZeRO-3 is FSDP over all DP ranks; ZeRO-1/2 become HSDP, sharded inside one node (the
+    parameters stay unsharded between forward and backward, as ZeRO-2 keeps them)."""
+    dp = layout.dp
+    if opts.fsdp or opts.zero in (None, 3) or dp == 1:
+        return dp, 1, None
+    per_node = max(1, layout.gpus_per_node // max(1, layout.tp * layout.cp))
+    shard = max(d for d in range(1, dp + 1) if dp % d == 0 and d <= per_node)
+    return shard, dp // shard, "never"
+
+
+def _pipeline(layout: Layout, opts: Options) -> List[str]:
+    if layout.pp == 1:
+        return []
+    out = ["--parallelism.pipeline_parallel_degree", str(layout.pp)]
+    layers = opts.model.layers if opts.model else 0
+    stages = layout.pp * max(1, opts.virtual_stages)
+    if opts.virtual_stages > 1:
+        out += ["--parallelism.pipeline_parallel_schedule", "Interleaved1F1B"]
+        if layers and layers % stages == 0:
+            out += ["--parallelism.pipeline_parallel_layers_per_stage", str(layers // stages)]
+    else:
+        out += ["--parallelism.pipeline_parallel_schedule", "1F1B"]
+    # torchtitan's default takes one layer off the first and the last stage; say the plan's split
+    first = last = 0
+    if opts.stage_layers and opts.virtual_stages == 1:
+        full = max(opts.stage_layers)
+        first, last = full - opts.stage_layers[0], full - opts.stage_layers[-1]
+    out += [
+        "--parallelism.pipeline_parallel_first_stage_less_layers",
+        str(first),
+        "--parallelism.pipeline_parallel_last_stage_less_layers",
+        str(last),
+        "--parallelism.pipeline_parallel_microbatch_size",
+        str(layout.micro_batch),
     ]
+    return out
+
+
+def _batch(layout: Layout, opts: Options) -> List[str]:
+    """Per-DP-rank (local) and global batch in sequences: with PP one step runs all microbatches;
+    without, torchtitan accumulates gradients up to the global batch."""
+    dp = layout.dp
+    g = opts.global_batch
+    if layout.pp > 1 and g and g % dp == 0 and (g // dp) % layout.micro_batch == 0:
+        return ["--training.local_batch_size", str(g // dp), "--training.global_batch_size", str(g)]
+    out = ["--training.local_batch_size", str(layout.micro_batch)]
+    if g and g % (layout.micro_batch * dp) == 0:
+        out += ["--training.global_batch_size", str(g)]
+    return out
+
+
+def args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[str, ...]:
+    given = given_keys(user_argv)
+    out: List[str] = list(model_config(opts, user_argv))
+
+    def add(flag: str, *values: str) -> None:
+        if flag not in given and flag.replace("_", "-") not in given:
+            out.extend((flag,) + values)
+
+    # inputs: tokenizer (HF assets folder) and data, or torchtitan's own test assets for --smoke
+    if opts.smoke:
+        add("--hf_assets_path", opts.tokenizer or SMOKE_ASSETS)
+        add("--dataloader.dataset", SMOKE_DATASET)
+        add("--training.steps", str(opts.train_iters or SMOKE_STEPS))
+        add("--lr_scheduler.warmup_steps", "1")
+    else:
+        if opts.tokenizer:
+            add("--hf_assets_path", PathArg(opts.tokenizer))
+        elif "--hf_assets_path" not in given and "--hf-assets-path" not in given:
+            raise _error(
+                "tokenizer",
+                "no tokenizer: give the Hugging Face assets folder (tokenizer.json, config.json) with "
+                "--tokenizer DIR (e.g. one downloaded by torchtitan's scripts/download_hf_assets.py) or "
+                "`tokenizer:` in slurmgpu.yaml; or use --smoke for torchtitan's test tokenizer and c4_test",
+            )
+        if opts.data in DATASETS:
+            add("--dataloader.dataset", opts.data)
+        elif opts.data:
+            add("--dataloader.dataset", "c4")  # the c4 loader reads a local copy in c4's json layout
+            add("--dataloader.dataset_path", PathArg(opts.data))
+        if opts.train_iters:
+            add("--training.steps", str(opts.train_iters))
+    if opts.lr:
+        add("--optimizer.param_groups.0.optimizer_kwargs.lr", opts.lr)
+    if opts.seq:
+        add("--training.seq_len", str(opts.seq))
+    out += _batch(layout, opts)
+
+    if opts.precision not in _PRECISION:
+        raise _error(
+            "precision",
+            "precision %s: torchtitan's --training.mixed_precision_param takes bfloat16 or float32; "
+            "float8/MX training is a converter in a config function (e.g. llama3_8b_mxfp8), give it "
+            "with -- --module/--config, or plan with --precision bf16" % opts.precision,
+        )
+    out += ["--training.mixed_precision_param", _PRECISION[opts.precision]]
+    if layout.pp > 1 or layout.ep > 1:  # Trainer.Config refuses CUDA graphs with PP or a blocking EP dispatcher
+        out.append("--training.disable_cuda_graphs")
+
+    shard, replicate, reshard = _dp_split(layout, opts)
+    out += [
+        "--parallelism.data_parallel_shard_degree",
+        str(shard),
+        "--parallelism.data_parallel_replicate_degree",
+        str(replicate),
+    ]
+    if reshard:
+        out += ["--parallelism.fsdp_reshard_after_forward", reshard]
+    out += ["--parallelism.tensor_parallel_degree", str(layout.tp)]
+    out += _pipeline(layout, opts)
+    out += ["--parallelism.context_parallel_degree", str(layout.cp)]
     if layout.ep > 1:
         out += ["--parallelism.expert_parallel_degree", str(layout.ep)]
+
+    # checkpoints: torchtitan resumes from the newest step-N folder (load_step -1); it has no
+    # save-on-signal, so under --requeue the periodic interval bounds the steps lost
+    if (opts.checkpoint_dir or opts.requeue) and not opts.smoke:
+        add("--checkpoint.enable")
+        if opts.checkpoint_dir:
+            add("--checkpoint.folder", PathArg(opts.checkpoint_dir))
+        add("--checkpoint.interval", str(opts.save_interval or DEFAULT_SAVE_INTERVAL))
+        add("--checkpoint.load_step=-1")
+    # the activation-checkpoint policy is a tyro subcommand: it must come after every option
+    if opts.recompute in _AC and not any(a.startswith("activation-checkpoint:") for a in user_argv):
+        out.append(_AC[opts.recompute])
     return tuple(out)
