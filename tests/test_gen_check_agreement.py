@@ -25,18 +25,12 @@ from slurmgpu.errors import ConfigError, PlanError, PolicyRejection
 from slurmgpu.job import NAMES, JobSpec
 from slurmgpu.policy import check_script
 from slurmgpu.site import load_site, preset_dir, preset_names
+from tests import programs
 
 pytest.importorskip("lupa")
 
 _SITES = {name: load_site(str(preset_dir() / (name + ".yaml"))) for name in preset_names()}
-COMMAND = {
-    "torchrun": ("train.py",),
-    "srun": ("python", "train.py"),
-    "deepspeed": ("train.py",),
-    "accelerate": ("train.py",),
-    # no model to pick a Megatron-Bridge recipe from: the user names it and the data
-    "nemo": ("--recipe", "llama31_8b_pretrain_config", "--dataset", "mock"),
-}
+COMMAND = programs.COMMAND
 MODELS = (None, "llama3-8b")
 
 # (site, nodes, pins, segment): the GB200 cases; gen must write each and check accept it.

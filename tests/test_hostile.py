@@ -22,6 +22,7 @@ from slurmgpu import job as J
 from slurmgpu import render as R
 from slurmgpu.job import ContainerSpec, JobSpec
 from slurmgpu.site import load_site, preset_dir
+from tests import programs
 from tests.cluster_fixtures import dgx_site_for
 
 STUB = r"""
@@ -160,14 +161,7 @@ def pwned(tmp_path):
 
 def hostile_spec(tmp_path, launcher, container):
     """Hostile arguments after the launcher's own entry point (or a program where it has none)."""
-    cmd = {
-        "torchrun": ("train.py",),
-        "deepspeed": ("train.py",),
-        "accelerate": ("train.py",),
-        "srun": ("python", "train.py"),
-        # no model to pick a recipe from: the user names it (and the data) for the Bridge entry point
-        "nemo": ("--recipe", "llama31_8b_pretrain_config", "--dataset", "mock"),
-    }.get(launcher, ())
+    cmd = programs.COMMAND.get(launcher, ())
     # Megatron refuses to render without its training inputs: hostile ones, which must arrive verbatim
     inputs = (
         {
@@ -230,7 +224,8 @@ def test_hostile_values_reach_the_program_verbatim(tmp_path, stubs, launcher, co
     assert r.returncode == 0, r.stderr
     assert pwned(tmp_path) == [], "an injected command ran"
     recs = records(tmp_path)
-    prog = list(req.launch.program)
+    # path words slurmgpu writes itself (DeepSpeed's config file) expand $SLURM_JOB_ID on the node
+    prog = [a.replace("$SLURM_JOB_ID", "4242") if a.startswith(".slurmgpu-") else a for a in req.launch.program]
     runner = {
         "torchrun": "torchrun",
         "megatron": "torchrun",

@@ -17,16 +17,14 @@ import pytest
 from slurmgpu import job as J
 from slurmgpu.job import NAMES, JobSpec
 from slurmgpu.site import load_site, preset_dir
+from tests import programs
 
 RUNS = 20
 NODELIST = "gpu[0001-2000]"
-COMMAND = {
-    "torchrun": ("train.py",),
-    "srun": ("train.py",),
-    "deepspeed": ("train.py",),
-    "accelerate": ("train.py",),
-    "nemo": ("--recipe", "llama31_8b_pretrain_config", "--dataset", "mock"),  # no model: the user names the recipe
-}
+COMMAND = dict(
+    programs.COMMAND,
+    srun=("train.py",),
+)
 
 
 @pytest.fixture

@@ -50,10 +50,12 @@ def _gen(launcher, sig, **kw):
         requeue=True,
         checkpoint_signal=sig,
         checkpoint_dir="/scratch/ck pt",
-        smoke=launcher in ("megatron", "nemo"),  # they need data+tokenizer or --smoke
-        **kw,
+        **dict({"smoke": True}, **kw),  # the frameworks that need data get their mock data
     )
-    lay = Layout(tp=8, pp=2, dp=1, nodes=2, gpus_per_node=8)
+    if LAUNCHERS[launcher].caps.tp:
+        lay = Layout(tp=8, pp=2, dp=1, nodes=2, gpus_per_node=8)
+    else:  # DeepSpeed / accelerate run plain data parallel (their caps)
+        lay = Layout(tp=1, pp=1, dp=16, nodes=2, gpus_per_node=8)
     model = get_model("llama3.1-70b")
     text, req, _ = render_spec(preset("dgx-h100"), spec, layout=lay, model=model)
     return text, req

@@ -18,6 +18,7 @@ from slurmgpu import job as J
 from slurmgpu.job import NAMES, ContainerSpec, JobSpec
 from slurmgpu.plan import get_model
 from slurmgpu.site import load_site, preset_dir, preset_names
+from tests import programs
 
 CONTAINERS = {
     "none": ContainerSpec(runtime="none"),
@@ -34,14 +35,11 @@ VARIANT_IMAGE = {
     ("apptainer", "amd"): "rocm/pytorch:rocm6.1_ubuntu22.04_py3.10_pytorch_2.1.2",
 }
 BASE_IMAGE_AMD = {"pyxis": "rocm/pytorch:latest"}
-COMMAND = {
-    "torchrun": ("train.py", "--config", "cfg.yaml"),
-    "srun": ("python", "train.py"),
-    "deepspeed": ("train.py", "--epochs", "1"),
-    "accelerate": ("train.py",),
-    # no model to pick a Megatron-Bridge recipe from: the user names it and the data
-    "nemo": ("--recipe", "llama31_8b_pretrain_config", "--dataset", "mock"),
-}
+COMMAND = dict(
+    programs.COMMAND,
+    torchrun=("train.py", "--config", "cfg.yaml"),
+    deepspeed=("train.py", "--epochs", "1"),
+)
 
 
 MEGATRON_INPUTS = dict(data="$SCRATCH/my corpus_text_document", tokenizer="/models/tok it's", train_iters=10, lr="3e-4")

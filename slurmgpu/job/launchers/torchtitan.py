@@ -94,7 +94,13 @@ def model_config(opts: Options, user_argv: Sequence[str]) -> Tuple[str, ...]:
             raise _error("command", "give both --module and --config (e.g. --module llama3 --config llama3_8b)")
         return ()
     name = opts.model.name if opts.model else None
-    if name is None or name not in CONFIGS:
+    if name is None:
+        raise _error(
+            "model",
+            "no model to build: give --model (%s) or your own config function after `--` "
+            "(-- --module my_pkg.configs --config my_run)" % ", ".join(sorted(CONFIGS)),
+        )
+    if name not in CONFIGS:
         raise _error(
             "model",
             "torchtitan %s has no config for model %r; it ships %s. Pick one of those with --model, or "
