@@ -131,3 +131,15 @@ def test_smoke_keeps_the_users_own_data_and_tokenizer() -> None:
     assert ns.train_iters == 10  # still the smoke run's length
     plain, _ = M.check(CAT, [str(a) for a in _gen(smoke=True).request.launch.program][1:], 8)
     assert (plain.mock_data, plain.tokenizer_type, plain.vocab_size) == (True, "NullTokenizer", 128256)
+
+
+def test_a_model_with_tied_embeddings_is_never_planned_onto_fsdp2() -> None:
+    """FSDP2 needs untied embeddings (validate_args): gemma2-27b once got ZeRO-3 on every node count
+    and gen refused its own plan; the planner now keeps it on the distributed optimizer."""
+    site = load_site(str(preset_dir() / "dgx-h100.yaml"))
+    for nodes in (1, 2, 8):
+        js = JobSpec(launcher="megatron", model="gemma2-27b", nodes=nodes, time="01:00:00", smoke=True)
+        g = generate(site, js, search_path(None, None, site))
+        argv = [str(a) for a in g.request.launch.program][1:]
+        ns, broken = M.check(CAT, argv, g.request.layout.world)
+        assert not broken and not ns.use_torch_fsdp2 and g.sizing.plan.zero != 3, (nodes, broken)

@@ -25,7 +25,8 @@ LAUNCHER = Launcher(
     needs_inputs=("data", "tokenizer", "train_iters", "lr"),
     # ZeRO-3 is --use-torch-fsdp2, which validate_args refuses with PP > 1 or EP > 1; the
     # distributed optimizer shards optimizer state only (ZeRO-1), so there is no ZeRO-2.
-    caps=Capabilities(zero=(0, 1, 3), zero3_with_pp=False, zero3_with_ep=False),
+    # FSDP2 also needs --untie-embeddings-and-output-weights: not for a model with tied embeddings.
+    caps=Capabilities(zero=(0, 1, 3), zero3_with_pp=False, zero3_with_ep=False, zero3_with_tied=False),
 )
 
 SMOKE_ITERS = 10  # --smoke: enough steps to see the loss move and the step time settle
@@ -73,7 +74,9 @@ def run_args(layout: Layout, opts: Options, user_argv: Sequence[str]) -> Tuple[s
     if not tok:
         need.append("tokenizer (`tokenizer:` or --tokenizer ID|PATH, e.g. meta-llama/Llama-3.1-8B)")
     if not have_iters:
-        need.append("training length (`train_iters:` / --train-iters STEPS, or --tokens 2T: steps from the global batch)")
+        need.append(
+            "training length (`train_iters:` / --train-iters STEPS, or --tokens 2T: steps from the global batch)"
+        )
     if not lr:
         need.append("learning rate (`lr:` or --lr, e.g. 3e-4)")
     if need:
@@ -268,7 +271,8 @@ def layout_args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) ->
                         None,
                         "parallel",
                         "Megatron shards parameters (ZeRO-3) with --use-torch-fsdp2, which its validate_args "
-                        "refuses with %s (pp=%d ep=%d); pin --zero 1 or --pp 1 --ep 1" % (why, layout.pp, layout.ep),
+                        "refuses with %s (pp=%d ep=%d); drop --fsdp (`fsdp:`) for the distributed optimizer "
+                        "(ZeRO-1)%s" % (why, layout.pp, layout.ep, ", or pin --pp 1 --ep 1" if bad else ""),
                     )
                 ]
             )
