@@ -134,12 +134,34 @@ def test_smoke_keeps_the_users_own_data_and_tokenizer() -> None:
 
 
 def test_a_model_with_tied_embeddings_is_never_planned_onto_fsdp2() -> None:
-    """FSDP2 needs untied embeddings (validate_args): gemma2-27b once got ZeRO-3 on every node count
-    and gen refused its own plan; the planner now keeps it on the distributed optimizer."""
-    site = load_site(str(preset_dir() / "dgx-h100.yaml"))
-    for nodes in (1, 2, 8):
-        js = JobSpec(launcher="megatron", model="gemma2-27b", nodes=nodes, time="01:00:00", smoke=True)
+    """FSDP2 needs untied embeddings (validate_args): GPT-3 175B on 32 Perlmutter nodes (and gemma2-27b
+    everywhere) once got ZeRO-3 and gen refused its own plan; the planner now keeps it on the
+    distributed optimizer."""
+    site = load_site(str(preset_dir() / "perlmutter.yaml"))
+    for nodes in (32,):
+        js = JobSpec(launcher="megatron", model="gpt3-175b", nodes=nodes, time="01:00:00", smoke=True)
         g = generate(site, js, search_path(None, None, site))
         argv = [str(a) for a in g.request.launch.program][1:]
         ns, broken = M.check(CAT, argv, g.request.layout.world)
         assert not broken and not ns.use_torch_fsdp2 and g.sizing.plan.zero != 3, (nodes, broken)
+
+
+def test_deepseek_v3_gets_its_yarn_rope_and_grouped_experts() -> None:
+    site = load_site(str(preset_dir() / "gb200-nvl72.yaml"))
+    js = JobSpec(launcher="megatron", model="deepseek-v3", nodes=32, time="01:00:00", smoke=True)
+    g = generate(site, js, search_path(None, None, site))
+    ns, broken = M.check(CAT, [str(a) for a in g.request.launch.program][1:], g.request.layout.world)
+    assert not broken
+    # deepseek-ai/DeepSeek-V3 config.json rope_scaling: yarn, factor 40, original 4096, beta 32/1, mscale 1/1
+    assert (ns.rope_type, ns.rotary_scaling_factor, ns.yarn_original_max_position_embeddings) == ("yarn", 40.0, 4096)
+    assert (ns.yarn_beta_fast, ns.yarn_beta_slow, ns.mscale, ns.mscale_all_dim) == (32.0, 1.0, 1.0, 1.0)
+    assert ns.rotary_base == 10000 and ns.moe_grouped_gemm and ns.multi_latent_attention
+
+
+def test_a_gated_mlp_megatron_has_no_flag_for_is_refused_by_name() -> None:
+    """Gemma 2's GeGLU (tanh-GELU): pretrain_gpt.py's only gated MLP is --swiglu, so it would have
+    trained another network; gen refuses and names the launcher that has the recipe."""
+    site = load_site(str(preset_dir() / "dgx-h100.yaml"))
+    js = JobSpec(launcher="megatron", model="gemma2-27b", nodes=2, time="01:00:00", smoke=True)
+    with pytest.raises(ConfigError, match="cannot build Gemma 2 27B.*gelu_tanh.*--launcher nemo"):
+        generate(site, js, search_path(None, None, site))

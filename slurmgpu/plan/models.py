@@ -51,7 +51,11 @@ class ModelSpec:
     norm_eps: float = 1e-5
     position: str = "rope"  # rope | learned (absolute position embeddings, GPT-2/3)
     rope_base: float = 10000.0  # rope_theta
-    rope_scaling: str = ""  # "llama3": Llama 3.1's long-context frequency scaling (factor 8)
+    rope_scaling: str = ""  # "llama3": Llama 3.1's frequency scaling (factor 8) | "yarn" (DeepSeek-V3)
+    rope_factor: float = 0.0  # yarn: scaling factor (DeepSeek-V3 40)
+    rope_original_seq: int = 0  # yarn: the pre-extension context (DeepSeek-V3 4096)
+    yarn: Tuple[float, ...] = ()  # yarn: beta_fast, beta_slow, mscale, mscale_all_dim
+    activation: str = "silu"  # MLP activation: silu (SwiGLU) | gelu_tanh (Gemma's GeGLU) | gelu
     linear_bias: bool = False  # biases in the attention and MLP projections (GPT-2/3)
     qkv_bias: bool = False  # bias on the QKV projection only (Qwen2)
     router_score: str = "softmax"  # MoE router: softmax | sigmoid (DeepSeek-V3)
@@ -349,6 +353,7 @@ _CATALOGUE: Tuple[ModelSpec, ...] = (
         seq=8192,
         tied_embeddings=True,
         norm_eps=1e-6,
+        activation="gelu_tanh",  # hidden_activation gelu_pytorch_tanh
     ),
     _m(
         "deepseek-v3",
@@ -376,6 +381,10 @@ _CATALOGUE: Tuple[ModelSpec, ...] = (
         router_groups=8,
         router_group_topk=4,
         router_expert_bias=True,
+        rope_scaling="yarn",  # rope_scaling {type: yarn, factor 40, original 4096, beta 32/1, mscale 1/1}
+        rope_factor=40.0,
+        rope_original_seq=4096,
+        yarn=(32.0, 1.0, 1.0, 1.0),
     ),
     _m(
         "gpt3-175b",
@@ -392,6 +401,7 @@ _CATALOGUE: Tuple[ModelSpec, ...] = (
         norm="layernorm",
         position="learned",
         linear_bias=True,
+        activation="gelu",
     ),
 )
 

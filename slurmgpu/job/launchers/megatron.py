@@ -137,6 +137,22 @@ def model_args(opts: Options, user_argv: Sequence[str]) -> Tuple[str, ...]:
         if model.kv_heads and model.kv_heads != model.heads:
             add("--group-query-attention")
             add("--num-query-groups", model.kv_heads)
+    if model.gated and model.activation != "silu":
+        # pretrain_gpt.py's only gated MLP is --swiglu (--quick-geglu is x*sigmoid(1.702x), not
+        # Gemma's tanh-GELU); it has no logit soft-capping either: refuse rather than train another net
+        raise ConfigError(
+            [
+                Issue(
+                    "",
+                    None,
+                    None,
+                    "model",
+                    "Megatron-LM's pretrain_gpt.py cannot build %s: it has no %s gated MLP flag (only --swiglu), "
+                    "so it would train a different network. Use --launcher nemo (Megatron-Bridge has its recipe) "
+                    "or your own program" % (model.label, model.activation),
+                )
+            ]
+        )
     if model.gated:
         add("--swiglu")
     add("--normalization", "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm")
@@ -146,6 +162,15 @@ def model_args(opts: Options, user_argv: Sequence[str]) -> Tuple[str, ...]:
         add("--rotary-base", int(model.rope_base))
         if model.rope_scaling == "llama3":
             add("--use-rope-scaling")  # Llama 3.1 frequency scaling, factor 8 (Megatron's default)
+        elif model.rope_scaling == "yarn":
+            beta_fast, beta_slow, mscale, mscale_all = model.yarn
+            add("--rope-type", "yarn")
+            add("--rotary-scaling-factor", "%g" % model.rope_factor)
+            add("--yarn-original-max-position-embeddings", model.rope_original_seq)
+            add("--yarn-beta-fast", "%g" % beta_fast)
+            add("--yarn-beta-slow", "%g" % beta_slow)
+            add("--mscale", "%g" % mscale)
+            add("--mscale-all-dim", "%g" % mscale_all)
     else:
         add("--position-embedding-type", "learned_absolute")
     if not model.linear_bias:
@@ -175,6 +200,7 @@ def model_args(opts: Options, user_argv: Sequence[str]) -> Tuple[str, ...]:
         if model.router_expert_bias:
             add("--moe-router-enable-expert-bias")
         add("--moe-token-dispatcher-type", "alltoall")  # the default allgather does not scale with EP
+        add("--moe-grouped-gemm")  # one grouped GEMM over a rank's experts instead of a loop of small ones
     return tuple(out)
 
 
