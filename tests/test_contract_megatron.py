@@ -165,3 +165,26 @@ def test_a_gated_mlp_megatron_has_no_flag_for_is_refused_by_name() -> None:
     js = JobSpec(launcher="megatron", model="gemma2-27b", nodes=2, time="01:00:00", smoke=True)
     with pytest.raises(ConfigError, match="cannot build Gemma 2 27B.*gelu_tanh.*--launcher nemo"):
         generate(site, js, search_path(None, None, site))
+
+
+def test_the_worked_example_in_the_docs_renders_what_they_show(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """docs/launchers.md's Megatron command, through the real CLI: every line the docs show is in the script."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from slurmgpu.cli import main
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "launchers.md").read_text(encoding="utf-8")
+    after = text[text.index("<!-- worked-example: megatron -->") :]
+    cmd, shown = re.findall(r"```\n(.*?)```", after, re.S)[:2]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SLURMGPU_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SLURMGPU_SYSTEM_SITE", str(tmp_path / "none.yaml"))
+    r = CliRunner().invoke(main, shlex.split(cmd.strip())[1:], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    script = r.stdout
+    for line in shown.splitlines():
+        assert line + "\n" in script, line
