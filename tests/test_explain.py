@@ -216,7 +216,8 @@ def test_doctor_marks_place_hosts_by_the_node_list():
 def test_gen_writes_the_explain_page(tmp_path: Path):
     r = run_cli(
         tmp_path,
-        *"gen --site dgx-h100 --model llama3-8b --launcher megatron --nodes 2 -o job.sh --explain-html g.html".split(),
+        *"gen --site dgx-h100 --model llama3-8b --launcher megatron --nodes 2 --smoke".split(),
+        *"-o job.sh --explain-html g.html".split(),
     )
     assert r.returncode == 0, r.stderr
     html = (tmp_path / "g.html").read_text()

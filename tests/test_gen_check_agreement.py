@@ -170,7 +170,13 @@ def test_moe_on_nvl72_gets_the_segment_of_its_expert_groups_and_check_accepts_it
     """Issue 18: the segment covers the EP groups too (not only TP), and the filter accepts it."""
     site = _SITES["gb200-nvl72"]
     spec = JobSpec(
-        model="deepseek-v3", task="lora", launcher=launcher, nodes=32, parallel=pins, command=COMMAND.get(launcher, ())
+        model="deepseek-v3",
+        task="lora",
+        launcher=launcher,
+        nodes=32,
+        parallel=pins,
+        command=COMMAND.get(launcher, ()),
+        smoke=True,  # Megatron and torchtitan need data+tokenizer or --smoke
     )
     gen = J.generate(site, spec, J.search_path(None, None, site))
     assert "#SBATCH --segment=%d" % segment in gen.script.splitlines()

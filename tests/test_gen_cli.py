@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -57,6 +58,40 @@ def stamp_of(text):
 # gen
 
 
+def _readme_gen_commands():
+    """The README's `slurmgpu gen ... --launcher megatron` commands, as the user would paste them."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    out = []
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        block = block.replace("\\\n", " ")
+        for line in block.splitlines():
+            line = line.split("&&")[-1].strip()
+            if line.startswith("slurmgpu gen ") and "--launcher megatron" in line:
+                out.append(shlex.split(line)[1:])
+    return out
+
+
+def test_the_readme_headline_job_renders_and_the_real_run_has_its_inputs(repo):
+    """The README's first command exits 0 and starts Megatron (smoke, mock data); the real run beside
+    it reaches Megatron's data, tokenizer and length; without them gen names what is missing."""
+    smoke, real = _readme_gen_commands()
+    assert "--smoke" in smoke and "--smoke" not in real
+    r = run(*smoke)
+    assert r.exit_code == 0, r.stderr
+    assert "    --mock-data \\\n" in r.stdout and " nodes=8 " in r.stdout.splitlines()[1]
+    r = run(*real)
+    assert r.exit_code == 0, r.stderr
+    want = dict(zip(real, real[1:]))
+    assert "    --data-path %s \\\n" % want["--data"] in r.stdout
+    assert "    --tokenizer-model %s \\\n" % want["--tokenizer"] in r.stdout
+    assert "    --train-iters " in r.stdout and "--mock-data" not in r.stdout
+    bare = [a for a in smoke if a != "--smoke"]
+    r = run(*bare)
+    assert r.exit_code == 2 and r.stdout == ""
+    for word in ("--data", "--tokenizer", "--train-iters", "--lr", "--smoke"):
+        assert word in r.stderr
+
+
 def test_llama3_70b_megatron_on_two_default_nodes(repo):
     r = run(
         "gen",
@@ -72,9 +107,25 @@ def test_llama3_70b_megatron_on_two_default_nodes(repo):
         "2",
         "--task",
         "lora",
+        "--data",
+        "/data/llama_text_document",
+        "--tokenizer",
+        "meta-llama/Meta-Llama-3-70B",
+        "--train-iters",
+        "2000",
+        "--lr",
+        "1e-4",
     )
     assert r.exit_code == 0, r.stderr
     text = r.stdout
+    # the training inputs reach Megatron under its own names
+    for line in (
+        "--data-path /data/llama_text_document",
+        "--tokenizer-model meta-llama/Meta-Llama-3-70B",
+        "--train-iters 2000",
+        "--lr 1e-4",
+    ):
+        assert "    %s \\\n" % line in text or "    %s\n" % line in text, line
     site = preset("dgx-h100")
     nt = site.node_type_of()
     assert "#SBATCH --gpus-per-node=%d" % nt.gpus in sbatch_lines(text)
@@ -88,8 +139,9 @@ def test_llama3_70b_megatron_on_two_default_nodes(repo):
 
 
 def test_the_script_carries_the_planners_layout(repo):
-    r = run("gen", "--model", "llama3.1-8b", "--launcher", "megatron", "--nodes", "2")
+    r = run("gen", "--model", "llama3.1-8b", "--launcher", "megatron", "--nodes", "2", "--smoke")
     assert r.exit_code == 0, r.stderr
+    assert "    --mock-data \\\n" in r.stdout
     plan = make_plan(preset("dgx-h100"), PlanRequest(model=get_model("llama3.1-8b"), nodes=2))
     lay = plan.layout
     assert stamp_of(r.stdout) == {
@@ -153,7 +205,10 @@ def test_missing_program_is_explained(repo):
 
 
 def test_default_entry_points(repo):
-    r = run("gen", "--launcher", "megatron", "--nodes", "2", "--", "--data-path", "/d")
+    r = run(
+        "gen", "--launcher", "megatron", "--nodes", "2", "--tokenizer", "t", "--train-iters", "9", "--lr", "1e-4",
+        "--", "--data-path", "/d",
+    )  # fmt: skip
     assert r.exit_code == 0, r.stderr
     assert "    pretrain_gpt.py \\\n    --data-path /d \\\n" in r.stdout
     r = run("gen", "--launcher", "vllm", "--nodes", "2", "--weights", "meta-llama/Llama-3.1-70B-Instruct")
@@ -164,6 +219,7 @@ def test_default_entry_points(repo):
 def test_layout_flags_in_the_program_are_refused(repo):
     r = run("gen", "--launcher", "megatron", "--nodes", "2", "--", "--tensor-model-parallel-size", "4")
     assert r.exit_code == 2 and "--tp" in r.stderr and "--tensor-model-parallel-size" in r.stderr
+    assert "--smoke" in r.stderr  # and, in the same error, the training inputs that are missing
 
 
 def test_tp_across_nvlink_domains_is_refused_like_the_filter(repo):
@@ -415,7 +471,19 @@ def test_init_with_an_entry_point_launcher_writes_no_placeholder(repo):
     assert r.exit_code == 0, r.stderr
     assert load_spec(str(repo / "slurmgpu.yaml")).command == ()
     assert "placeholder" not in r.stderr
+    # Megatron cannot start without data, tokenizer, length and lr: init starts as a smoke run
+    assert load_spec(str(repo / "slurmgpu.yaml")).smoke
     assert run("gen", "-o", "job.sbatch").exit_code == 0
+    assert "    --mock-data \\\n" in (repo / "job.sbatch").read_text()
+    # the real run: uncomment the inputs init wrote beside it, drop smoke
+    text = (repo / "slurmgpu.yaml").read_text()
+    text = re.sub(r"^smoke: true.*\n", "", text, flags=re.M)
+    text = re.sub(r"^# (data|tokenizer|train_iters|lr): ", r"\1: ", text, flags=re.M)
+    (repo / "slurmgpu.yaml").write_text(text)
+    r = run("gen", "-o", "job.sbatch")
+    assert r.exit_code == 0, r.stderr
+    real = (repo / "job.sbatch").read_text()
+    assert "--mock-data" not in real and "    --data-path /data/corpus_text_document \\\n" in real
 
 
 def test_init_asks_nothing_without_a_terminal(repo):

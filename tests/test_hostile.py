@@ -162,6 +162,17 @@ def pwned(tmp_path):
 def hostile_spec(tmp_path, launcher, container):
     """Hostile arguments after the launcher's own entry point (or a program where it has none)."""
     cmd = programs.COMMAND.get(launcher, ())
+    # Megatron refuses to render without its training inputs: hostile ones, which must arrive verbatim
+    inputs = (
+        {
+            "data": "/data/my corpus $(touch PWNED_data);x",
+            "tokenizer": "org/tok `touch PWNED_tok`",
+            "train_iters": 100,
+            "lr": "3e-4",
+        }
+        if launcher == "megatron"
+        else {}
+    )
     return JobSpec(
         name='pwn"; touch PWNED_name; echo " #x',
         launcher=launcher,
@@ -175,6 +186,7 @@ def hostile_spec(tmp_path, launcher, container):
         container=container,
         preflight=True,
         weights="org/model $(touch PWNED_w)",
+        **inputs,
     )
 
 
@@ -238,6 +250,9 @@ def test_hostile_values_reach_the_program_verbatim(tmp_path, stubs, launcher, co
         assert a in got
     if launcher in ("vllm", "sglang"):
         assert spec.weights in got
+    if launcher == "megatron":
+        assert got[got.index("--data-path") + 1] == spec.data
+        assert got[got.index("--tokenizer-model") + 1] == spec.tokenizer
     env = ran[0]["env"]
     assert env["HOSTILE"] == spec.env["HOSTILE"]
     assert env["SLURMGPU_CHECKPOINT_DIR"] == spec.checkpoint_dir and os.path.isdir(spec.checkpoint_dir)
@@ -416,6 +431,11 @@ def path_spec(tmp_path, launcher, container):
         "none": ContainerSpec(runtime="none"),
     }[container]
     cmd = {"torchrun": ("train.py",)}.get(launcher, ())
+    inputs = (
+        {"data": "$SCRATCH/corpus/$USER text", "tokenizer": "${HOME}/tok $OTHER", "train_iters": 10, "lr": "1e-4"}
+        if launcher == "megatron"
+        else {}
+    )
     return JobSpec(
         launcher=launcher,
         nodes=2,
@@ -425,6 +445,7 @@ def path_spec(tmp_path, launcher, container):
         preflight=False,
         env={"NOTE": "$USER $(touch PWNED_env)"},
         args=("--data", "$SCRATCH/tok"),
+        **inputs,
     )
 
 
@@ -454,6 +475,9 @@ def test_path_variables_expand_on_the_node_and_nothing_else(tmp_path, stubs, lau
     assert got[got.index("--data") + 1] == "$SCRATCH/tok"  # a program argument: literal
     if launcher == "megatron":
         assert got[got.index("--save") + 1] == want_ckpt and got[got.index("--load") + 1] == want_ckpt
+        # the data prefix and the tokenizer are paths: $SCRATCH/$USER/$HOME expand on the node, $OTHER does not
+        assert got[got.index("--data-path") + 1] == str(tmp_path / "scratch") + "/corpus/alice text"
+        assert got[got.index("--tokenizer-model") + 1] == env["HOME"] + "/tok $OTHER"
     scratch = str(tmp_path / "scratch")
     if container == "pyxis":
         srun_main = [x for x in recs if x["prog"] == "srun"][-1]["argv"]

@@ -50,7 +50,14 @@ def scontrol_env(tmp_path):
 def rendezvous_snippet(launcher):
     """The script's shell options and its rendezvous part, exactly as rendered."""
     site = load_site(str(preset_dir() / "dgx-h100.yaml"))
-    spec = JobSpec(launcher=launcher, nodes=2, command=COMMAND.get(launcher, ()), weights="org/model", preflight=False)
+    spec = JobSpec(
+        launcher=launcher,
+        nodes=2,
+        command=COMMAND.get(launcher, ()),
+        weights="org/model",
+        preflight=False,
+        smoke=True,  # the frameworks that need data get their mock data (the rendezvous is what is tested)
+    )
     req, _ = J.build_request(site, spec, J.plan_layout(site, spec), "slurmgpu gen big")
     lines = J.render_request(req, J.search_path(None, None, site)).splitlines()
     assert "set -euo pipefail" in lines

@@ -82,7 +82,12 @@ def test_wheel_installs_into_a_fresh_venv_with_presets_and_templates(installed, 
     assert r.returncode == 0, r.stderr + r.stdout
 
 
-README_MAIN = ("gen", "--model", "llama3-70b", "--launcher", "megatron", "--nodes", "8")
+README_MAIN = ("gen", "--model", "llama3-70b", "--launcher", "megatron", "--nodes", "8", "--smoke")
+
+
+def test_readme_main_is_the_readmes_first_command():
+    first = (ROOT / "README.md").read_text(encoding="utf-8").split("```sh\n", 1)[1].split("\n", 1)[0]
+    assert first == "pip install . && slurmgpu " + " ".join(README_MAIN)
 
 
 @pytest.mark.slow

@@ -222,11 +222,16 @@ def test_paths_in_the_script_expand_and_nothing_else_does():
         container=ContainerSpec(runtime="pyxis", image="nvcr.io#nvidia/x:$USER", mounts=("$SCRATCH:/scratch",)),
         env={"NOTE": "$USER stays"},
         args=("--data-path", "/data/$USER"),
+        smoke=False,
+        tokenizer="meta-llama/Llama-3.1-8B",
+        train_iters=100,
+        lr="3e-4",
     )
     text, req, _ = render_spec(site, spec, model=get_model("llama3.1-8b"), layout=LAY2)
     assert "export SLURMGPU_CHECKPOINT_DIR='/scratch/'\"${USER}\"'/ck $(id)'\n" in text
     assert "    --save '/scratch/'\"${USER}\"'/ck $(id)' \\\n" in text
-    assert "    --load '/scratch/'\"${USER}\"'/ck $(id)'\n" in text
+    assert "    --load '/scratch/'\"${USER}\"'/ck $(id)' \\\n" in text
+    assert "    --tokenizer-model meta-llama/Llama-3.1-8B" in text
     assert 'SLURMGPU_MOUNTS="$PWD:$PWD"",${SCRATCH}:/scratch"\n' in text
     # everything that is not a path stays literal
     assert "export NOTE='$USER stays'" in text and "--data-path '/data/$USER'" in text
@@ -408,7 +413,7 @@ def test_tasks_per_node_matches_the_launcher():
 
 def test_layout_arguments_carry_the_layout():
     lay = Layout(tp=4, pp=2, dp=2, cp=2, ep=2, micro_batch=3, nodes=4, gpus_per_node=8)
-    meg = L.framework_args(L.get_launcher("megatron"), lay, L.Options())
+    meg = L.framework_args(L.get_launcher("megatron"), lay, L.Options(smoke=True))
     pairs = dict(zip(meg, meg[1:]))
     assert (
         pairs["--tensor-model-parallel-size"],
@@ -418,8 +423,11 @@ def test_layout_arguments_carry_the_layout():
         pairs["--micro-batch-size"],
     ) == ("4", "2", "2", "2", "3")
     assert "--sequence-parallel" in meg and "--use-distributed-optimizer" in meg
-    fsdp = L.framework_args(L.get_launcher("megatron"), lay, L.Options(fsdp=True))
+    fsdp = L.framework_args(L.get_launcher("megatron"), replace(lay, pp=1, ep=1), L.Options(fsdp=True, smoke=True))
     assert "--use-torch-fsdp2" in fsdp and "--use-distributed-optimizer" not in fsdp
+    assert "--no-gradient-accumulation-fusion" in fsdp  # validate_args refuses FSDP2 without it
+    with pytest.raises(ConfigError, match="pipeline and expert parallelism.*drop --fsdp"):  # nor with PP or EP > 1
+        L.framework_args(L.get_launcher("megatron"), lay, L.Options(fsdp=True, smoke=True))
     nemo = L.framework_args(L.get_launcher("nemo"), lay, L.Options(model=get_model("llama3.1-8b"), smoke=True))
     assert "model.tensor_model_parallel_size=4" in nemo and "model.context_parallel_size=2" in nemo
     titan = L.framework_args(
@@ -439,10 +447,12 @@ def test_layout_arguments_carry_the_layout():
 def test_user_arguments_may_not_contradict_the_layout():
     meg = L.get_launcher("megatron")
     lay = Layout(tp=8, pp=2, nodes=2, gpus_per_node=8)
-    gen = L.framework_args(meg, lay, L.Options())
+    gen = L.framework_args(meg, lay, L.Options(smoke=True))
     with pytest.raises(ConfigError, match="--tensor-model-parallel-size=4"):
         L.check_conflicts(meg, ["--tensor-model-parallel-size=4"], gen)
-    L.check_conflicts(meg, ["--lr", "1e-4"], gen)
+    # the user's own --lr, data and length win: the adapter leaves out what the user gives
+    own = ["--lr", "1e-4", "--train-iters", "5"]
+    L.check_conflicts(meg, own, L.framework_args(meg, lay, L.Options(smoke=True), own))
     nemo = L.get_launcher("nemo")
     with pytest.raises(ConfigError, match="model.tensor_model_parallel_size"):
         L.check_conflicts(
@@ -532,6 +542,8 @@ def test_segment_line_in_the_script():
 def _spec(**kw):
     base = dict(launcher="torchrun", nodes=2, command=("train.py",))
     base.update(kw)
+    if base["launcher"] == "megatron" and not base.get("data"):
+        base.setdefault("smoke", True)  # Megatron needs data+tokenizer or --smoke
     return JobSpec(**base)
 
 
@@ -696,7 +708,7 @@ def test_megatron_gets_model_shape_and_plan_choices():
     model = get_model("llama3.1-70b")
     lay = Layout(tp=8, pp=2, dp=1, nodes=2, gpus_per_node=8)
     text, req, _ = render_spec(
-        site, JobSpec(launcher="megatron", model="llama3.1-70b", nodes=2), layout=lay, model=model
+        site, JobSpec(launcher="megatron", model="llama3.1-70b", nodes=2, smoke=True), layout=lay, model=model
     )
     prog = req.launch.program
     pairs = dict(zip(prog, prog[1:]))
@@ -819,7 +831,10 @@ GOLDEN_CASES = {
             container=ContainerSpec(image="nvcr.io#nvidia/nemo:24.07", mounts=("/data:/data:ro",)),
             requeue=True,
             time="2-00:00:00",
-            args=("--data-path", "/data/tok en"),
+            data="/data/tok en_text_document",
+            tokenizer="meta-llama/Llama-3.1-70B",
+            train_iters=50000,
+            lr="1.5e-4",
         ),
         Layout(tp=8, pp=2, dp=1, nodes=2, gpus_per_node=8),
         "llama3.1-70b",

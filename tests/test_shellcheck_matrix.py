@@ -42,6 +42,9 @@ COMMAND = dict(
 )
 
 
+MEGATRON_INPUTS = dict(data="$SCRATCH/my corpus_text_document", tokenizer="/models/tok it's", train_iters=10, lr="3e-4")
+
+
 def _spec(launcher, container, nodes, variant):
     return JobSpec(
         name="matrix %s" % launcher,
@@ -57,6 +60,9 @@ def _spec(launcher, container, nodes, variant):
         preflight=not variant,
         time="01:00:00",
         sbatch=("--comment=#1",) if variant else (),
+        # Megatron's training inputs: a smoke run, or (variant) real ones that need quoting
+        smoke=launcher == "megatron" and not variant,
+        **(MEGATRON_INPUTS if launcher == "megatron" and variant else {}),
     )
 
 

@@ -480,6 +480,7 @@ def test_diff_with_model_flags_shows_the_layout_per_site(repo):
         "megatron",
         "--nodes",
         "8",
+        "--smoke",
         "--json",
     )
     assert r.exit_code == 0, r.stderr
@@ -505,6 +506,7 @@ def test_diff_keeps_the_other_column_when_one_site_fails(repo):
         "megatron",
         "--nodes",
         "8",
+        "--smoke",
     )
     assert r.exit_code == 2
     assert "error: perlmutter: Llama 3.1 70B" in r.stdout and "does not fit" in r.stdout
@@ -522,6 +524,7 @@ def test_diff_keeps_the_other_column_when_one_site_fails(repo):
             "megatron",
             "--nodes",
             "8",
+            "--smoke",
             "--json",
         ).stdout
     )
@@ -563,7 +566,7 @@ def test_plan_uses_the_repos_spec_its_site_block_and_flags(repo):
 
 
 def test_plan_and_gen_agree_on_a_spec(repo):
-    write_spec(repo, "model: llama3.1-8b\nlauncher: megatron\nnodes: 2\nparallel: {tp: 2}\n")
+    write_spec(repo, "model: llama3.1-8b\nlauncher: megatron\nnodes: 2\nparallel: {tp: 2}\nsmoke: true\n")
     p = json.loads(run("plan", "--site", "dgx-h100", "--json").stdout)
     g = json.loads(run("gen", "--site", "dgx-h100", "--json").stdout)
     assert {k: p[k] for k in ("tp", "pp", "dp", "cp", "ep", "nodes")} == {

@@ -36,6 +36,7 @@ GEN = [
     "2",
     "--task",
     "lora",
+    "--smoke",
     "--site",
     "dgx-h100",
 ]

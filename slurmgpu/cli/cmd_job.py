@@ -191,7 +191,8 @@ def gen_cmd(
 
     \b
     Examples:
-      slurmgpu gen --model llama3-70b --launcher megatron --nodes 2
+      slurmgpu gen --model llama3-70b --launcher megatron --nodes 2 --smoke
+      slurmgpu gen --model llama3-8b --launcher megatron --data /d/tok --tokenizer /m/tok --train-iters 5000 --lr 3e-4
       slurmgpu gen --site perlmutter --nodes 4 -- train.py --lr 3e-4
       slurmgpu gen slurmgpu.yaml --site aws-p5 -o job.sh
       slurmgpu gen --launcher vllm --weights meta-llama/Llama-3.1-70B-Instruct --nodes 2 --json
@@ -230,7 +231,7 @@ def submit_cmd(
 
     \b
     Examples:
-      slurmgpu submit --model llama3-70b --launcher megatron --nodes 2
+      slurmgpu submit --model llama3-70b --launcher megatron --nodes 2 --smoke
       slurmgpu submit slurmgpu.yaml --test-only
       slurmgpu submit slurmgpu.yaml --requeue --chain 4 --time 24:00:00
     """
@@ -311,7 +312,7 @@ def diff_cmd(ctx: click.Context, /, sites: Any, show_all: bool, as_json: bool, *
     \b
     Examples:
       slurmgpu diff --site dgx-h100 --site perlmutter
-      slurmgpu diff --site dgx-h100 --site lumi-g --model llama3-70b --launcher megatron --nodes 8
+      slurmgpu diff --site dgx-h100 --site lumi-g --model llama3-70b --launcher megatron --nodes 8 --smoke
       slurmgpu diff --site dgx-h100 --site perlmutter --site lumi-g slurmgpu.yaml --all
       slurmgpu diff --site perlmutter --site my-cluster.yaml --json | jq '.rows[] | select(.same | not)'
     """
@@ -382,6 +383,9 @@ def init_cmd(
     given; the program to launch may follow `--`. Launchers that need a program
     (torchrun, srun, deepspeed, accelerate) get `command: [train.py]` when none
     is given: a placeholder to edit, so that `slurmgpu gen` works at once.
+    Launchers that need training inputs (megatron: data, tokenizer, train_iters,
+    lr) start as `smoke: true`, a short run on mock data, with those fields
+    commented out beside it.
 
     \b
     Examples:
@@ -424,6 +428,7 @@ def init_cmd(
         time=time,
         image=image,
         placeholder=placeholder,
+        inputs=get_launcher(launcher).needs_inputs,
     )
     (root / REPO_DIR / "templates").mkdir(parents=True, exist_ok=True)
     readme = root / REPO_DIR / "README.md"

@@ -3,10 +3,10 @@ so `gen` never writes a script its cluster would reject."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple
 
-from ..errors import PlanError, PolicyRejection
+from ..errors import ConfigError, PlanError, PolicyRejection
 from ..render import TemplateDir
 from ..site import Site
 from .request import RenderRequest, build_request, render_request
@@ -50,11 +50,30 @@ def generate(site: Site, spec: JobSpec, dirs: Sequence[TemplateDir], regen: str 
     except PlanError:
         _refuse_pinned_tp(site, spec, dirs, regen)
         raise
-    req, warnings = build_request(site, spec, sizing, regen)
+    try:
+        req, warnings = build_request(site, spec, sizing, regen)
+    except ConfigError:
+        if spec.smoke:
+            raise
+        _refuse_layout(site, spec, sizing, dirs, regen)
+        raise
     script = render_request(req, dirs)
     verdict = check_policy(site, spec, script, sizing)
     warns = list(warnings) + list(getattr(verdict, "warnings", ()) or ())
     return Generated(script=script, request=req, sizing=sizing, warnings=tuple(warns), verdict=verdict, spec=spec)
+
+
+def _refuse_layout(site: Site, spec: JobSpec, sizing: Sizing, dirs: Sequence[TemplateDir], regen: str) -> None:
+    """A spec error (missing training inputs): if the filter refuses the layout anyway, say that first,
+    since no inputs would make the job run; the probe renders as a smoke run only to be checked."""
+    from ..errors import SlurmgpuError
+
+    try:
+        req, _ = build_request(site, replace(spec, smoke=True), sizing, regen)
+        script = render_request(req, dirs)
+    except SlurmgpuError:
+        return  # the spec error stands
+    check_policy(site, spec, script, sizing)
 
 
 def _refuse_pinned_tp(site: Site, spec: JobSpec, dirs: Sequence[TemplateDir], regen: str) -> None:
@@ -68,7 +87,8 @@ def _refuse_pinned_tp(site: Site, spec: JobSpec, dirs: Sequence[TemplateDir], re
         node = site.node_type_of(spec.partition or site.default_partition)
         layout = layout_from_pins(node, spec.nodes, spec.gpus, spec.parallel)
         probe = Sizing(layout=layout, model=_model(spec.model) if spec.model else None)
-        req, _ = build_request(site, spec, probe, regen)
+        # the probe is only shown to the filter: missing training inputs must not hide its verdict
+        req, _ = build_request(site, replace(spec, smoke=True), probe, regen)
         script = render_request(req, dirs)
     except SlurmgpuError:
         return  # the planner's own message stands

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -279,10 +279,26 @@ def launch_argv(
         data=spec.data,
         tokenizer=spec.tokenizer,
         train_iters=spec.train_iters,
+        tokens=spec.tokens,
         lr=spec.lr,
         smoke=spec.smoke,
     )
-    planned = L.framework_args(launcher, sizing.layout, opts, user_argv)
+    try:
+        planned = L.framework_args(launcher, sizing.layout, opts, user_argv)
+    except ConfigError as missing:
+        if opts.smoke:
+            raise
+        # missing training inputs (Megatron): name a clash in the user's arguments in the same error
+        try:
+            L.check_conflicts(
+                launcher,
+                user_argv,
+                L.framework_args(launcher, sizing.layout, replace(opts, smoke=True), user_argv),
+                where,
+            )
+        except ConfigError as clash:
+            raise ConfigError(clash.issues + missing.issues) from None
+        raise
     L.check_conflicts(launcher, user_argv, planned, where)
     return tuple(argv) + tuple(planned), opts
 

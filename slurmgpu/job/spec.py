@@ -765,6 +765,14 @@ def find_repo(start: Optional[str] = None) -> Tuple[Path, Optional[Path]]:
 # `slurmgpu init`
 
 
+_INPUT_EXAMPLES = {  # init's commented-out training inputs: an example value and what it is
+    "data": ("/data/corpus_text_document", "what it trains on ($VARS expand on the node)"),
+    "tokenizer": ("meta-llama/Llama-3.1-8B", "a Hugging Face id or a local path"),
+    "train_iters": ("10000", "training steps; or `tokens: 2T` instead"),
+    "lr": ("3e-4", "peak learning rate"),
+}
+
+
 def scaffold(
     name: str,
     site: str,
@@ -775,10 +783,13 @@ def scaffold(
     time: str,
     image: Optional[str] = None,
     placeholder: bool = False,
+    inputs: Tuple[str, ...] = (),
 ) -> str:
     """The text of a fresh slurmgpu.yaml, commented so users see the other fields.
 
     `placeholder`: `command` is init's stand-in (PLACEHOLDER_PROGRAM), and the line says so.
+    `inputs`: training inputs the launcher cannot start without: the spec starts as a smoke run
+    on mock data (so `gen` works at once) with those fields commented out beside it.
     """
     import json
 
@@ -804,6 +815,13 @@ def scaffold(
     lines += [
         "time: %s" % q(time),
         ("nodes: %d" % nodes) if nodes else "nodes: plan              # or a number",
+    ]
+    if inputs:
+        lines.append("smoke: true                 # a short run on mock data; for the real run set these and drop it:")
+        for f in inputs:
+            value, note = _INPUT_EXAMPLES.get(f, ("...", f))
+            lines.append("# %-36s # %s" % ("%s: %s" % (f, value), note))
+    lines += [
         "# parallel: {tp: 8, pp: 2}   # pin parts of the layout; the rest is planned",
         "container:",
         ("  image: %s" % q(image)) if image else '  # image: "nvcr.io#nvidia/pytorch:24.04-py3"',

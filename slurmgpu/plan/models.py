@@ -45,6 +45,24 @@ class ModelSpec:
     kv_lora_rank: int = 0  # MLA: compressed KV width (what the KV cache holds)
     rope_head_dim: int = 0  # MLA: decoupled RoPE key width per head
     v_head_dim: Optional[int] = None  # MLA: value head width (default head_dim)
+    # Architecture facts the launcher adapters pass to the framework (no effect on the planner's
+    # numbers: parameter counts ignore norms and biases). Defaults are the Llama family's.
+    norm: str = "rmsnorm"  # rmsnorm | layernorm
+    norm_eps: float = 1e-5
+    position: str = "rope"  # rope | learned (absolute position embeddings, GPT-2/3)
+    rope_base: float = 10000.0  # rope_theta
+    rope_scaling: str = ""  # "llama3": Llama 3.1's frequency scaling (factor 8) | "yarn" (DeepSeek-V3)
+    rope_factor: float = 0.0  # yarn: scaling factor (DeepSeek-V3 40)
+    rope_original_seq: int = 0  # yarn: the pre-extension context (DeepSeek-V3 4096)
+    yarn: Tuple[float, ...] = ()  # yarn: beta_fast, beta_slow, mscale, mscale_all_dim
+    activation: str = "silu"  # MLP activation: silu (SwiGLU) | gelu_tanh (Gemma's GeGLU) | gelu
+    linear_bias: bool = False  # biases in the attention and MLP projections (GPT-2/3)
+    qkv_bias: bool = False  # bias on the QKV projection only (Qwen2)
+    router_score: str = "softmax"  # MoE router: softmax | sigmoid (DeepSeek-V3)
+    router_topk_scale: Optional[float] = None  # routed_scaling_factor (DeepSeek-V3 2.5)
+    router_groups: int = 0  # node-limited routing: expert groups (DeepSeek-V3 n_group 8)
+    router_group_topk: int = 0  # groups each token may use (DeepSeek-V3 topk_group 4)
+    router_expert_bias: bool = False  # aux-loss-free balancing bias (DeepSeek-V3 noaux_tc)
     title: str = ""
     source: str = ""
     gated_assumed: bool = False  # a model file without `gated:` (planned as a 2-matrix GPT-style MLP)
@@ -161,6 +179,10 @@ def fmt_params(n: float) -> str:
 # ---------------------------------------------------------------------------
 # The catalogue. Shapes are from each model's published config (Hugging Face
 # config.json of the official release, or the paper for GPT-3); `source` says which.
+# The architecture facts come from the same files: rope_theta -> rope_base, rms_norm_eps ->
+# norm_eps, rope_scaling.rope_type "llama3", Qwen2's attention bias, DeepSeek-V3's
+# scoring_func/routed_scaling_factor/n_group/topk_group/topk_method "noaux_tc"; GPT-3 is
+# GPT-2-style (LayerNorm, learned positions, biases).
 
 
 def _m(name: str, title: str, source: str, **kw: Any) -> ModelSpec:
@@ -214,6 +236,8 @@ _CATALOGUE: Tuple[ModelSpec, ...] = (
         ffn=14336,
         vocab=128256,
         seq=8192,
+        rope_base=500000.0,
+        rope_scaling="llama3",
     ),
     _m(
         "llama3.1-70b",
@@ -226,6 +250,8 @@ _CATALOGUE: Tuple[ModelSpec, ...] = (
         ffn=28672,
         vocab=128256,
         seq=8192,
+        rope_base=500000.0,
+        rope_scaling="llama3",
     ),
     _m(
         "llama3.1-405b",
@@ -238,6 +264,8 @@ _CATALOGUE: Tuple[ModelSpec, ...] = (
         ffn=53248,
         vocab=128256,
         seq=8192,
+        rope_base=500000.0,
+        rope_scaling="llama3",
     ),
     _m(
         "mistral-7b",
@@ -264,6 +292,7 @@ _CATALOGUE: Tuple[ModelSpec, ...] = (
         seq=32768,
         experts=8,
         experts_active=2,
+        rope_base=1000000.0,
     ),
     _m(
         "mixtral-8x22b",
@@ -278,6 +307,7 @@ _CATALOGUE: Tuple[ModelSpec, ...] = (
         seq=65536,
         experts=8,
         experts_active=2,
+        rope_base=1000000.0,
     ),
     _m(
         "qwen2.5-7b",
@@ -290,6 +320,9 @@ _CATALOGUE: Tuple[ModelSpec, ...] = (
         ffn=18944,
         vocab=152064,
         seq=32768,
+        rope_base=1000000.0,
+        norm_eps=1e-6,
+        qkv_bias=True,
     ),
     _m(
         "qwen2.5-72b",
@@ -302,6 +335,9 @@ _CATALOGUE: Tuple[ModelSpec, ...] = (
         ffn=29568,
         vocab=152064,
         seq=32768,
+        rope_base=1000000.0,
+        norm_eps=1e-6,
+        qkv_bias=True,
     ),
     _m(
         "gemma2-27b",
@@ -316,6 +352,8 @@ _CATALOGUE: Tuple[ModelSpec, ...] = (
         vocab=256000,
         seq=8192,
         tied_embeddings=True,
+        norm_eps=1e-6,
+        activation="gelu_tanh",  # hidden_activation gelu_pytorch_tanh
     ),
     _m(
         "deepseek-v3",
@@ -337,6 +375,16 @@ _CATALOGUE: Tuple[ModelSpec, ...] = (
         kv_lora_rank=512,
         rope_head_dim=64,
         v_head_dim=128,
+        norm_eps=1e-6,
+        router_score="sigmoid",
+        router_topk_scale=2.5,
+        router_groups=8,
+        router_group_topk=4,
+        router_expert_bias=True,
+        rope_scaling="yarn",  # rope_scaling {type: yarn, factor 40, original 4096, beta 32/1, mscale 1/1}
+        rope_factor=40.0,
+        rope_original_seq=4096,
+        yarn=(32.0, 1.0, 1.0, 1.0),
     ),
     _m(
         "gpt3-175b",
@@ -350,6 +398,10 @@ _CATALOGUE: Tuple[ModelSpec, ...] = (
         seq=2048,
         gated=False,
         tied_embeddings=True,
+        norm="layernorm",
+        position="learned",
+        linear_bias=True,
+        activation="gelu",
     ),
 )
 
@@ -480,6 +532,18 @@ def _fields() -> Dict[str, Field]:
         "kv_lora_rank": Field("int", minimum=0, default=0),
         "rope_head_dim": Field("int", minimum=0, default=0),
         "v_head_dim": Field("int", positive=True),
+        "norm": Field("str", choices=("rmsnorm", "layernorm"), default="rmsnorm"),
+        "norm_eps": Field("num", positive=True, default=1e-5),
+        "position": Field("str", choices=("rope", "learned"), default="rope"),
+        "rope_base": Field("num", positive=True, default=10000.0),
+        "rope_scaling": Field("str", choices=("", "llama3"), default=""),
+        "linear_bias": Field("bool", default=False),
+        "qkv_bias": Field("bool", default=False),
+        "router_score": Field("str", choices=("softmax", "sigmoid"), default="softmax"),
+        "router_topk_scale": Field("num", positive=True),
+        "router_groups": Field("int", minimum=0, default=0),
+        "router_group_topk": Field("int", minimum=0, default=0),
+        "router_expert_bias": Field("bool", default=False),
     }
 
 
@@ -567,6 +631,18 @@ def load_model_file(path: str) -> ModelSpec:
         kv_lora_rank=v["kv_lora_rank"],
         rope_head_dim=v["rope_head_dim"],
         v_head_dim=v["v_head_dim"],
+        norm=v["norm"],
+        norm_eps=float(v["norm_eps"]),
+        position=v["position"],
+        rope_base=float(v["rope_base"]),
+        rope_scaling=v["rope_scaling"],
+        linear_bias=v["linear_bias"],
+        qkv_bias=v["qkv_bias"],
+        router_score=v["router_score"],
+        router_topk_scale=None if v["router_topk_scale"] is None else float(v["router_topk_scale"]),
+        router_groups=v["router_groups"],
+        router_group_topk=v["router_group_topk"],
+        router_expert_bias=v["router_expert_bias"],
         title=v["title"] or "",
         source=path,
     )

@@ -39,13 +39,15 @@ class _Result:
     batch_note: Optional[str] = None
 
 
-def _caps_zeros(caps: Capabilities, zeros: List[int], pp: int, ep: int) -> List[int]:
+def _caps_zeros(caps: Capabilities, zeros: List[int], pp: int, ep: int, tied: bool = False) -> List[int]:
     """The stages the launcher can run among `zeros`; else its nearest stage (the least sharding first)."""
 
     def ok(z: int) -> bool:
         if z not in caps.zero:
             return False
-        return z < 3 or ((pp == 1 or caps.zero3_with_pp) and (ep == 1 or caps.zero3_with_ep))
+        return z < 3 or (
+            (pp == 1 or caps.zero3_with_pp) and (ep == 1 or caps.zero3_with_ep) and (not tied or caps.zero3_with_tied)
+        )
 
     keep = [z for z in zeros if ok(z)]
     if keep:
@@ -94,6 +96,11 @@ def caps_error(req: PlanRequest) -> Optional[str]:
                 who,
                 pp,
             )
+        if req.zero == 3 and req.model.tied_embeddings and not caps.zero3_with_tied:
+            return "%s cannot fully shard (ZeRO-3) %s, whose output layer shares the embedding: drop --zero 3" % (
+                who,
+                req.model.label,
+            )
         if req.zero == 3 and pins.get("ep", 1) > 1 and not caps.zero3_with_ep:
             return "%s cannot combine ZeRO-3 (full sharding) with expert parallelism: drop --zero 3 or --ep %d" % (
                 who,
@@ -134,7 +141,7 @@ def _strategies(ctx: _Ctx, pp: int, n_dp: int, ep: int = 1) -> List[Tuple[int, s
     else:
         zeros = [1, 2, 3]
     if req.zero is None:
-        zeros = _caps_zeros(req.caps, zeros, pp, ep)
+        zeros = _caps_zeros(req.caps, zeros, pp, ep, ctx.model.tied_embeddings)
     # with FlashAttention `selective` (recompute the attention core) saves no memory over `none`
     recs = [req.recompute] if req.recompute else ["none", "full"]
     return [(z, r) for r in recs for z in zeros]

@@ -40,6 +40,7 @@ class Capabilities:
     zero: Tuple[int, ...] = (0, 1, 2, 3)  # sharding stages it can be told to use
     zero3_with_pp: bool = True  # full sharding combined with pipeline stages
     zero3_with_ep: bool = True  # full sharding combined with expert parallelism
+    zero3_with_tied: bool = True  # full sharding of a model whose output layer shares the embedding
     serving_dp: bool = True  # serving: data-parallel replicas inside one server (False: one TP x PP server)
     serving_dp_nodes: bool = True  # serving: those replicas may span several nodes (False: DP only on one node)
     launcher: str = ""  # whose capabilities these are, for the errors that name it

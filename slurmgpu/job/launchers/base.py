@@ -33,6 +33,8 @@ class Launcher:
     summary: str
     default_entry: Tuple[str, ...] = ()  # () = the user must name the program
     needs_weights: bool = False  # serving engines need the checkpoint to serve
+    # spec fields the framework cannot start without (or --smoke); `init` scaffolds them
+    needs_inputs: Tuple[str, ...] = ()
     serving: bool = False
     runtime_keys: Tuple[str, ...] = ()  # flags the template adds per node at run time
     # other spellings of flags the adapter writes: (flag, (alias, ...)), refused from the user too
@@ -75,6 +77,7 @@ class Options:
     data: Optional[str] = None
     tokenizer: Optional[str] = None
     train_iters: Optional[int] = None
+    tokens: Optional[float] = None  # training tokens (--tokens): train_iters derives from it
     lr: Optional[str] = None
     smoke: bool = False  # a short run on the framework's mock data
 
