@@ -178,3 +178,19 @@ def test_version_matches_package():
     r = _run([sys.executable, "-m", "slurmgpu.cli", "--version"])
     assert r.returncode == 0
     assert slurmgpu.__version__ in r.stdout
+
+
+def test_every_package_of_the_source_tree_is_in_the_wheel_list():
+    """setup.cfg lists the packages by hand: a new subpackage missing there installs without its
+    code (slurmgpu.job.launchers did, and the README's first command died on a fresh machine)."""
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    listed = {p.strip() for p in cfg["options"]["packages"].split() if p.strip()}
+    found = {
+        ".".join(d.relative_to(ROOT).parts)
+        for d in (ROOT / "slurmgpu").rglob("*")
+        if d.is_dir() and (d / "__init__.py").exists()
+    }
+    assert found - listed == set()
