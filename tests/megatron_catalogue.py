@@ -1,7 +1,7 @@
-"""Megatron-LM's argument rules from the recorded catalogue (tests/data/megatron_catalogue.json).
+"""Megatron-LM's argument rules from the recorded catalogue (tests/data/contract/megatron-d98e8a64.json).
 
 Megatron's `megatron/training/arguments.py` is not installable from PyPI, so its parser is
-recorded (contrib/tools/record_megatron_catalogue.py, at the commit the catalogue names) and
+recorded (contrib/contract/record_megatron.py, at the commit the catalogue names) and
 rebuilt here as a real argparse parser with the recorded names, nargs, types and choices. The
 recorded validate_args / TransformerConfig rules are then applied to the parsed namespace.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-CATALOGUE_PATH = Path(__file__).parent / "data" / "megatron_catalogue.json"
+CATALOGUE_PATH = Path(__file__).parent / "data" / "contract" / "megatron-d98e8a64.json"
 
 
 class ArgvError(Exception):

@@ -1,5 +1,5 @@
 """Megatron-LM contract: every matrix job's argv is accepted by Megatron's recorded argument rules
-(tests/data/megatron_catalogue.json, NVIDIA/Megatron-LM d98e8a64) and means the planned job.
+(tests/data/contract/megatron-d98e8a64.json, NVIDIA/Megatron-LM d98e8a64) and means the planned job.
 
 Before the adapter rewrite, 30 of the 61 jobs the planner renders broke a recorded rule (20 FSDP2
 without --no-gradient-accumulation-fusion, 10 PP not dividing the layers) and none parsed back to

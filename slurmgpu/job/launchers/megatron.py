@@ -11,8 +11,8 @@ from ...plan.layout import expert_tp
 from ...render import PathArg
 from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, given_keys
 
-# Flags and rules checked against tests/data/megatron_catalogue.json (recorded from this commit by
-# contrib/tools/record_megatron_catalogue.py); re-record it when this pin moves.
+# Flags and rules checked against tests/data/contract/megatron-d98e8a64.json (recorded from this commit by
+# contrib/contract/record_megatron.py); re-record it when this pin moves.
 TARGET = "Megatron-LM NVIDIA/Megatron-LM@d98e8a64 (main 2026-08-22, megatron-core 0.20.0)"
 
 LAUNCHER = Launcher(

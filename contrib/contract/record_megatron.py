@@ -12,8 +12,8 @@ Usage (re-run when the pin moves; the test names the commit it checks against):
 
     git clone https://github.com/NVIDIA/Megatron-LM && git -C Megatron-LM checkout <commit>
     pip install --target /tmp/tri --no-deps triton      # megatron.core imports it at module level
-    PYTHONPATH=/tmp/tri python3 contrib/tools/record_megatron_catalogue.py Megatron-LM \\
-        --out tests/data/megatron_catalogue.json
+    PYTHONPATH=/tmp/tri python3 contrib/contract/record_megatron.py Megatron-LM \\
+        --out tests/data/contract/megatron-d98e8a64.json
 
 Needs torch (CPU is enough). Nothing from the snapshot is copied into the output but flag
 names, values and line numbers.
@@ -309,7 +309,7 @@ def record(snapshot: str, commit: Optional[str]) -> Dict[str, Any]:
         "repository": "https://github.com/NVIDIA/Megatron-LM",
         "commit": commit,
         "megatron_core": "%d.%d.%d" % (version["MAJOR"], version["MINOR"], version["PATCH"]),
-        "recorded_by": "contrib/tools/record_megatron_catalogue.py",
+        "recorded_by": "contrib/contract/record_megatron.py",
         "parser": "megatron.training.arguments.add_megatron_arguments(ArgumentParser(allow_abbrev=False))",
         "arguments": args,
         "rules": rules,
