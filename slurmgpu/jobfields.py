@@ -69,6 +69,16 @@ FIELDS: Tuple[SpecField, ...] = (
         cli="choice",
         help="How the program is started.",
     ),
+    SpecField(
+        "launcher_version",
+        "str",
+        check="one_line",
+        per_site=True,
+        flag="--launcher-version",
+        metavar="VERSION",
+        help="Framework version to write the launcher's flags for, where it supports more than one "
+        "(torchtitan: 0.3.0 (default) or main); the script header names it.",
+    ),
     SpecField("command", "any", cli="special"),  # the program after `--`
     SpecField("args", "strlist", default=tuple),
     SpecField(

@@ -43,6 +43,17 @@ TRAINING_FIELDS = (
     "num_tokens_per_train_step",
 )
 
+PARALLEL_FIELDS = (
+    "data_parallel_shard_degree",
+    "data_parallel_replicate_degree",
+    "tensor_parallel_degree",
+    "pipeline_parallel_degree",
+    "pipeline_parallel_schedule",
+    "context_parallel_degree",
+    "expert_parallel_degree",
+    "expert_tensor_parallel_degree",
+)
+
 
 def _dataset(loader: Any) -> Any:
     """0.3.0: the dataset name; main: the Grain dataset recipe, by type and source (a nested config)."""
@@ -75,7 +86,11 @@ def _options(module: str, config: str) -> Dict[str, Any]:
     spec = c.model_spec
     # training fields of either version (0.3.0: sequences; main: token counts), those present
     training = {k: getattr(c.training, k) for k in TRAINING_FIELDS if hasattr(c.training, k)}
+    # a config function may set degrees itself (deepseek_v3_671b: expert_parallel_degree): a degree
+    # the command line leaves out is this one
+    par = {k: getattr(c.parallelism, k) for k in PARALLEL_FIELDS if hasattr(c.parallelism, k)}
     facts = {
+        "parallelism": par,
         "activation_checkpoint": ac,
         "hf_assets_path": c.hf_assets_path,
         "dataset": _dataset(c.dataloader),
@@ -182,10 +197,26 @@ def check(path: str) -> int:
 
     cases = json.load(open(path))
     bad = 0
-    for case_id, argv in cases.items():
+    for case_id, case in cases.items():
+        # a case is an argv, or {"argv": [...], "want": [tp, pp, cp, dp, ep, seq, global_batch, micro_batch]}
+        argv, want = (case["argv"], case.get("want")) if isinstance(case, dict) else (case, None)
         try:
             c = ConfigManager().parse_args(list(argv))
             p = c.parallelism
+            if want:
+                tp, pp, cp, dp, ep, seq, g, mb = want
+                dp_got = p.data_parallel_shard_degree * p.data_parallel_replicate_degree
+                mesh = (p.tensor_parallel_degree, p.pipeline_parallel_degree, p.context_parallel_degree, dp_got)
+                assert mesh + (p.expert_parallel_degree,) == (tp, pp, cp, dp, ep), (mesh, want)
+                t = c.training
+                if hasattr(t, "max_context_length"):  # main: tokens
+                    assert (t.max_context_length, t.num_tokens_per_microbatch_per_dp_rank) == (seq, mb * seq)
+                    n_pp = p.num_pp_microbatches if pp > 1 else 1
+                    step = t.num_tokens_per_train_step
+                    step = step if step > 0 else mb * seq * n_pp * dp
+                    assert step % (mb * seq * n_pp * dp) == 0 and (g % (mb * dp) or step == g * seq), (step, g)
+                else:
+                    assert t.seq_len == seq, (t.seq_len, seq)
             print(
                 "ok",
                 case_id,

@@ -169,7 +169,7 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         tasks_per_node=tpn,
         program=argv,
         serving=launcher.serving,
-        targets=launcher.targets,
+        targets=launcher.version(spec.launcher_version)[1],  # the version the flags were written for
         files=L.framework_files(launcher, layout, opts, user_argv),
         runner_args=L.runner_args(launcher, layout, opts, user_argv),
     )
@@ -282,6 +282,7 @@ def launch_argv(
         tokens=spec.tokens,
         lr=spec.lr,
         smoke=spec.smoke,
+        version=launcher.version(spec.launcher_version, spec.source or "")[0],
     )
     try:
         planned = L.framework_args(launcher, sizing.layout, opts, user_argv)

@@ -118,6 +118,7 @@ class JobSpec:
     model: Optional[str] = None
     task: str = "pretrain"
     launcher: str = "torchrun"
+    launcher_version: Optional[str] = None  # None: the launcher's default (Launcher.versions)
     command: Tuple[str, ...] = ()
     args: Tuple[str, ...] = ()
     weights: Optional[str] = None
