@@ -129,6 +129,21 @@ def check_case(gen: object, want_ac: bool = True, version: str = tt.VERSION) -> 
         assert got["--checkpoint.folder"] == INPUTS["checkpoint_dir"] and int(got["--checkpoint.load-step"]) == -1
 
 
+def _site_fp8(preset: str) -> bool:
+    from slurmgpu.site import load_site, lookup, preset_dir
+
+    site = load_site(str(preset_dir() / ("%s.yaml" % preset)))
+    facts = lookup(site.node_types[site.partition(None).node_type].gpu_model)
+    return bool(facts and facts.fp8)
+
+
+def test_float8_configs_are_the_recorded_ones() -> None:
+    """FLOAT8_CONFIGS is what both catalogues saw fail to load on CPU with torchtitan's float8 error."""
+    for version, cat in CATALOGUES.items():
+        seen = {k.split(":")[1] for k, v in cat["configs"].items() if "float8" in v.get("load_error", "")}
+        assert seen == set(tt.FLOAT8_CONFIGS), (version, seen)
+
+
 def check_batch(gen: object, got: Dict[str, str], version: str) -> None:
     """The batch torchtitan would run is the plan's: sequences of seq tokens, micro_batch per
     forward per DP rank, global_batch per step (0.3.0 in sequences, main in tokens)."""
@@ -165,11 +180,15 @@ def check_batch(gen: object, got: Dict[str, str], version: str) -> None:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_matrix_accepted_and_parsed_back(version: str) -> None:
-    checked = refused_model = planner_refused = 0
+    checked = refused_model = planner_refused = refused_fp8 = 0
     for case in matrix("pretrain"):
         try:
             gen = render(case, "torchtitan", launcher_version=version, **INPUTS)
         except ConfigError as e:
+            if "float8 converter" in str(e):  # a site whose GPU has no FP8 tensor cores (lumi-g MI250X)
+                assert tt.CONFIGS[case.model][1] in tt.FLOAT8_CONFIGS and not _site_fp8(case.preset), case.id
+                refused_fp8 += 1
+                continue
             assert case.model not in tt.CONFIGS and "has no config for model" in str(e), (case.id, e)
             refused_model += 1
             continue
@@ -177,12 +196,16 @@ def test_matrix_accepted_and_parsed_back(version: str) -> None:
             planner_refused += 1
             continue
         check_case(gen, version=version)
+        key = "%s:%s" % tt.CONFIGS[case.model]
+        if "float8" in CATALOGUES[version]["configs"][key].get("load_error", ""):
+            assert _site_fp8(case.preset), "%s rendered on a GPU without FP8" % case.id
         checked += 1
     print(
-        "torchtitan %s: %d checked, %d no torchtitan config, %d refused by the planner"
-        % (version, checked, refused_model, planner_refused)
+        "torchtitan %s: %d checked, %d no torchtitan config, %d no FP8 for llama3_405b, %d refused by the planner"
+        % (version, checked, refused_model, refused_fp8, planner_refused)
     )
-    assert checked + refused_model + planner_refused == len(matrix("pretrain"))
+    assert checked + refused_model + planner_refused + refused_fp8 == len(matrix("pretrain"))
+    assert refused_fp8 > 0
     assert checked >= 40 and refused_model > 0  # only mixtral-8x7b (no torchtitan config) is refused
 
 

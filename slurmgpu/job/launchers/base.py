@@ -108,6 +108,8 @@ class Options:
     lr: Optional[str] = None
     smoke: bool = False  # a short run on the framework's mock data
     version: str = ""  # the framework version to write flags for (Launcher.versions; "" = the only one)
+    gpu: str = ""  # the site's GPU model (node type gpu_model)
+    gpu_fp8: Optional[bool] = None  # it has FP8 tensor cores (site.gpus GpuFacts.fp8); None: unknown GPU
 
 
 def program(launcher: Launcher, command: Sequence[str], args: Sequence[str], where: str = "command") -> Tuple[str, ...]:

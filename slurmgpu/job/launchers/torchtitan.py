@@ -37,6 +37,9 @@ CONFIGS: Dict[str, Tuple[str, str]] = {
     "llama3.1-405b": ("llama3", "llama3_405b"),
     "deepseek-v3": ("deepseek_v3", "deepseek_v3_671b"),
 }
+# configs that build a float8 converter at load (SM89+ / gfx942+), in 0.3.0 and main alike: the
+# recorded catalogues have their load_error on CPU
+FLOAT8_CONFIGS = ("llama3_405b",)
 # torchtitan's own small model with its test tokenizer and c4_test (paths relative to its checkout)
 SMOKE_ASSETS = "./tests/assets/tokenizer"
 SMOKE_DATASET = "c4_test"
@@ -123,6 +126,15 @@ def model_config(opts: Options, user_argv: Sequence[str]) -> Tuple[str, ...]:
             % (opts.version or VERSION, name, ", ".join(sorted(CONFIGS))),
         )
     module, config = CONFIGS[name]
+    if config in FLOAT8_CONFIGS and opts.gpu_fp8 is False:
+        raise _error(
+            "model",
+            "torchtitan's %s config builds a float8 converter when it loads, which needs NVIDIA SM89+ or AMD "
+            "MI300+ (torchtitan: 'float8 is only supported on NVIDIA SM89 or later, or AMD gfx942'); %s has no "
+            "FP8 tensor cores, so every rank would fail at start. Use a site with H100/H200/B200/GB200/MI300, "
+            "or give a config function without float8 after `--` (-- --module my_pkg.configs --config my_405b)"
+            % (config, opts.gpu or "this site's GPU"),
+        )
     return ("--module", module, "--config", config)
 
 
