@@ -118,11 +118,11 @@ class JobSpec:
     model: Optional[str] = None
     task: str = "pretrain"
     launcher: str = "torchrun"
-    launcher_version: Optional[str] = None  # None: the launcher's default (Launcher.versions)
     command: Tuple[str, ...] = ()
     args: Tuple[str, ...] = ()
     weights: Optional[str] = None
     container: ContainerSpec = ContainerSpec()
+    launcher_version: Optional[str] = None  # None: the launcher's default (Launcher.versions)
     time: Optional[str] = None
     nodes: Optional[int] = None  # None: let the planner choose
     gpus: Optional[int] = None
