@@ -81,6 +81,16 @@ FIELDS: Tuple[SpecField, ...] = (
         help="Checkpoint a serving engine (vllm, sglang) loads.",
     ),
     SpecField("container", "map", per_site=True),  # its own fields: CONTAINER_FIELDS
+    SpecField(
+        "launcher_version",
+        "str",
+        check="one_line",
+        per_site=True,
+        flag="--launcher-version",
+        metavar="VERSION",
+        help="Framework version to write the launcher's flags for, where it supports more than one "
+        "(torchtitan: 0.3.0 (default) or main); the script header names it.",
+    ),
     SpecField("time", "any", check="time", per_site=True, flag="--time", metavar="D-HH:MM:SS", help="Time limit."),
     SpecField(
         "nodes",

@@ -153,7 +153,7 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
     _check_size(spec, part, layout, launcher)
     fsdp = spec.fsdp or getattr(sizing.plan, "zero", None) == 3
     requeue = _requeue(site, spec, sizing, launcher, warnings)
-    argv, opts = launch_argv(launcher, spec, sizing, fsdp, requeue.grace if requeue else None)
+    argv, opts = launch_argv(launcher, spec, sizing, fsdp, requeue.grace if requeue else None, node.gpu_model)
     from . import launchers as L
 
     user_argv = tuple(spec.command) + tuple(spec.args)
@@ -169,7 +169,7 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         tasks_per_node=tpn,
         program=argv,
         serving=launcher.serving,
-        targets=launcher.targets,
+        targets=launcher.version(spec.launcher_version)[1],  # the version the flags were written for
         files=L.framework_files(launcher, layout, opts, user_argv),
         runner_args=L.runner_args(launcher, layout, opts, user_argv),
     )
@@ -246,7 +246,12 @@ def _requeue(site: Site, spec: JobSpec, sizing: Sizing, launcher: Launcher, warn
 
 
 def launch_argv(
-    launcher: Launcher, spec: JobSpec, sizing: Sizing, fsdp: bool, grace: Optional[int] = None
+    launcher: Launcher,
+    spec: JobSpec,
+    sizing: Sizing,
+    fsdp: bool,
+    grace: Optional[int] = None,
+    gpu_model: str = "",
 ) -> Tuple[Tuple[str, ...], Options]:
     """Entry point, the user's arguments, then what the plan decided (model shape, layout); and
     the options the adapter got (for its config files and runner flags)."""
@@ -282,6 +287,9 @@ def launch_argv(
         tokens=spec.tokens,
         lr=spec.lr,
         smoke=spec.smoke,
+        version=launcher.version(spec.launcher_version, spec.source or "")[0],
+        gpu=gpu_model,
+        gpu_fp8=_gpu_fp8(gpu_model),
     )
     try:
         planned = L.framework_args(launcher, sizing.layout, opts, user_argv)
@@ -301,6 +309,14 @@ def launch_argv(
         raise
     L.check_conflicts(launcher, user_argv, planned, where)
     return tuple(argv) + tuple(planned), opts
+
+
+def _gpu_fp8(gpu_model: str) -> Optional[bool]:
+    """Whether the GPU has FP8 tensor cores, from the one table of GPU facts (None: not in it)."""
+    from ..site import lookup
+
+    facts = lookup(gpu_model)
+    return None if facts is None else facts.fp8
 
 
 def _exit_duration(spec: JobSpec, grace: Optional[int]) -> Optional[int]:

@@ -122,6 +122,7 @@ class JobSpec:
     args: Tuple[str, ...] = ()
     weights: Optional[str] = None
     container: ContainerSpec = ContainerSpec()
+    launcher_version: Optional[str] = None  # None: the launcher's default (Launcher.versions)
     time: Optional[str] = None
     nodes: Optional[int] = None  # None: let the planner choose
     gpus: Optional[int] = None

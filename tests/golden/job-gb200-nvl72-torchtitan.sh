@@ -84,5 +84,7 @@ srun --nodes=4 --ntasks-per-node=1 --kill-on-bad-exit=1 \
     --parallelism.data_parallel_replicate_degree 2 \
     --parallelism.fsdp_reshard_after_forward never \
     --parallelism.tensor_parallel_degree 8 \
+    --parallelism.pipeline_parallel_degree 1 \
     --parallelism.context_parallel_degree 1 \
+    --parallelism.expert_parallel_degree 1 \
     activation-checkpoint:none

@@ -41,6 +41,33 @@ class Launcher:
     aliases: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
     targets: str = ""  # the framework version the adapter's flags are checked against (script header, docs)
     caps: Capabilities = Capabilities()  # what the planner may choose for this launcher
+    # framework versions the adapter writes flags for, (name, what it targets); the first is the
+    # default and `targets` says it. () = only `targets` (launcher_version is refused)
+    versions: Tuple[Tuple[str, str], ...] = ()
+
+    def version(self, wanted: Optional[str], where: str = "") -> Tuple[str, str]:
+        """(version name, targets text) for the spec's launcher_version (None: the default)."""
+        if not self.versions:
+            if wanted is None:
+                return "", self.targets
+            msg = "launcher %s writes flags for one version only (%s): drop launcher_version %r" % (
+                self.name,
+                self.targets or "no version named",
+                wanted,
+            )
+        else:
+            if wanted is None:
+                return self.versions[0]
+            for v in self.versions:
+                if v[0] == wanted:
+                    return v
+            msg = "launcher %s has no version %r: launcher_version (--launcher-version) takes %s (default %s)" % (
+                self.name,
+                wanted,
+                " or ".join(v for v, _ in self.versions),
+                self.versions[0][0],
+            )
+        raise ConfigError([Issue(where, None, None, "launcher_version", msg)])
 
     @property
     def per_node(self) -> bool:
@@ -80,6 +107,9 @@ class Options:
     tokens: Optional[float] = None  # training tokens (--tokens): train_iters derives from it
     lr: Optional[str] = None
     smoke: bool = False  # a short run on the framework's mock data
+    version: str = ""  # the framework version to write flags for (Launcher.versions; "" = the only one)
+    gpu: str = ""  # the site's GPU model (node type gpu_model)
+    gpu_fp8: Optional[bool] = None  # it has FP8 tensor cores (site.gpus GpuFacts.fp8); None: unknown GPU
 
 
 def program(launcher: Launcher, command: Sequence[str], args: Sequence[str], where: str = "command") -> Tuple[str, ...]:

@@ -2,11 +2,15 @@
 pair, and the layout, precision, sharding, recomputation, batch and checkpointing as its
 `--section.option` overrides.
 
-Targets the PyPI release torchtitan 0.3.0 (the first release after the TOML->Python config
-refactor, #2386): `--module/--config` are required, `--job.config_file` is gone. Checked against
-tests/data/contract/torchtitan-0.3.0.json, recorded from 0.3.0's own ConfigManager by
-contrib/contract/record_torchtitan.py. torchtitan main has since renamed the batch options
-(token counts instead of local/global batch); that is not emitted here (docs/launchers.md).
+Two versions, chosen by the spec's `launcher_version` (Options.version):
+- 0.3.0, the PyPI release (default: what a user can pip install), the first after the TOML->Python
+  config refactor (#2386): `--module/--config` required, `--job.config_file` gone; the batch in
+  sequences (local/global batch, seq_len), the dataset a CLI option.
+- main at b5bcd76c (2026-08-21): the batch in tokens (num_tokens_per_microbatch_per_dp_rank,
+  num_tokens_per_train_step, max_context_length, parallelism.num_pp_microbatches) and the dataset
+  only in config functions (GrainDataLoader.Config.dataset is tyro.conf.Suppress).
+Checked against tests/data/contract/torchtitan-0.3.0.json and torchtitan-main.json, recorded from
+each version's own ConfigManager by contrib/contract/record_torchtitan.py.
 """
 
 from __future__ import annotations
@@ -18,7 +22,13 @@ from ...plan import Capabilities, Layout
 from ...render import PathArg
 from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, given_keys
 
-VERSION = "0.3.0"
+VERSION = "0.3.0"  # the default: the PyPI release
+MAIN = "main"
+MAIN_COMMIT = "b5bcd76c66d0acb1a08b176d9639425bc55e0b2a"  # torchtitan main as recorded (2026-08-21)
+VERSIONS = (
+    (VERSION, "torchtitan %s (PyPI; --module/--config configs)" % VERSION),
+    (MAIN, "torchtitan main at %s (2026-08-21; batch in tokens)" % MAIN_COMMIT[:8]),
+)
 
 # slurmgpu model -> torchtitan (module, config function) of 0.3.0; shapes checked by the contract test
 CONFIGS: Dict[str, Tuple[str, str]] = {
@@ -27,6 +37,9 @@ CONFIGS: Dict[str, Tuple[str, str]] = {
     "llama3.1-405b": ("llama3", "llama3_405b"),
     "deepseek-v3": ("deepseek_v3", "deepseek_v3_671b"),
 }
+# configs that build a float8 converter at load (SM89+ / gfx942+), in 0.3.0 and main alike: the
+# recorded catalogues have their load_error on CPU
+FLOAT8_CONFIGS = ("llama3_405b",)
 # torchtitan's own small model with its test tokenizer and c4_test (paths relative to its checkout)
 SMOKE_ASSETS = "./tests/assets/tokenizer"
 SMOKE_DATASET = "c4_test"
@@ -36,8 +49,8 @@ _PRECISION = {"bf16": "bfloat16", "fp32": "float32"}
 _AC = {"selective": "activation-checkpoint:selective", "full": "activation-checkpoint:full"}
 _AC["none"] = "activation-checkpoint:none"
 
-# every option the adapter writes, in torchtitan's documented underscore spelling; tyro also takes
-# the dashed one, so that spelling is refused from the user too (check_conflicts)
+# every option the adapter writes (either version), in torchtitan's documented underscore spelling;
+# tyro also takes the dashed one, so that spelling is refused from the user too (check_conflicts)
 FLAGS = (
     "--module",
     "--config",
@@ -48,6 +61,10 @@ FLAGS = (
     "--training.seq_len",
     "--training.local_batch_size",
     "--training.global_batch_size",
+    "--training.max_context_length",
+    "--training.num_tokens_per_microbatch_per_dp_rank",
+    "--training.num_tokens_per_train_step",
+    "--parallelism.num_pp_microbatches",
     "--training.mixed_precision_param",
     "--training.disable_cuda_graphs",
     "--optimizer.param_groups.0.optimizer_kwargs.lr",
@@ -76,9 +93,10 @@ LAUNCHER = Launcher(
     "torchtitan via torchrun, one task per node",
     default_entry=("-m", "torchtitan.train"),
     aliases=tuple((f, (f.replace("_", "-"),)) for f in FLAGS if "_" in f),
-    targets="torchtitan %s (PyPI; --module/--config configs)" % VERSION,
-    # FSDP2 always shards (no plain ZeRO-0 DDP with TP/PP); no expert-TP option in 0.3.0
+    targets=VERSIONS[0][1],
+    # FSDP2 always shards (no plain ZeRO-0 DDP with TP/PP); no expert-TP option in 0.3.0 nor main
     caps=Capabilities(zero=(1, 2, 3)),
+    versions=VERSIONS,
 )
 
 
@@ -105,9 +123,18 @@ def model_config(opts: Options, user_argv: Sequence[str]) -> Tuple[str, ...]:
             "model",
             "torchtitan %s has no config for model %r; it ships %s. Pick one of those with --model, or "
             "give your own config function after `--` (-- --module my_pkg.configs --config my_run)"
-            % (VERSION, name, ", ".join(sorted(CONFIGS))),
+            % (opts.version or VERSION, name, ", ".join(sorted(CONFIGS))),
         )
     module, config = CONFIGS[name]
+    if config in FLOAT8_CONFIGS and opts.gpu_fp8 is False:
+        raise _error(
+            "model",
+            "torchtitan's %s config builds a float8 converter when it loads, which needs NVIDIA SM89+ or AMD "
+            "MI300+ (torchtitan: 'float8 is only supported on NVIDIA SM89 or later, or AMD gfx942'); %s has no "
+            "FP8 tensor cores, so every rank would fail at start. Use a site with H100/H200/B200/GB200/MI300, "
+            "or give a config function without float8 after `--` (-- --module my_pkg.configs --config my_405b)"
+            % (config, opts.gpu or "this site's GPU"),
+        )
     return ("--module", module, "--config", config)
 
 
@@ -125,9 +152,9 @@ def _dp_split(layout: Layout, opts: Options) -> Tuple[int, int, Optional[str]]:
 
 
 def _pipeline(layout: Layout, opts: Options) -> List[str]:
+    out = ["--parallelism.pipeline_parallel_degree", str(layout.pp)]  # said even when 1 (see args)
     if layout.pp == 1:
-        return []
-    out = ["--parallelism.pipeline_parallel_degree", str(layout.pp)]
+        return out
     layers = opts.model.layers if opts.model else 0
     stages = layout.pp * max(1, opts.virtual_stages)
     if opts.virtual_stages > 1:
@@ -146,9 +173,9 @@ def _pipeline(layout: Layout, opts: Options) -> List[str]:
         str(first),
         "--parallelism.pipeline_parallel_last_stage_less_layers",
         str(last),
-        "--parallelism.pipeline_parallel_microbatch_size",
-        str(layout.micro_batch),
     ]
+    if opts.version != MAIN:  # main sizes microbatches in tokens (_batch_tokens)
+        out += ["--parallelism.pipeline_parallel_microbatch_size", str(layout.micro_batch)]
     return out
 
 
@@ -165,6 +192,36 @@ def _batch(layout: Layout, opts: Options) -> List[str]:
     return out
 
 
+def _batch_tokens(layout: Layout, opts: Options) -> List[str]:
+    """main: the same batch in tokens. One forward per DP rank takes micro_batch sequences; with
+    PP one step runs g/(dp*micro_batch) pipeline microbatches, without PP torchtitan accumulates
+    gradients up to num_tokens_per_train_step (Trainer.__init__ divides it)."""
+    seq = opts.seq
+    if not seq:
+        raise _error("seq", "torchtitan main counts the batch in tokens: give the sequence length with --seq")
+    dp, mb, g = layout.dp, layout.micro_batch, opts.global_batch or 0
+    out = ["--training.max_context_length", str(seq)]
+    out += ["--training.num_tokens_per_microbatch_per_dp_rank", str(mb * seq)]
+    whole = g > 0 and g % (dp * mb) == 0  # else one forward per DP rank per step (torchtitan's default)
+    if whole:
+        out += ["--training.num_tokens_per_train_step", str(g * seq)]
+    if layout.pp > 1:
+        out += ["--parallelism.num_pp_microbatches", str(g // (dp * mb) if whole else 1)]
+    return out
+
+
+def _data_main(opts: Options) -> None:
+    """main takes the dataset only from the config function: refuse a `data` it cannot be told."""
+    if opts.data and opts.data != "c4":
+        raise _error(
+            "data",
+            "torchtitan main selects the dataset in the config function (GrainDataLoader.Config.dataset is "
+            "not a command-line option), so data %r cannot be passed: the shipped configs stream c4 (data: c4); "
+            "for your own data write a config function and give it with -- --module PKG --config FN (and drop "
+            "`data`), or use --launcher-version %s (--dataloader.dataset_path)" % (opts.data, VERSION),
+        )
+
+
 def args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[str, ...]:
     given = given_keys(user_argv)
     out: List[str] = list(model_config(opts, user_argv))
@@ -173,10 +230,15 @@ def args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[
         if flag not in given and flag.replace("_", "-") not in given:
             out.extend((flag,) + values)
 
+    main = opts.version == MAIN
+    if main:
+        _data_main(opts)
     # inputs: tokenizer (HF assets folder) and data, or torchtitan's own test assets for --smoke
+    # (main: the config's own dataset, c4 streamed from the Hugging Face Hub; c4_test is not selectable)
     if opts.smoke:
         add("--hf_assets_path", opts.tokenizer or SMOKE_ASSETS)
-        add("--dataloader.dataset", SMOKE_DATASET)
+        if not main:
+            add("--dataloader.dataset", SMOKE_DATASET)
         add("--training.steps", str(opts.train_iters or SMOKE_STEPS))
         add("--lr_scheduler.warmup_steps", "1")
     else:
@@ -189,7 +251,9 @@ def args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[
                 "--tokenizer DIR (e.g. one downloaded by torchtitan's scripts/download_hf_assets.py) or "
                 "`tokenizer:` in slurmgpu.yaml; or use --smoke for torchtitan's test tokenizer and c4_test",
             )
-        if opts.data in DATASETS:
+        if main:
+            pass  # the dataset is the config function's (checked by _data_main)
+        elif opts.data in DATASETS:
             add("--dataloader.dataset", opts.data)
         elif opts.data:
             add("--dataloader.dataset", "c4")  # the c4 loader reads a local copy in c4's json layout
@@ -198,9 +262,12 @@ def args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[
             add("--training.steps", str(opts.train_iters))
     if opts.lr:
         add("--optimizer.param_groups.0.optimizer_kwargs.lr", opts.lr)
-    if opts.seq:
-        add("--training.seq_len", str(opts.seq))
-    out += _batch(layout, opts)
+    if main:
+        out += _batch_tokens(layout, opts)
+    else:
+        if opts.seq:
+            add("--training.seq_len", str(opts.seq))
+        out += _batch(layout, opts)
 
     if opts.precision not in _PRECISION:
         raise _error(
@@ -224,9 +291,9 @@ def args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[
         out += ["--parallelism.fsdp_reshard_after_forward", reshard]
     out += ["--parallelism.tensor_parallel_degree", str(layout.tp)]
     out += _pipeline(layout, opts)
+    # every degree is said, 1 included: a config function may set its own (deepseek_v3_671b: EP 2)
     out += ["--parallelism.context_parallel_degree", str(layout.cp)]
-    if layout.ep > 1:
-        out += ["--parallelism.expert_parallel_degree", str(layout.ep)]
+    out += ["--parallelism.expert_parallel_degree", str(layout.ep)]
 
     # checkpoints: torchtitan resumes from the newest step-N folder (load_step -1); it has no
     # save-on-signal, so under --requeue the periodic interval bounds the steps lost
