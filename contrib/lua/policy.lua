@@ -407,12 +407,21 @@ local function token_bounds(s, h, klen)
   return ts, te
 end
 
+-- Tokens already normalized (option names repeat across submissions): name, lead, dotted.
+-- Bounded: starts over past NORM_MAX entries.
+local NORM_MAX = 1024
+local norm_memo, norm_n = {}, 0
 local function normalize(tok)
+  local m = norm_memo[tok]
+  if m then return m[1], m[2], m[3] end
   local lead, rest = match(tok, "^([-+]*)(.*)$")
   local dotted = find(rest, ".", 1, true) ~= nil
   local last = rest
   if dotted then last = match(rest, "^.*%.(.*)$") end -- anchored: linear
   if find(last, "_", 1, true) then last = gsub(last, "_", "-") end
+  if norm_n >= NORM_MAX then norm_memo, norm_n = {}, 0 end
+  norm_memo[tok] = {last, lead, dotted}
+  norm_n = norm_n + 1
   return last, lead, dotted
 end
 
@@ -863,7 +872,9 @@ local function scan_chunk(det, doc, a, b, raws)
       if want then pass = pc ~= nil and want[pc] == true
       elseif want == false then pass = not (pc and OPTCH[pc]) end
       if not pass then
-        if not spend(det, MISS_COST, "work budget (option-like words)", h) then return false end
+        local w = det.work + MISS_COST -- spend(), inlined: this runs once per needle stop
+        det.work = w
+        if w > WORK_MAX and not spend(det, 0, "work budget (option-like words)", h) then return false end
         p = h0 + 1
       else
       det.hits = det.hits + 1
