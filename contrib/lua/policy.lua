@@ -84,6 +84,17 @@ local KEYWORDS = {"arallel", "tp", "pp", "cp", "ep", "dp", "nproc", "gpus", "ks-
 local KEY_PREV = {arallel = "p", tp = "-", pp = "-", cp = "-", ep = "-", dp = "-", gpus = "-_",
                   ["ks-per-node"] = "s",
                   segment = "-", TP = false, PP = false, ARALLEL = "P"}
+-- KEY_PREV as byte sets (the test runs once per keyword hit).
+local KEY_PREV_BYTES = {}
+for key, want in pairs(KEY_PREV) do
+  if want then
+    local set = {}
+    for i = 1, #want do set[byte(want, i)] = true end
+    KEY_PREV_BYTES[key] = set
+  else
+    KEY_PREV_BYTES[key] = want
+  end
+end
 local ENV_NAMES = {
   TP = "tp", TP_SIZE = "tp", TENSOR_PARALLEL_SIZE = "tp", TENSOR_MODEL_PARALLEL_SIZE = "tp",
   MODEL_PARALLEL_SIZE = "tp", PP = "pp", PP_SIZE = "pp", PIPELINE_PARALLEL_SIZE = "pp",
@@ -377,14 +388,18 @@ local function in_comment(doc, p)
   return l.cs and p > l.cs, l
 end
 
--- Option token around a keyword hit: [ts, te] or nil when too long.
+-- Option token around a keyword hit: [ts, te] or nil when too long. Its start is the byte after
+-- the last non-option byte in the TOKEN_MAX + 1 bytes before the hit, found by one anchored
+-- match (greedy, backtracking from the window's end: linear in the window) instead of a loop
+-- over bytes, which was a quarter of a typical scan.
 local function token_bounds(s, h, klen)
   local ts = h
-  local steps = 0
-  while ts > 1 and OPTCH[byte(s, ts - 1)] do
-    ts = ts - 1
-    steps = steps + 1
-    if steps > TOKEN_MAX then return nil, h + klen end
+  if h > 1 and OPTCH[byte(s, h - 1)] then
+    local a = h - TOKEN_MAX - 1
+    local cut = match(sub(s, a < 1 and 1 or a, h - 1), "^.*[^0-9A-Za-z%-%._+]()")
+    if cut then ts = (a < 1 and 1 or a) + cut - 1
+    elseif a < 1 then ts = 1
+    else return nil, h + klen end
   end
   local _, e = find(s, "^[%w%-%._+]*", h + klen)
   local te = e or (h + klen - 1)
@@ -392,12 +407,21 @@ local function token_bounds(s, h, klen)
   return ts, te
 end
 
+-- Tokens already normalized (option names repeat across submissions): name, lead, dotted.
+-- Bounded: starts over past NORM_MAX entries.
+local NORM_MAX = 1024
+local norm_memo, norm_n = {}, 0
 local function normalize(tok)
+  local m = norm_memo[tok]
+  if m then return m[1], m[2], m[3] end
   local lead, rest = match(tok, "^([-+]*)(.*)$")
   local dotted = find(rest, ".", 1, true) ~= nil
   local last = rest
   if dotted then last = match(rest, "^.*%.(.*)$") end -- anchored: linear
   if find(last, "_", 1, true) then last = gsub(last, "_", "-") end
+  if norm_n >= NORM_MAX then norm_memo, norm_n = {}, 0 end
+  norm_memo[tok] = {last, lead, dotted}
+  norm_n = norm_n + 1
   return last, lead, dotted
 end
 
@@ -833,20 +857,24 @@ end
 -- Keyword hits in one chunk [a, b] of the document -> raw records (the value not yet resolved).
 local function scan_chunk(det, doc, a, b, raws)
   local s = doc.s
-  local piece = sub(s, a, b + TOKEN_MAX) -- finds stay inside the chunk (+ the tail of a token)
+  local piece = s -- finds stay inside the chunk (+ the tail of a token); a small script is one
+  if a > 1 or b + TOKEN_MAX < #s then piece = sub(s, a, b + TOKEN_MAX) end
   for ki = 1, #KEYWORDS do
     local key = KEYWORDS[ki]
+    local want = KEY_PREV_BYTES[key]
     local p = 1
     while true do
       local h0 = find(piece, key, p, true)
       if h0 == nil or a + h0 - 1 > b then break end
       local h = a + h0 - 1
-      local want, pc = KEY_PREV[key], byte(s, h - 1)
+      local pc = byte(s, h - 1)
       local pass = true
-      if want then pass = pc ~= nil and find(want, string.char(pc), 1, true) ~= nil
+      if want then pass = pc ~= nil and want[pc] == true
       elseif want == false then pass = not (pc and OPTCH[pc]) end
       if not pass then
-        if not spend(det, MISS_COST, "work budget (option-like words)", h) then return false end
+        local w = det.work + MISS_COST -- spend(), inlined: this runs once per needle stop
+        det.work = w
+        if w > WORK_MAX and not spend(det, 0, "work budget (option-like words)", h) then return false end
         p = h0 + 1
       else
       det.hits = det.hits + 1
@@ -1885,7 +1913,11 @@ end
 -- (whatever P.detect may read); an entry also records each environment variable P.detect
 -- looked up and is used only while all of them still have the same values. Bounded: scripts
 -- up to DETECT_CACHE_BYTES, at most DETECT_CACHE_ENTRIES (then the cache starts over).
-local DETECT_CACHE_ENTRIES = 32
+-- Entries are found by the script string itself (interned: no copy, no hash of 10 KB), then by
+-- the short key of the other fields. Few entries: Lua 5.1 hashes a long string from ~32 of its
+-- bytes, so scripts of one length that differ elsewhere share a bucket of the string table,
+-- and every new script Slurm hands over is compared byte by byte with each one still alive.
+local DETECT_CACHE_ENTRIES = 8
 local DETECT_CACHE_BYTES = 262144
 local detect_cache, detect_cached_n = {}, 0
 
@@ -1896,7 +1928,7 @@ local function detect_key(job)
     if k ~= "script" and (t == "string" or t == "number" or t == "boolean") then keys[#keys + 1] = k end
   end
   table.sort(keys)
-  local parts = {job.script or "", "\0"}
+  local parts = {}
   for i = 1, #keys do
     parts[#parts + 1] = keys[i] .. "=" .. tostring(job[keys[i]]) .. "\0"
   end
@@ -1919,7 +1951,8 @@ local function detect_cached(job)
   if size > DETECT_CACHE_BYTES then return P.detect(job) end
   local key = detect_key(job)
   local env = job.env
-  local hit = detect_cache[key]
+  local by_script = detect_cache[type(script) == "string" and script or ""]
+  local hit = by_script and by_script[key]
   if hit then
     local same = true
     for name, value in pairs(hit.env) do
@@ -1949,8 +1982,11 @@ local function detect_cached(job)
   job.env = real_env
   if not ok then error(det, 0) end
   if detect_cached_n >= DETECT_CACHE_ENTRIES then detect_cache, detect_cached_n = {}, 0 end
-  if detect_cache[key] == nil then detect_cached_n = detect_cached_n + 1 end
-  detect_cache[key] = {
+  local skey = type(script) == "string" and script or ""
+  by_script = detect_cache[skey]
+  if by_script == nil then by_script = {}; detect_cache[skey] = by_script end
+  if by_script[key] == nil then detect_cached_n = detect_cached_n + 1 end
+  by_script[key] = {
     det = det, env = seen, work = det.work, hits = det.hits,
     truncated = det.truncated, limit = det.limit, limit_at = det.limit_at,
   }
