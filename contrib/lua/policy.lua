@@ -819,15 +819,69 @@ local function add_value(det, kind, value, rec)
   end
 end
 
+-- Words after which a NAME=value word may still start a command's environment (env TP=16 x).
+local PREFIX_AFTER = {["then"] = true, ["do"] = true, ["else"] = true, ["elif"] = true, ["if"] = true,
+                      ["while"] = true, ["until"] = true, ["!"] = true, ["time"] = true, ["env"] = true,
+                      ["nohup"] = true, ["export"] = true, ["local"] = true, ["declare"] = true,
+                      ["readonly"] = true, ["{"] = true}
+local PREFIX_LOOKBACK = 512 -- bytes looked at before the word (past them: taken as a command start)
+
+-- Whether the reversed text from pos on starts with blanks and then "c-" (reversed `-c`) that
+-- is a word of its own: the quote before pos opens a command string, `bash -c "..."`.
+local function after_dash_c(rev, pos)
+  local _, e = find(rev, "^[ \t]*c%-", pos)
+  if e == nil then return false end
+  local c = byte(rev, e + 1)
+  return c == nil or c == 32 or c == 9 or c == 10
+end
+
+-- Whether the word at ts may start a simple command: only NAME=value words between it and the
+-- line start, an operator (; & | ( { `), a keyword such as then/env, or the quote of `bash -c "`.
+-- Words of a message (`log "layout: TP=16 was slower"`, `echo "TP=16 ..."`) are not. Reads the
+-- window before ts reversed, with anchored finds only (linear); paid from the work budget (past
+-- it the word counts: the scan stops and says so).
+local function at_command_start(det, s, ts)
+  local stop = ts - PREFIX_LOOKBACK
+  if stop < 1 then stop = 1 end
+  if not spend(det, ts - stop, "work budget (environment prefixes)", ts) then return true end
+  local rev = string.reverse(sub(s, stop, ts - 1))
+  local pos, n = 1, #rev
+  for _ = 1, 32 do
+    local _, e = find(rev, "^[ \t]*", pos)
+    pos = e + 1
+    if pos > n then return true end -- the start of the text, or more than the window
+    local c = byte(rev, pos)
+    if c == 10 or c == 13 or c == 59 or c == 38 or c == 124 or c == 40 or c == 123 or c == 96 then
+      return true
+    end
+    if c == 34 or c == 39 then return after_dash_c(rev, pos + 1) end
+    local _, we = find(rev, "^[^ \t\n]*", pos)
+    if we >= n and stop > 1 then return true end
+    local w = string.reverse(sub(rev, pos, we))
+    pos = we + 1
+    local q = byte(w, 1)
+    if q == 34 or q == 39 then -- the word opens a quoted string: its first word
+      w = sub(w, 2)
+      if not (PREFIX_AFTER[w] or find(w, "^[%a_][%w_]*=")) then return false end
+      return after_dash_c(rev, pos)
+    end
+    if find(w, "[\"']") then return true end -- X="a b" TP=16 ...: not read further
+    if PREFIX_AFTER[w] then return true end
+    if not find(w, "^[%a_][%w_]*=") then return false end
+  end
+  return true
+end
+
 -- Whether the word at [ts, te] is a command's environment prefix: NAME=value at the start of a
 -- word, followed by another word on the same line (TP=16 ./train.sh).
-local function env_prefix_end(s, ts, e)
+local function env_prefix_end(det, s, ts, e)
   local pc = byte(s, ts - 1)
   if not (pc == nil or pc == 10 or WORD_START[pc]) then return false end
   local _, b = find(s, "^[ \t]+", e)
   if b == nil then return false end
   local c = byte(s, b + 1)
-  return c ~= nil and c ~= 10 and c ~= 13 and c ~= 35 and c ~= 59 and c ~= 38 and c ~= 124
+  if c == nil or c == 10 or c == 13 or c == 35 or c == 59 or c == 38 or c == 124 then return false end
+  return at_command_start(det, s, ts)
 end
 
 -- Keyword hits in one chunk [a, b] of the document -> raw records (the value not yet resolved).
@@ -862,7 +916,7 @@ local function scan_chunk(det, doc, a, b, raws)
         local envp = ENV_NAMES[tok]
         if envp and byte(s, te + 1) == 61 then
           local v, e = read_value(s, te + 2)
-          if v and e and env_prefix_end(s, ts, e) and not in_comment(doc, ts) then
+          if v and e and env_prefix_end(det, s, ts, e) and not in_comment(doc, ts) then
             raws[#raws + 1] = {kind = envp, v = v, rec = {doc = doc, pos = ts, name = tok, dash = false,
                                                           dotted = false, env = true}}
           end
