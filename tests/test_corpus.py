@@ -31,11 +31,6 @@ REJECTED = "Invalid generic resource (gres) specification"  # 2072 as sbatch pri
 # Scripts the filter still judges wrongly, with why the fix is not a small local one. Each must
 # still be judged wrongly (strict): a fix makes the test fail until the entry is removed.
 KNOWN_WRONG: Dict[str, str] = {
-    "x07-printf-flags-multinode": (
-        "false reject: the scan reads '--tensor-model-parallel-size 16' inside echo's quoted "
-        "message as a launcher flag; telling message text from a launch line needs the command "
-        "word of the line (echo/printf vs a command string piped to bash or eval)"
-    ),
     "x08-usage-heredoc-multinode": (
         "false reject: 'TP=16 PP=1 sbatch -N2 train.sh' in a usage() text heredoc (cat <<'USAGE') "
         "reads as an environment prefix; heredoc bodies are scanned on purpose (ds_config, yaml, "

@@ -377,6 +377,56 @@ local function in_comment(doc, p)
   return l.cs and p > l.cs, l
 end
 
+-- Whether text after echo/printf only prints: nothing unquoted that pipes, chains, redirects to
+-- a file (>&2 is fine) or runs a command ($( ) or `...`, also inside "..."). Unclosed quote: no.
+local function prints_only(line)
+  local i = 1
+  while true do
+    local h = find(line, "[\\'\"|;&<>`$]", i)
+    if h == nil then return true end
+    local c = byte(line, h)
+    if c == 92 then i = h + 2
+    elseif c == 39 then
+      local e = find(line, "'", h + 1, true)
+      if e == nil then return false end
+      i = e + 1
+    elseif c == 34 then
+      local j = h + 1
+      while true do
+        local e = find(line, '[\\"$`]', j)
+        if e == nil then return false end
+        local d = byte(line, e)
+        if d == 92 then j = e + 2
+        elseif d == 34 then i = e + 1; break
+        elseif d == 96 or byte(line, e + 1) == 40 then return false
+        else j = e + 1 end
+      end
+    elseif c == 36 then
+      if byte(line, h + 1) == 40 then return false end
+      i = h + 1
+    elseif c == 62 and find(line, "^>&[12]", h) then i = h + 3
+    else return false end
+  end
+end
+
+-- Whether the line l is one echo/printf command that only prints (its flags are message text:
+-- `echo "note: --tensor-model-parallel-size 16 spans nodes"`). Not after a backslash line
+-- continuation (then it is an argument), not printf -v (it assigns). Cached on the line.
+local function message_line(doc, l)
+  if l.msg ~= nil then return l.msg end
+  local s, m = doc.s, false
+  local _, e = find(s, "^[ \t]*", l.ls)
+  local w = match(s, "^(%a+)[ \t]", e + 1)
+  local stop = l.cs and (l.cs - 1) or l.le
+  if (w == "echo" or w == "printf") and stop - e <= 4096 and not (l.ls > 2 and byte(s, l.ls - 2) == 92) then
+    local line = sub(s, e + 1, stop)
+    if doc.det then spend(doc.det, #line, "work budget (comment lexing)", l.ls) end
+    m = not find(line, "^printf[ \t]+%-v") and prints_only(line)
+  end
+  l.msg = m
+  return m
+end
+
 -- Option token around a keyword hit: [ts, te] or nil when too long.
 local function token_bounds(s, h, klen)
   local ts = h
@@ -923,7 +973,7 @@ local function scan_chunk(det, doc, a, b, raws)
         elseif kind and (dash or (not DASH_ONLY[name])) and (kind ~= "segment" or dash) then
           local com, line = in_comment(doc, ts)
           local directive = com and line.cs == line.ls and sub(s, line.ls, line.ls + 6) == "#SBATCH"
-          if (not com and kind ~= "segment") or (kind == "segment" and directive) then
+          if (not com and kind ~= "segment" and not message_line(doc, line)) or (kind == "segment" and directive) then
             local q = skip_sep(s, te + 1, (not dash) and (not DASH_ONLY[name]))
             local v = read_value(s, q)
             if v then
