@@ -411,8 +411,10 @@ end
 
 -- Whether the line l is one echo/printf command that only prints (its flags are message text:
 -- `echo "note: --tensor-model-parallel-size 16 spans nodes"`). Not after a backslash line
--- continuation (then it is an argument), not printf -v (it assigns). Cached on the line.
+-- continuation (then it is an argument), not printf -v (it assigns), never in argv (not shell
+-- text: the step's program is judged on its arguments). Cached on the line.
 local function message_line(doc, l)
+  if doc.argv then return false end
   if l.msg ~= nil then return l.msg end
   local s, m = doc.s, false
   local _, e = find(s, "^[ \t]*", l.ls)
@@ -923,15 +925,17 @@ local function at_command_start(det, s, ts)
 end
 
 -- Whether the word at [ts, te] is a command's environment prefix: NAME=value at the start of a
--- word, followed by another word on the same line (TP=16 ./train.sh).
-local function env_prefix_end(det, s, ts, e)
+-- word, followed by another word on the same line (TP=16 ./train.sh). In argv (a step's program
+-- and its arguments, quotes already gone: bash -c MASTER_PORT=1 TP=16 ./x) no command start is
+-- looked for.
+local function env_prefix_end(det, s, ts, e, argv)
   local pc = byte(s, ts - 1)
   if not (pc == nil or pc == 10 or WORD_START[pc]) then return false end
   local _, b = find(s, "^[ \t]+", e)
   if b == nil then return false end
   local c = byte(s, b + 1)
   if c == nil or c == 10 or c == 13 or c == 35 or c == 59 or c == 38 or c == 124 then return false end
-  return at_command_start(det, s, ts)
+  return argv or at_command_start(det, s, ts)
 end
 
 -- Keyword hits in one chunk [a, b] of the document -> raw records (the value not yet resolved).
@@ -966,7 +970,7 @@ local function scan_chunk(det, doc, a, b, raws)
         local envp = ENV_NAMES[tok]
         if envp and byte(s, te + 1) == 61 then
           local v, e = read_value(s, te + 2)
-          if v and e and env_prefix_end(det, s, ts, e) and not in_comment(doc, ts) then
+          if v and e and env_prefix_end(det, s, ts, e, doc.argv) and not in_comment(doc, ts) then
             raws[#raws + 1] = {kind = envp, v = v, rec = {doc = doc, pos = ts, name = tok, dash = false,
                                                           dotted = false, env = true}}
           end
@@ -1140,7 +1144,11 @@ function P.detect(job)
         parts[#parts + 1] = (string.gsub(a, "[#\r\n]", "?"))
       end
     end
-    if #parts > 0 then det.docs[#det.docs + 1] = new_doc(concat(parts, " ")) end
+    if #parts > 0 then
+      local d = new_doc(concat(parts, " "))
+      d.argv = true -- a program's arguments: an "echo" there is no shell message line
+      det.docs[#det.docs + 1] = d
+    end
   end
   for i = 1, #det.docs do
     local d = det.docs[i]
