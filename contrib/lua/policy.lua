@@ -65,6 +65,8 @@ local NAMES = {
   ["expert-parallel-degree"] = "ep", ["ep"] = "ep", ["ep-size"] = "ep",
   ["data-parallel-size"] = "dp", ["dp"] = "dp", ["dp-size"] = "dp",
   ["model-parallel-size"] = "tp", -- Megatron's spelling before tensor-/pipeline- split
+  -- accelerate's Megatron-LM plugin (config key megatron_lm_tp_degree, flag --megatron_lm_tp_degree)
+  ["megatron-lm-tp-degree"] = "tp", ["megatron-lm-pp-degree"] = "pp",
   ["nproc-per-node"] = "nproc", ["num-gpus"] = "nproc",
   ["ntasks-per-node"] = "ntasks", ["segment"] = "segment",
 }
@@ -81,7 +83,7 @@ local KEYWORDS = {"arallel", "tp", "pp", "cp", "ep", "dp", "nproc", "gpus", "ks-
                   "TP", "PP", "ARALLEL"}
 -- Environment names given as a command prefix (TP=16 ./train.sh): visible values too.
 -- The byte a relevant hit of each keyword follows (a cheap first test: "step" is no "--ep").
-local KEY_PREV = {arallel = "p", tp = "-", pp = "-", cp = "-", ep = "-", dp = "-", gpus = "-_",
+local KEY_PREV = {arallel = "p", tp = "-_", pp = "-_", cp = "-", ep = "-", dp = "-", gpus = "-_",
                   ["ks-per-node"] = "s",
                   segment = "-", TP = false, PP = false, ARALLEL = "P"}
 local ENV_NAMES = {
