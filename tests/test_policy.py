@@ -205,7 +205,9 @@ def test_comments_and_quotes():
         "srun x --tp 2 # --tp 16\n": 2,
         "srun x --name 'a # b' --tp 16\n": 16,
         'srun x --name "a # b" --tp 16\n': 16,
-        "echo $# --tp 16\n": 16,
+        "srun x $# --tp 16\n": 16,  # $# starts no comment
+        'echo "$#: --tp 16"\n': 1,  # an echo message (corpus x07)
+        'echo "--tp 16" | sh\n': 16,  # piped into a shell: it runs
         "srun x \\\n  --tp 16 \\\n  --pp 1\n": 16,
         "srun x --tp=16\n": 16,
         "srun x --tp-size=16\n": 16,

@@ -65,6 +65,8 @@ local NAMES = {
   ["expert-parallel-degree"] = "ep", ["ep"] = "ep", ["ep-size"] = "ep",
   ["data-parallel-size"] = "dp", ["dp"] = "dp", ["dp-size"] = "dp",
   ["model-parallel-size"] = "tp", -- Megatron's spelling before tensor-/pipeline- split
+  -- accelerate's Megatron-LM plugin (config key megatron_lm_tp_degree, flag --megatron_lm_tp_degree)
+  ["megatron-lm-tp-degree"] = "tp", ["megatron-lm-pp-degree"] = "pp",
   ["nproc-per-node"] = "nproc", ["num-gpus"] = "nproc",
   ["ntasks-per-node"] = "ntasks", ["segment"] = "segment",
 }
@@ -81,7 +83,7 @@ local KEYWORDS = {"arallel", "tp", "pp", "cp", "ep", "dp", "nproc", "gpus", "ks-
                   "TP", "PP", "ARALLEL"}
 -- Environment names given as a command prefix (TP=16 ./train.sh): visible values too.
 -- The byte a relevant hit of each keyword follows (a cheap first test: "step" is no "--ep").
-local KEY_PREV = {arallel = "p", tp = "-", pp = "-", cp = "-", ep = "-", dp = "-", gpus = "-_",
+local KEY_PREV = {arallel = "p", tp = "-_", pp = "-_", cp = "-", ep = "-", dp = "-", gpus = "-_",
                   ["ks-per-node"] = "s",
                   segment = "-", TP = false, PP = false, ARALLEL = "P"}
 -- KEY_PREV as byte sets (the test runs once per keyword hit).
@@ -386,6 +388,58 @@ end
 local function in_comment(doc, p)
   local l = line_of(doc, p)
   return l.cs and p > l.cs, l
+end
+
+-- Whether text after echo/printf only prints: nothing unquoted that pipes, chains, redirects to
+-- a file (>&2 is fine) or runs a command ($( ) or `...`, also inside "..."). Unclosed quote: no.
+local function prints_only(line)
+  local i = 1
+  while true do
+    local h = find(line, "[\\'\"|;&<>`$]", i)
+    if h == nil then return true end
+    local c = byte(line, h)
+    if c == 92 then i = h + 2
+    elseif c == 39 then
+      local e = find(line, "'", h + 1, true)
+      if e == nil then return false end
+      i = e + 1
+    elseif c == 34 then
+      local j = h + 1
+      while true do
+        local e = find(line, '[\\"$`]', j)
+        if e == nil then return false end
+        local d = byte(line, e)
+        if d == 92 then j = e + 2
+        elseif d == 34 then i = e + 1; break
+        elseif d == 96 or byte(line, e + 1) == 40 then return false
+        else j = e + 1 end
+      end
+    elseif c == 36 then
+      if byte(line, h + 1) == 40 then return false end
+      i = h + 1
+    elseif c == 62 and find(line, "^>&[12]", h) then i = h + 3
+    else return false end
+  end
+end
+
+-- Whether the line l is one echo/printf command that only prints (its flags are message text:
+-- `echo "note: --tensor-model-parallel-size 16 spans nodes"`). Not after a backslash line
+-- continuation (then it is an argument), not printf -v (it assigns), never in argv (not shell
+-- text: the step's program is judged on its arguments). Cached on the line.
+local function message_line(doc, l)
+  if doc.argv then return false end
+  if l.msg ~= nil then return l.msg end
+  local s, m = doc.s, false
+  local _, e = find(s, "^[ \t]*", l.ls)
+  local w = match(s, "^(%a+)[ \t]", e + 1)
+  local stop = l.cs and (l.cs - 1) or l.le
+  if (w == "echo" or w == "printf") and stop - e <= 4096 and not (l.ls > 2 and byte(s, l.ls - 2) == 92) then
+    local line = sub(s, e + 1, stop)
+    if doc.det then spend(doc.det, #line, "work budget (comment lexing)", l.ls) end
+    m = not find(line, "^printf[ \t]+%-v") and prints_only(line)
+  end
+  l.msg = m
+  return m
 end
 
 -- Option token around a keyword hit: [ts, te] or nil when too long. Its start is the byte after
@@ -843,15 +897,78 @@ local function add_value(det, kind, value, rec)
   end
 end
 
+-- Words after which a NAME=value word may still start a command's environment (env TP=16 x).
+local PREFIX_AFTER = {["then"] = true, ["do"] = true, ["else"] = true, ["elif"] = true, ["if"] = true,
+                      ["while"] = true, ["until"] = true, ["!"] = true, ["time"] = true, ["env"] = true,
+                      ["nohup"] = true, ["export"] = true, ["local"] = true, ["declare"] = true,
+                      ["readonly"] = true, ["{"] = true}
+local PREFIX_LOOKBACK = 512 -- bytes looked at before the word (past them: taken as a command start)
+local PREFIX_WORD_COST = 512 -- work units per word walked back (a few finds, subs and reverses)
+
+-- Whether the reversed text from pos on starts with blanks and then "c-" (reversed `-c`) that
+-- is a word of its own: the quote before pos opens a command string, `bash -c "..."`.
+local function after_dash_c(rev, pos)
+  local _, e = find(rev, "^[ \t]*c%-", pos)
+  if e == nil then return false end
+  local c = byte(rev, e + 1)
+  return c == nil or c == 32 or c == 9 or c == 10
+end
+
+-- Whether the word at ts may start a simple command: only NAME=value words between it and the
+-- line start, an operator (; & | ( { `), a keyword such as then/env, or the quote of `bash -c "`.
+-- Words of a message (`log "layout: TP=16 was slower"`, `echo "TP=16 ..."`) are not. Reads the
+-- window before ts reversed, with anchored finds only (linear); paid from the work budget by the
+-- bytes and words looked at (past it the word counts: the scan stops and says so).
+local function command_start_walk(rev, windowed)
+  local pos, n = 1, #rev
+  for k = 1, 32 do
+    local _, e = find(rev, "^[ \t]*", pos)
+    pos = e + 1
+    if pos > n then return true, k end -- the start of the text, or more than the window
+    local c = byte(rev, pos)
+    if c == 10 or c == 13 or c == 59 or c == 38 or c == 124 or c == 40 or c == 123 or c == 96 then
+      return true, k
+    end
+    if c == 34 or c == 39 then return after_dash_c(rev, pos + 1), k end
+    local _, we = find(rev, "^[^ \t\n]*", pos)
+    if we >= n and windowed then return true, k end
+    local w = string.reverse(sub(rev, pos, we))
+    pos = we + 1
+    local q = byte(w, 1)
+    if q == 34 or q == 39 then -- the word opens a quoted string: its first word
+      w = sub(w, 2)
+      if not (PREFIX_AFTER[w] or find(w, "^[%a_][%w_]*=")) then return false, k end
+      return after_dash_c(rev, pos), k
+    end
+    if find(w, "[\"']") then return true, k end -- X="a b" TP=16 ...: not read further
+    if PREFIX_AFTER[w] then return true, k end
+    if not find(w, "^[%a_][%w_]*=") then return false, k end
+  end
+  return true, 32
+end
+
+local function at_command_start(det, s, ts)
+  local stop = ts - PREFIX_LOOKBACK
+  if stop < 1 then stop = 1 end
+  local ok, words = command_start_walk(string.reverse(sub(s, stop, ts - 1)), stop > 1)
+  if not spend(det, ts - stop + words * PREFIX_WORD_COST, "work budget (environment prefixes)", ts) then
+    return true
+  end
+  return ok
+end
+
 -- Whether the word at [ts, te] is a command's environment prefix: NAME=value at the start of a
--- word, followed by another word on the same line (TP=16 ./train.sh).
-local function env_prefix_end(s, ts, e)
+-- word, followed by another word on the same line (TP=16 ./train.sh). In argv (a step's program
+-- and its arguments, quotes already gone: bash -c MASTER_PORT=1 TP=16 ./x) no command start is
+-- looked for.
+local function env_prefix_end(det, s, ts, e, argv)
   local pc = byte(s, ts - 1)
   if not (pc == nil or pc == 10 or WORD_START[pc]) then return false end
   local _, b = find(s, "^[ \t]+", e)
   if b == nil then return false end
   local c = byte(s, b + 1)
-  return c ~= nil and c ~= 10 and c ~= 13 and c ~= 35 and c ~= 59 and c ~= 38 and c ~= 124
+  if c == nil or c == 10 or c == 13 or c == 35 or c == 59 or c == 38 or c == 124 then return false end
+  return argv or at_command_start(det, s, ts)
 end
 
 -- Keyword hits in one chunk [a, b] of the document -> raw records (the value not yet resolved).
@@ -890,14 +1007,14 @@ local function scan_chunk(det, doc, a, b, raws)
         local envp = ENV_NAMES[tok]
         if envp and byte(s, te + 1) == 61 then
           local v, e = read_value(s, te + 2)
-          if v and e and env_prefix_end(s, ts, e) and not in_comment(doc, ts) then
+          if v and e and env_prefix_end(det, s, ts, e, doc.argv) and not in_comment(doc, ts) then
             raws[#raws + 1] = {kind = envp, v = v, rec = {doc = doc, pos = ts, name = tok, dash = false,
                                                           dotted = false, env = true}}
           end
         elseif kind and (dash or (not DASH_ONLY[name])) and (kind ~= "segment" or dash) then
           local com, line = in_comment(doc, ts)
           local directive = com and line.cs == line.ls and sub(s, line.ls, line.ls + 6) == "#SBATCH"
-          if (not com and kind ~= "segment") or (kind == "segment" and directive) then
+          if (not com and kind ~= "segment" and not message_line(doc, line)) or (kind == "segment" and directive) then
             local q = skip_sep(s, te + 1, (not dash) and (not DASH_ONLY[name]))
             local v = read_value(s, q)
             if v then
@@ -1064,7 +1181,11 @@ function P.detect(job)
         parts[#parts + 1] = (string.gsub(a, "[#\r\n]", "?"))
       end
     end
-    if #parts > 0 then det.docs[#det.docs + 1] = new_doc(concat(parts, " ")) end
+    if #parts > 0 then
+      local d = new_doc(concat(parts, " "))
+      d.argv = true -- a program's arguments: an "echo" there is no shell message line
+      det.docs[#det.docs + 1] = d
+    end
   end
   for i = 1, #det.docs do
     local d = det.docs[i]

@@ -1,0 +1,9 @@
+#!/bin/bash
+# case: echo piped into a launcher is no message: its TP=16 runs (2x8)
+# site: dgx-h100
+# expect: reject
+# message: TP=16
+#SBATCH -N2 --gpus-per-node=8 --ntasks-per-node=1
+export NCCL_IB_HCA==mlx5_0,mlx5_3
+export NCCL_SOCKET_IFNAME=bond0
+echo "--tensor-model-parallel-size 16" | xargs srun python pretrain_gpt.py
