@@ -188,10 +188,8 @@ def slurm_cluster(slurm_release, new_cluster):
         )
 
 
-@pytest.fixture(scope="session")
-def accounting_cluster(tmp_path_factory):
-    """A TestCluster of the native release with slurmdbd and MariaDB (see cluster.py,
-    "Accounting"), an accept-all job_submit.lua; one per session, started on first use."""
+def _new_accounting_cluster(**extra):
+    """An accounting TestCluster of the native release, not started (unavailable: fail or skip)."""
     release = testcluster.native_release()
     reasons = release.missing() + testcluster.accounting_missing(release)
     if reasons:
@@ -201,7 +199,16 @@ def accounting_cluster(tmp_path_factory):
         keep_dir=os.environ.get(KEEP_ENV) == "1",
         release=release,
         accounting=True,
+        **extra,
     )
+    return release, cluster
+
+
+@pytest.fixture(scope="session")
+def accounting_cluster(tmp_path_factory):
+    """A TestCluster of the native release with slurmdbd and MariaDB (see cluster.py,
+    "Accounting"), an accept-all job_submit.lua; one per session, started on first use."""
+    release, cluster = _new_accounting_cluster()
     try:
         cluster.start()
     except testcluster.ClusterError as e:
@@ -226,17 +233,7 @@ def enforced_accounting_cluster():
     """Like ``accounting_cluster``, with ``AccountingStorageEnforce=associations,qos``: Slurm
     refuses an account or QOS its user may not use. It has the account ``benchmarks`` and
     the QOS ``admin``, which root may use and nobody may not (for the exemption tests)."""
-    release = testcluster.native_release()
-    reasons = release.missing() + testcluster.accounting_missing(release)
-    if reasons:
-        _unavailable("accounting cluster: " + "; ".join(reasons))
-    cluster = testcluster.TestCluster(
-        job_submit_lua=testcluster.ACCEPT_ALL_JOB_SUBMIT_LUA,
-        keep_dir=os.environ.get(KEEP_ENV) == "1",
-        release=release,
-        accounting=True,
-        extra_config=ENFORCE_LINE,
-    )
+    _, cluster = _new_accounting_cluster(extra_config=ENFORCE_LINE)
     try:
         cluster.start()
         for cmd in (
