@@ -19,11 +19,13 @@ own test cluster, or uses a running one (with JobSubmitPlugins=lua) whose slurm.
 given by --slurm-conf or $SLURMGPU_BENCH_SLURM_CONF; its job_submit.lua is restored after.
 
     python bench/submit_bench.py [--jobs 400] [--batch 25] [--mode test-only|hold] [--concurrency 1]
-                                 [--compare OTHER_job_submit.lua]
+                                 [--compare OTHER_job_submit.lua ...]
 
 --compare adds another rendered job_submit.lua (e.g. `slurmgpu admin render-filter` of an
-older checkout) to the same interleaved rounds, so a change is measured against its base under
-the same machine load (this matters on a shared machine: sdiag times are wall times).
+older checkout; repeat it for several, each named by its file name) to the same interleaved
+rounds, so a change is measured against its base under the same machine load (this matters on
+a shared machine: sdiag times are wall times). Filters that do part of the work (only reading
+the job, only the scan) measured this way show where the controller's time goes.
 """
 
 from __future__ import annotations
@@ -241,7 +243,13 @@ def main() -> int:
         default=os.environ.get("SLURMGPU_BENCH_SLURM_CONF"),
         help="use this running test cluster instead of starting one",
     )
-    ap.add_argument("--compare", metavar="FILE", help="also measure this rendered job_submit.lua, interleaved")
+    ap.add_argument(
+        "--compare",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="also measure this rendered job_submit.lua, interleaved (repeatable)",
+    )
     ap.add_argument(
         "--renice",
         type=int,
@@ -266,9 +274,14 @@ def main() -> int:
         "accept-all": tc.ACCEPT_ALL_JOB_SUBMIT_LUA,
         "slurmgpu": render_filter(load_site(str(SITE_FILE)), "job_submit"),
     }
-    if args.compare:
-        filters["compare"] = Path(args.compare).read_text(encoding="utf-8")
-    rejecting = {"slurmgpu", "compare"}
+    compares: List[str] = []
+    for path in args.compare:
+        name = "compare:" + Path(path).name
+        while name in filters:
+            name += "'"
+        filters[name] = Path(path).read_text(encoding="utf-8")
+        compares.append(name)
+    rejecting = {"slurmgpu", *compares}
     script_text = generate_script()
     cluster = None
     restore: Optional[str] = None
@@ -391,15 +404,15 @@ def main() -> int:
                 "met" if med["slurmgpu"] - med["accept-all"] <= CTLD_TARGET_US else "NOT met",
             )
         )
-        if "compare" in filters:
+        for name in compares:
             print(
-                "  --compare %s: %.0f us per submission (adds %.0f us; median of batches %.0f, adds %.0f)"
+                "  --%s: %.0f us per submission (adds %.0f us; median of batches %.0f, adds %.0f)"
                 % (
-                    args.compare,
-                    per["compare"],
-                    per["compare"] - per["accept-all"],
-                    med["compare"],
-                    med["compare"] - med["accept-all"],
+                    name,
+                    per[name],
+                    per[name] - per["accept-all"],
+                    med[name],
+                    med[name] - med["accept-all"],
                 )
             )
         distinct, same = filter_cost_us(script_text)

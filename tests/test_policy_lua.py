@@ -228,6 +228,55 @@ out({rc = rc, reads = reads})
     assert r == {"rc": 2072, "reads": 1}
 
 
+USER_READS = """
+local parts = S.part_list(%(parts)s)
+local function submit(fields)
+  S.reset()
+  local counted = {user_name = 0, qos = 0, tres_per_job = 0}
+  local d = S.job_desc(fields)
+  local mt = getmetatable(d)
+  local inner = mt.__index
+  mt.__index = function(t, k) if counted[k] then counted[k] = counted[k] + 1 end return inner(t, k) end
+  local rc = slurm_job_submit(d, parts, 1000)
+  local line = ""
+  for i = 1, #S.log do if S.log[i]:find("decision=", 1, true) then line = S.log[i] end end
+  out({rc = rc, user_reads = counted.user_name, qos_reads = counted.qos, tres_job_reads = counted.tres_per_job,
+       line = line})
+end
+submit(%(ok)s)
+submit(%(reject)s)
+"""
+
+
+def test_user_name_and_rare_fields_read_only_when_needed(tmp_path):
+    """Reading job_desc.user_name makes slurmctld resolve the uid through NSS (an LDAP query on many
+    sites), so a plain accept logs the uid and never asks; a rejected job's line names the user.
+    Fields the verdict does not need (QOS without QOS exemptions, --gpus when --gpus-per-node is
+    given) are not read either."""
+    site = dgx()
+    ok = job_desc("#!/bin/bash\nsrun x --tensor-model-parallel-size 8\n", ["-N1", "--gpus-per-node=8"], user="bob")
+    bad = job_desc("#!/bin/bash\nsrun x --tensor-model-parallel-size 16\n", ["-N2", "--gpus-per-node=8"], user="bob")
+    ok["user_id"] = bad["user_id"] = 1000
+    body = USER_READS % {"parts": lua_literal(part_list(site)), "ok": lua_literal(ok), "reject": lua_literal(bad)}
+    r_ok, r_bad = run_lua(tmp_path, body, render_filter(site, "job_submit"))
+    assert r_ok["rc"] == 0 and r_ok["user_reads"] == 0, r_ok
+    assert " uid=1000 " in r_ok["line"] and " user=" not in r_ok["line"], r_ok["line"]
+    assert r_ok["qos_reads"] == 0 and r_ok["tres_job_reads"] == 0, r_ok
+    assert r_bad["rc"] == 2072 and r_bad["user_reads"] == 1, r_bad
+    assert " user=bob uid=1000 " in r_bad["line"], r_bad["line"]
+
+
+def test_exempt_user_is_looked_up_and_honoured(tmp_path):
+    site = dgx()
+    site = replace(site, policy=replace(site.policy, exempt_users=("bob",)))
+    bad = job_desc("#!/bin/bash\nsrun x --tensor-model-parallel-size 16\n", ["-N2", "--gpus-per-node=8"], user="bob")
+    other = dict(bad, user_name="carol")
+    body = USER_READS % {"parts": lua_literal(part_list(site)), "ok": lua_literal(bad), "reject": lua_literal(other)}
+    r_bob, r_carol = run_lua(tmp_path, body, render_filter(site, "job_submit"))
+    assert r_bob["rc"] == 0 and r_bob["user_reads"] == 1 and "exempt=user:bob" in r_bob["line"], r_bob
+    assert r_carol["rc"] == 2072 and r_carol["user_reads"] == 1, r_carol
+
+
 # ---------------------------------------------------------------------------
 # slurm_job_modify
 

@@ -224,3 +224,76 @@ def test_huge_tp_fix_is_bounded_and_possible():
     assert v.decision == "reject" and len(v.messages) == 1
     (m,) = v.messages
     assert "use TP=8 and PP=2" in m and "9999999" not in m.split("Fix:")[1]
+
+
+# ---------------------------------------------------------------------------
+# the scan's cheap tests before a token is read (issue 16, cost per submission)
+
+
+@pytest.fixture(scope="module")
+def scan():
+    rt = lupa.lua51.LuaRuntime(unpack_returned_tuples=True, encoding=None)
+    P = rt.execute((lua_dir() / "policy.lua").read_bytes())
+
+    def run(script: str) -> Dict[str, Any]:
+        det = P[b"detect"](rt.table_from({b"script": script.encode("utf-8")}))
+        values = {k.decode(): [v[i] for i in range(1, len(v) + 1)] for k, v in det[b"values"].items()}
+        return {"values": values, "hits": det[b"hits"]}
+
+    names = {k.decode(): v.decode() for k, v in P[b"NAMES"].items()}
+    env_names = {k.decode(): v.decode() for k, v in P[b"ENV_NAMES"].items()}
+    dash_only = {k.decode() for k in P[b"DASH_ONLY"].keys()}
+    return run, names, env_names, dash_only
+
+
+def test_every_option_and_environment_spelling_is_read(scan):
+    """The next-byte test must not hide any name the scan knows: each one, as a flag (with '-' or
+    '_'), as key=value, dotted and as a YAML key where it may be bare, and each environment name
+    as a command prefix."""
+    run, names, env_names, dash_only = scan
+    missed = []
+    for name, kind in sorted(names.items()):
+        if kind == "segment":
+            continue  # read from #SBATCH directives only (below)
+        spellings = ["srun x --%s 16" % name, "srun x --%s=16" % name]
+        if name != "ntasks-per-node":  # its anchor "ks-per-node" has a '-': never read with '_'
+            spellings.append("srun x --%s 16" % name.replace("-", "_"))
+        if name not in dash_only:
+            under = name.replace("-", "_")
+            spellings += ["python a.py %s=16" % name, "python a.py trainer.strategy.%s=16" % under, "  %s: 16" % under]
+        for line in spellings:
+            if 16 not in run("#!/bin/bash\n" + line + "\n")["values"].get(kind, []):
+                missed.append(line)
+    for name, kind in sorted(env_names.items()):
+        line = "%s=16 ./train.sh" % name
+        if 16 not in run("#!/bin/bash\n" + line + "\n")["values"].get(kind, []):
+            missed.append(line)
+    assert run("#!/bin/bash\n#SBATCH -N2\n#SBATCH --segment=16\nsrun x\n")["values"].get("segment") == [16]
+    assert not missed, missed
+
+
+def test_prose_and_near_miss_options_cost_no_token_read(scan):
+    """Words that contain an anchor but cannot be one of the names ("tensor parallel",
+    --cpus-per-task, --adam-eps, --sequence-parallel, --gpus-per-node) stop the search and are
+    dropped on the bytes around them, without a token, line or comment lookup."""
+    run = scan[0]
+    text = (
+        "#!/bin/bash\nset -e\n"
+        "echo 'tensor parallel: 8 consecutive ranks; data-parallel replicas; model parallelism'\n"
+        "srun --cpus-per-task=4 --gpus-per-node=8 python a.py --adam-eps 1e-8 --norm-epsilon 1e-5 \\\n"
+        "  --sequence-parallel --log-validation-ppl-to-tensorboard --step 3 --deep 2\n"
+    )
+    r = run(text)
+    assert r["hits"] == 0 and r["values"] == {}, r
+
+
+def test_header_comments_are_skipped_and_directives_read(scan):
+    """The leading comment block (a generated header) is not searched for flags, except its
+    #SBATCH lines for --segment; the first line after it is read as usual."""
+    run = scan[0]
+    header = "#!/bin/bash\n# Regenerate: slurmgpu gen --tp 16 --pp 2\n#   TP=16 tensor parallel\n"
+    r = run(header + "#SBATCH -N2\n#SBATCH --segment=2\n# Plan: TP=16\nsrun x --tp 8\n")
+    assert r["values"] == {"tp": [8], "segment": [2]} and r["hits"] == 2, r
+    # an indented comment or a blank line ends the block: what follows is searched as before
+    r = run("#!/bin/bash\n\n# --tp 16\nsrun x --tp 8\n")
+    assert r["values"] == {"tp": [8]} and r["hits"] == 2, r

@@ -55,14 +55,14 @@ local function env_of(desc)
   end})
 end
 
-local function argv_of(desc)
-  local argv = get(desc, "argv")
+local function argv_of(desc, get_)
+  local argv = get_(desc, "argv")
   local out = {}
   if argv == nil then return out end
-  local argc = num(get(desc, "argc")) or 0
+  local argc = num(get_(desc, "argc")) or 0
   if argc > 257 then argc = 257 end
   for i = 1, argc - 1 do -- argv[0] is the script path
-    local a = get(argv, i)
+    local a = get_(argv, i)
     if type(a) == "string" then out[#out + 1] = a end
   end
   return out
@@ -80,6 +80,37 @@ local function exclusive_of(shared)
   return shared == 0 or shared == 4
 end
 
+-- Fields most verdicts never look at (a GPU request in another form, the default partition of a
+-- job that names one, ...): read from the job_desc on first use. Each read is a C call into
+-- slurmctld; a job kept beyond its own call (a het component) is read completely (materialize).
+local LAZY = {
+  default_partition = function(_, part_list) return default_partition(part_list) end,
+  tres_per_job = function(desc) return str(get(desc, "tres_per_job")) end,
+  tres_per_task = function(desc) return str(get(desc, "tres_per_task")) end,
+  tres_per_socket = function(desc) return str(get(desc, "tres_per_socket")) end,
+  sockets_per_node = function(desc) return num(get(desc, "sockets_per_node")) end,
+  exclusive = function(desc) return exclusive_of(get(desc, "shared")) end,
+  qos = function(desc) return str(get(desc, "qos")) end,
+}
+
+local function lazy_fields(desc, part_list)
+  local done = {}
+  return {__index = function(job, k)
+    local f = LAZY[k]
+    if f == nil or done[k] then return nil end
+    done[k] = true
+    local v = f(desc, part_list)
+    if v ~= nil then rawset(job, k, v) end
+    return v
+  end}
+end
+
+local function materialize(job)
+  for k in pairs(LAZY) do local _ = job[k] end
+  setmetatable(job, nil)
+  if job.lookup_user then job.user = job.lookup_user(); job.lookup_user = nil end
+end
+
 -- A heterogeneous job's components reach slurm_job_submit one after the other in one RPC
 -- (offset 0, 1, ...), and only component 0 carries the batch script, although its srun
 -- lines may run on any component (or on several: srun --het-group=0,1). Component 0's script
@@ -92,6 +123,7 @@ local function het_share(job, script, het)
     het_state = nil
     return
   end
+  materialize(job) -- kept for the later components: nothing may be read from this job_desc then
   if het == 0 then
     het_state = {uid = job.uid, script = script, comps = {}}
   elseif het_state == nil or het_state.uid ~= job.uid or het_state.comps[het - 1] == nil then
@@ -103,41 +135,43 @@ local function het_share(job, script, het)
   het_state.comps[het] = job
   job.het_components = het_state.comps
 end
--- The plain job table from a job_desc (the contract in policy.lua).
-local function job_from_desc(desc, part_list, uid)
-  local script = get(desc, "script") -- copied by Slurm on every access: read once
+-- The plain job table from a job_desc (the contract in policy.lua), each field read through
+-- get_. user_name is not read here: slurmctld resolves it through NSS on every read (an LDAP
+-- query on many sites); the policy asks job.lookup_user() only where it needs the name.
+local function read_job(desc, part_list, uid, get_)
+  local script = get_(desc, "script") -- copied by Slurm on every access: read once
   if type(script) ~= "string" then script = nil end
-  local het = num(get(desc, "het_job_offset"))
   local job = {
     origin = "job_submit",
     script = script,
-    argv = argv_of(desc),
-    partition = str(get(desc, "partition")),
-    default_partition = default_partition(part_list),
-    nodes_min = num(get(desc, "min_nodes")),
-    nodes_max = num(get(desc, "max_nodes")),
-    num_tasks = num(get(desc, "num_tasks")),
-    ntasks_per_node = num(get(desc, "ntasks_per_node")),
-    tres_per_node = str(get(desc, "tres_per_node")) or str(get(desc, "gres")),
-    tres_per_job = str(get(desc, "tres_per_job")),
-    tres_per_task = str(get(desc, "tres_per_task")),
-    tres_per_socket = str(get(desc, "tres_per_socket")),
-    sockets_per_node = num(get(desc, "sockets_per_node")),
-    cpus_per_task = num(get(desc, "cpus_per_task")),
-    min_cpus = num32(get(desc, "min_cpus")),
-    req_nodes = str(get(desc, "req_nodes")),
-    bitflags = num32(get(desc, "bitflags")),
-    exclusive = exclusive_of(get(desc, "shared")),
-    segment = num(get(desc, "segment_size")),
-    user = str(get(desc, "user_name")),
-    uid = uid_of(uid) or uid_of(get(desc, "user_id")),
-    account = str(get(desc, "account")),
-    qos = str(get(desc, "qos")),
-    het_offset = het,
+    argv = argv_of(desc, get_),
+    partition = str(get_(desc, "partition")),
+    nodes_min = num(get_(desc, "min_nodes")),
+    nodes_max = num(get_(desc, "max_nodes")),
+    num_tasks = num(get_(desc, "num_tasks")),
+    ntasks_per_node = num(get_(desc, "ntasks_per_node")),
+    tres_per_node = str(get_(desc, "tres_per_node")) or str(get_(desc, "gres")),
+    cpus_per_task = num(get_(desc, "cpus_per_task")),
+    min_cpus = num32(get_(desc, "min_cpus")),
+    req_nodes = str(get_(desc, "req_nodes")),
+    bitflags = num32(get_(desc, "bitflags")),
+    segment = num(get_(desc, "segment_size")),
+    uid = uid_of(uid) or uid_of(get_(desc, "user_id")),
+    account = str(get_(desc, "account")),
+    het_offset = num(get_(desc, "het_job_offset")),
+    lookup_user = function() return str(get(desc, "user_name")) end,
   }
-  if job.user == nil and job.uid ~= nil then job.user = tostring(job.uid) end
-  if script ~= nil or het ~= nil then job.env = env_of(desc) end
-  het_share(job, script, het)
+  if script ~= nil or job.het_offset ~= nil then job.env = env_of(desc) end
+  return setmetatable(job, lazy_fields(desc, part_list))
+end
+
+-- Plain reads first (one pcall for the whole job, not one per field); if any read raises, every
+-- field again through get(), which turns a failing read into nil.
+local function index(obj, key) return obj[key] end
+local function job_from_desc(desc, part_list, uid)
+  local ok, job = pcall(read_job, desc, part_list, uid, index)
+  if not ok or type(job) ~= "table" then job = read_job(desc, part_list, uid, get) end
+  het_share(job, job.script, job.het_offset)
   return job
 end
 

@@ -102,6 +102,27 @@ local ENV_NAMES = {
   MODEL_PARALLEL_SIZE = "tp", PP = "pp", PP_SIZE = "pp", PIPELINE_PARALLEL_SIZE = "pp",
   PIPELINE_MODEL_PARALLEL_SIZE = "pp",
 }
+-- The bytes a relevant hit of each keyword may be followed by, from NAMES ('_' also stands
+-- for '-') and ENV_NAMES; [0]: the token may end there. A second cheap test before any token is
+-- read: "tensor parallel", "--cpus-per-task" or "--adam-eps" stop the scan but cost no read.
+local KEY_NEXT = {}
+local function key_next_add(key, name, dash_both)
+  local set = KEY_NEXT[key]
+  local p = 1
+  while true do
+    local h = find(name, key, p, true)
+    if h == nil then return end
+    local c = byte(name, h + #key) or 0
+    set[c] = true
+    if dash_both and c == 45 then set[95] = true end
+    p = h + 1
+  end
+end
+for _, key in ipairs(KEYWORDS) do
+  KEY_NEXT[key] = {}
+  for name in pairs(NAMES) do key_next_add(key, name, true) end
+  for name in pairs(ENV_NAMES) do key_next_add(key, name, false) end
+end
 local LAUNCHER_WORDS = {
   {"sglang", "sglang"}, {"vllm", "vllm"}, {"torchtitan", "torchtitan"}, {"deepspeed", "deepspeed"},
   {"nemo", "nemo"}, {"megatron", "megatron"}, {"accelerate launch", "accelerate"},
@@ -167,6 +188,8 @@ local function gcd(a, b)
 end
 
 local function ceil_div(a, b) return floor((a + b - 1) / b) end
+
+local function nonempty(list) return type(list) == "table" and list[1] ~= nil end
 
 local function in_list(list, value)
   if type(list) ~= "table" or value == nil then return false end
@@ -284,9 +307,15 @@ end
 -- Start of the line holding position p: the last newline in a window before p, the window
 -- growing up to 64 kB (anchored greedy match: linear). A longer line starts "somewhere before".
 -- Every byte copied is paid from the work budget.
+local NEAR = 8 -- bytes walked back before any window: most hits sit near their line's start
 local function line_start(doc, p)
   if p <= 1 then return 1 end
   local s, w = doc.s, 256
+  local q0 = p > NEAR and p - NEAR or 1
+  for q = p - 1, q0, -1 do
+    if byte(s, q) == 10 then return q + 1 end
+  end
+  if q0 == 1 then return 1 end
   local cur = doc.cur
   if cur and p > cur.le and p - cur.le <= 4096 then
     -- just after the last line looked at (hits come in order): its newline, then any others
@@ -315,6 +344,11 @@ end
 -- End of the line holding position p (the same windows forward).
 local function line_end(doc, p)
   local s, w = doc.s, 256
+  if #s <= CHUNK then -- a small document: one search, at most its size
+    local nl = find(s, "\n", p, true)
+    if doc.det then spend(doc.det, (nl or #s) - p + 1, "work budget (line lookups)", p) end
+    return nl and nl - 1 or #s
+  end
   while true do
     local b = p + w
     if doc.det then spend(doc.det, w, "work budget (line lookups)", p) end
@@ -463,18 +497,19 @@ end
 
 -- Tokens already normalized (option names repeat across submissions): name, lead, dotted.
 -- Bounded: starts over past NORM_MAX entries.
+-- Three flat tables, not a table per entry: fewer objects for slurmctld's garbage collector to mark.
 local NORM_MAX = 1024
-local norm_memo, norm_n = {}, 0
+local norm_last, norm_lead, norm_dotted, norm_n = {}, {}, {}, 0
 local function normalize(tok)
-  local m = norm_memo[tok]
-  if m then return m[1], m[2], m[3] end
+  local last = norm_last[tok]
+  if last then return last, norm_lead[tok], norm_dotted[tok] end
   local lead, rest = match(tok, "^([-+]*)(.*)$")
   local dotted = find(rest, ".", 1, true) ~= nil
-  local last = rest
+  last = rest
   if dotted then last = match(rest, "^.*%.(.*)$") end -- anchored: linear
   if find(last, "_", 1, true) then last = gsub(last, "_", "-") end
-  if norm_n >= NORM_MAX then norm_memo, norm_n = {}, 0 end
-  norm_memo[tok] = {last, lead, dotted}
+  if norm_n >= NORM_MAX then norm_last, norm_lead, norm_dotted, norm_n = {}, {}, {}, 0 end
+  norm_last[tok], norm_lead[tok], norm_dotted[tok] = last, lead, dotted
   norm_n = norm_n + 1
   return last, lead, dotted
 end
@@ -972,22 +1007,30 @@ local function env_prefix_end(det, s, ts, e, argv)
 end
 
 -- Keyword hits in one chunk [a, b] of the document -> raw records (the value not yet resolved).
-local function scan_chunk(det, doc, a, b, raws)
+local function scan_chunk(det, doc, a, b, raws, keys, whole)
+  keys = keys or KEYWORDS
   local s = doc.s
-  local piece = s -- finds stay inside the chunk (+ the tail of a token); a small script is one
-  if a > 1 or b + TOKEN_MAX < #s then piece = sub(s, a, b + TOKEN_MAX) end
-  for ki = 1, #KEYWORDS do
-    local key = KEYWORDS[ki]
-    local want = KEY_PREV_BYTES[key]
-    local p = 1
+  -- finds stay inside the chunk (+ the tail of a token): a copy of it, unless it runs to the end
+  -- (or the caller lets one search of a small document run past it: whole)
+  local piece, off, init = s, 0, a
+  if b + TOKEN_MAX < #s and not whole then piece, off, init = sub(s, a, b + TOKEN_MAX), a - 1, 1 end
+  for ki = 1, #keys do
+    local key = keys[ki]
+    local want, nexts, klen = KEY_PREV_BYTES[key], KEY_NEXT[key], #key
+    local p = init
     while true do
       local h0 = find(piece, key, p, true)
-      if h0 == nil or a + h0 - 1 > b then break end
-      local h = a + h0 - 1
+      if h0 == nil or off + h0 > b then break end
+      local h = off + h0
       local pc = byte(s, h - 1)
       local pass = true
       if want then pass = pc ~= nil and want[pc] == true
       elseif want == false then pass = not (pc and OPTCH[pc]) end
+      if pass then
+        local nc = byte(s, h + klen)
+        if nc == nil or not OPTCH[nc] then nc = 0 end
+        pass = nexts[nc] == true
+      end
       if not pass then
         local w = det.work + MISS_COST -- spend(), inlined: this runs once per needle stop
         det.work = w
@@ -996,8 +1039,8 @@ local function scan_chunk(det, doc, a, b, raws)
       else
       det.hits = det.hits + 1
       if not spend(det, HIT_COST, "work budget (option-like words)", h) then return false end
-      local ts, te = token_bounds(s, h, #key)
-      p = (te - a + 1) + 1
+      local ts, te = token_bounds(s, h, klen)
+      p = te - off + 1
       if ts and not doc.seen[ts] then
         doc.seen[ts] = true
         local tok = sub(s, ts, te)
@@ -1030,6 +1073,28 @@ local function scan_chunk(det, doc, a, b, raws)
   return true
 end
 
+-- The end of the script's leading block of comment lines (shebang, #SBATCH directives, a
+-- generated header) within [1, b], and where its first #SBATCH is. Nothing on a line that starts
+-- with '#' runs, and only #SBATCH --segment is read from such lines, so the keyword scan looks
+-- for "segment" alone from there and skips the rest (a generated header is half a script). One
+-- plain search per line, HEADER_LINES at most.
+local HEADER_LINES = 256
+local SEGMENT_ONLY = {"segment"}
+local function header_end(doc, b)
+  local s = doc.s
+  if #s > b then s = sub(s, 1, b) end -- a newline is looked for inside [1, b] only
+  local p = 1
+  for _ = 1, HEADER_LINES do
+    if byte(s, p) ~= 35 then break end
+    local nl = find(s, "\n", p, true)
+    if nl == nil then p = #s + 1; break end
+    p = nl + 1
+  end
+  local sa = find(s, "#SBATCH", 1, true)
+  if sa and sa >= p then sa = nil end
+  return p - 1, sa
+end
+
 local function scan_doc(det, doc, env)
   local raws = {}
   local a = 1
@@ -1037,7 +1102,14 @@ local function scan_doc(det, doc, env)
     local b = a + CHUNK - 1
     if b > doc.n then b = doc.n end
     if not spend(det, b - a + 1, "work budget (script size)", a) then break end
-    if not scan_chunk(det, doc, a, b, raws) then break end
+    local from, ok = a, true
+    if a == 1 and not doc.argv then
+      local last, sa = header_end(doc, b)
+      if sa then ok = scan_chunk(det, doc, sa, last, raws, SEGMENT_ONLY, #doc.s <= CHUNK) end
+      from = last + 1
+    end
+    if ok and from <= b then ok = scan_chunk(det, doc, from, b, raws) end
+    if not ok then break end
     doc.scanned = b
     a = b + 1
   end
@@ -1090,8 +1162,8 @@ local function find_stamp(doc)
     p = h + 11
     local ls = line_start(doc, h)
     if h - ls <= 64 and match(sub(s, ls, h - 1), "^[ \t]*$") then
-      local nl = find(sub(s, h, h + 700), "\n", 1, true)
-      local w = sub(s, h + 11, math.min(nl and (h + nl - 2) or #s, h + 600))
+      local nl = find(s, "\n", h, true) -- s is at most STAMP_AREA bytes
+      local w = sub(s, h + 11, math.min(nl and (nl - 1) or #s, h + 600))
       local st = {}
       local pos = 1
       for _ = 1, 16 do
@@ -1156,6 +1228,40 @@ local function launcher_of(det, job)
   return nil
 end
 
+local env_layout
+-- SLURMGPU_TP / _PP / _DP / _CP / _EP of det.env, read only where a rule needs them (the flags
+-- or the stamp settle most layouts). det.env is the environment of the job being judged: P.evaluate
+-- sets it again for a detection taken from the cache, and forgets the values read for another job.
+local ENV_KEYS = {tp = "SLURMGPU_TP", pp = "SLURMGPU_PP", dp = "SLURMGPU_DP", cp = "SLURMGPU_CP", ep = "SLURMGPU_EP"}
+local ENV_ORDER = {"tp", "pp", "dp", "cp", "ep"}
+env_layout = function(det)
+  local el = det.env_layout
+  if el == nil then
+    el = false
+    for i = 1, #ENV_ORDER do
+      local v = env_int(det.env, ENV_KEYS[ENV_ORDER[i]])
+      if v then
+        if not el then el = {} end
+        el[ENV_ORDER[i]] = v
+      end
+    end
+    det.env_layout = el
+  end
+  return el or nil
+end
+
+-- The job's --segment: the request's, else SBATCH_SEGMENT_SIZE, else an #SBATCH --segment of the
+-- script. Only multi-node NVLink domains (NVL72) ask, so other sites make no environment lookup.
+local function segment_of(det)
+  local seg = det.job_segment or env_int(det.env, "SBATCH_SEGMENT_SIZE")
+  if seg == nil and det.values.segment then
+    for _, v in ipairs(det.values.segment) do
+      if type(v) == "number" then seg = v; break end
+    end
+  end
+  return seg
+end
+
 -- Largest command line read (Linux ARG_MAX is 2 MB by default); beyond it, truncated.
 local ARGV_MAX_BYTES = 2 * 1024 * 1024
 
@@ -1196,31 +1302,17 @@ function P.detect(job)
   if det.values_full then
     det.notes = {format("more than %d values of one parameter (the largest and smallest were kept)", MAX_VALUES)}
   end
-  -- env source: SLURMGPU_TP / _PP / _DP / _CP / _EP
-  local envl = {}
-  local any = false
-  local keys = {"tp", "pp", "dp", "cp", "ep"}
-  for i = 1, #keys do
-    local v = env_int(env, "SLURMGPU_" .. string.upper(keys[i]))
-    if v then envl[keys[i]] = v; any = true end
-  end
-  det.env_layout = any and envl or nil
+  det.env = env
   if det.values.tp then
     det.source = "flags"
   elseif det.stamp then
     det.source = "stamp"
-  elseif det.env_layout and det.env_layout.tp then
+  elseif env_layout(det) and env_layout(det).tp then
     det.source = "env"
   else
     det.source = "none"
   end
-  local seg = posnum(job.segment) or env_int(env, "SBATCH_SEGMENT_SIZE")
-  if seg == nil and det.values.segment then
-    for _, v in ipairs(det.values.segment) do
-      if type(v) == "number" then seg = v; break end
-    end
-  end
-  det.segment = seg
+  det.job_segment = posnum(job.segment)
   det.launcher = launcher_of(det, job)
   return det
 end
@@ -1256,18 +1348,17 @@ end
 
 -- The layout the rules check, for one partition's GPUs per node: per parameter the visible
 -- flags' value (the largest), else the stamp's, else SLURMGPU_*'s.
+local LAYOUT_KEYS = {"tp", "pp", "cp", "ep", "dp"}
 local function layout_for(det, gpn)
   local L = {tp = 1, pp = 1, cp = 1, ep = 1}
-  local keys = {"tp", "pp", "cp", "ep", "dp"}
-  for i = 1, #keys do
-    local k = keys[i]
+  -- a stamp or SLURMGPU_* layout whose TP the flags contradict describes another job: unused
+  local ftp = det.values.tp and max_of(det.values.tp, gpn, det)
+  for i = 1, #LAYOUT_KEYS do
+    local k = LAYOUT_KEYS[i]
     local v = max_of(det.values[k], gpn, det)
-    -- a stamp or SLURMGPU_* layout whose TP the flags contradict describes another job: unused
-    local ftp = det.values.tp and max_of(det.values.tp, gpn, det)
     if v == nil and det.stamp and (ftp == nil or det.stamp.tp == ftp) then v = det.stamp[k] end
-    if v == nil and det.env_layout and (ftp == nil or det.env_layout.tp == nil or det.env_layout.tp == ftp) then
-      v = det.env_layout[k]
-    end
+    local el = v == nil and env_layout(det)
+    if el and (ftp == nil or el.tp == nil or el.tp == ftp) then v = el[k] end
     if type(v) == "number" and v >= 1 then L[k] = v end
   end
   return L
@@ -1544,7 +1635,7 @@ local GROUP_WORDS = {tp = "tensor-parallel", cp = "context-parallel", ep = "expe
 -- TP groups are blocks of tp ranks, CP groups of tp*cp, EP groups (Megatron's expert mesh,
 -- expert TP = TP; torchtitan alike) of tp*ep; a block needs block / gcd(block, rpn) nodes.
 check_domain_groups = function(ctx, add, L, rpn, nmin, dn, part, label, where)
-  local dom, seg, tp = part.domain, ctx.det.segment, L.tp
+  local dom, seg, tp = part.domain, segment_of(ctx.det), L.tp
   local ok_node = function(t) return rpn % t == 0 end
   if tp > dom then
     add("reject", "tp-exceeds-domain", format(
@@ -1936,17 +2027,36 @@ end
 
 -- Why the job is exempt (nil: it is not), and a note when an account/QOS exemption matched
 -- but is not honoured (anyone can type -A or --qos where accounting does not validate them).
+-- The job's user name: job.user, else job.lookup_user() once (job_submit: reading user_name
+-- makes slurmctld resolve the uid through NSS, an LDAP query on many sites, so only exemptions
+-- by name and lines that are not a plain accept ask), else the uid as text.
+local function user_of(job)
+  local u = job.user
+  if u == nil and job.lookup_user ~= nil then
+    local ok, name = pcall(job.lookup_user)
+    if ok and type(name) == "string" and name ~= "" then u = name end
+    job.lookup_user = nil
+    job.user = u
+  end
+  if u == nil and job.uid ~= nil then return tostring(job.uid) end
+  return u
+end
+
 local function exempt_reason(job, topo)
-  if in_list(topo.exempt_users, job.user) then return "user " .. clean(job.user, 32) end
-  if job.uid ~= nil and in_list(topo.exempt_users, tostring(job.uid)) then return "uid " .. tostring(job.uid) end
+  local eu = topo.exempt_users
+  if type(eu) == "table" and eu[1] ~= nil then
+    local u = user_of(job)
+    if in_list(eu, u) then return "user " .. clean(u, 32) end
+    if job.uid ~= nil and in_list(eu, tostring(job.uid)) then return "uid " .. tostring(job.uid) end
+  end
   local note
-  if in_list(topo.exempt_accounts, job.account) then
+  if nonempty(topo.exempt_accounts) and in_list(topo.exempt_accounts, job.account) then
     if enforces(topo, "associations") then return "account " .. clean(job.account, 32) end
     note = format("slurmgpu: account '%s' is exempt in the site config, but this cluster's accounting does not "
       .. "validate accounts at submit (AccountingStorageEnforce lacks associations), so the exemption is not "
       .. "applied and the job is checked.", clean(job.account, 32))
   end
-  if in_list(topo.exempt_qos, job.qos) then
+  if nonempty(topo.exempt_qos) and in_list(topo.exempt_qos, job.qos) then
     if enforces(topo, "qos") then return "qos " .. clean(job.qos, 32) end
     note = note or format("slurmgpu: QOS '%s' is exempt in the site config, but this cluster's accounting does "
       .. "not validate QOS at submit (AccountingStorageEnforce lacks qos), so the exemption is not applied and "
@@ -2030,8 +2140,8 @@ end
 
 -- Detections of recent submissions, for a script submitted again (a sweep, a retry, the same
 -- generated script with other options): slurmctld keeps one Lua state, and the scan is most of
--- a verdict's cost. The key is the script, the argv and every other scalar field of the job
--- (whatever P.detect may read); an entry also records each environment variable P.detect
+-- a verdict's cost. The key is the script, the argv and the other job fields P.detect reads
+-- (detect_key); an entry also records each environment variable P.detect
 -- looked up and is used only while all of them still have the same values. Bounded: scripts
 -- up to DETECT_CACHE_BYTES, at most DETECT_CACHE_ENTRIES (then the cache starts over).
 -- Entries are found by the script string itself (interned: no copy, no hash of 10 KB), then by
@@ -2042,22 +2152,15 @@ local DETECT_CACHE_ENTRIES = 8
 local DETECT_CACHE_BYTES = 262144
 local detect_cache, detect_cached_n = {}, 0
 
+-- The job fields P.detect reads besides the script and the environment (keep in step with it).
 local function detect_key(job)
-  local keys = {}
-  for k, v in pairs(job) do
-    local t = type(v)
-    if k ~= "script" and (t == "string" or t == "number" or t == "boolean") then keys[#keys + 1] = k end
-  end
-  table.sort(keys)
-  local parts = {}
-  for i = 1, #keys do
-    parts[#parts + 1] = keys[i] .. "=" .. tostring(job[keys[i]]) .. "\0"
-  end
+  local parts = {tostring(job.nodes_min), tostring(job.ntasks_per_node), tostring(job.segment),
+                 tostring(job.launcher)}
   local argv = job.argv
   if type(argv) == "table" then
-    for i = 1, #argv do parts[#parts + 1] = tostring(argv[i]) .. "\0" end
+    for i = 1, #argv do parts[#parts + 1] = tostring(argv[i]) end
   end
-  return concat(parts)
+  return concat(parts, "\0")
 end
 
 local function detect_cached(job)
@@ -2125,6 +2228,7 @@ function P.evaluate(job, topo)
     return v
   end
   local det = detect_cached(job)
+  det.env, det.env_layout = job.env, nil -- this job's SLURMGPU_* (the detection may be cached)
   det.script_doc = type(job.script) == "string" and job.script ~= ""
   v.source = det.source
   v.launcher = det.launcher or ""
@@ -2287,8 +2391,9 @@ function P.evaluate(job, topo)
     local other, said = nil, nil
     if det.stamp and det.stamp.tp and det.stamp.tp ~= L.tp then
       other, said = "slurmgpu stamp", det.stamp.tp
-    elseif det.env_layout and det.env_layout.tp and det.env_layout.tp ~= L.tp then
-      other, said = "SLURMGPU_TP environment variable", det.env_layout.tp
+    else
+      local etp = env_int(det.env, "SLURMGPU_TP") -- only TP is compared (one lookup, not five)
+      if etp and etp ~= L.tp then other, said = "SLURMGPU_TP environment variable", etp end
     end
     if other then
       push_unique(wlist, seen_w, format(
@@ -2341,7 +2446,10 @@ function P.log_line(v, job)
   local parts = {P.TAG, "decision=" .. tostring(v.decision), "code=" .. tostring(v.code)}
   if type(job) == "table" then
     parts[#parts + 1] = "origin=" .. clean(job.origin or "?", 16)
-    parts[#parts + 1] = "user=" .. clean(job.user or "?", 32)
+    local name = job.user
+    if name == nil and P.verdict_word(v) ~= "ok" then name = user_of(job) end
+    if name ~= nil or job.uid == nil then parts[#parts + 1] = "user=" .. clean(name or "?", 32) end
+    if job.uid ~= nil then parts[#parts + 1] = "uid=" .. tostring(job.uid) end
     if job.account then parts[#parts + 1] = "account=" .. clean(job.account, 32) end
     local partition = job.partition or ("(default " .. tostring(job.default_partition or "?") .. ")")
     parts[#parts + 1] = "partition=" .. clean(partition, 64)
@@ -2390,5 +2498,9 @@ function P.audit_token(v)
   end
   return token
 end
+
+
+-- The option and environment names the scan reads (for tests and docs).
+P.NAMES, P.ENV_NAMES, P.DASH_ONLY = NAMES, ENV_NAMES, DASH_ONLY
 
 return P
