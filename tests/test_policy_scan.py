@@ -238,7 +238,7 @@ def scan():
     def run(script: str) -> Dict[str, Any]:
         det = P[b"detect"](rt.table_from({b"script": script.encode("utf-8")}))
         values = {k.decode(): [v[i] for i in range(1, len(v) + 1)] for k, v in det[b"values"].items()}
-        return {"values": values, "hits": det[b"hits"]}
+        return {"values": values, "hits": det[b"hits"], "work": det[b"work"]}
 
     names = {k.decode(): v.decode() for k, v in P[b"NAMES"].items()}
     env_names = {k.decode(): v.decode() for k, v in P[b"ENV_NAMES"].items()}
@@ -297,3 +297,15 @@ def test_header_comments_are_skipped_and_directives_read(scan):
     # an indented comment or a blank line ends the block: what follows is searched as before
     r = run("#!/bin/bash\n\n# --tp 16\nsrun x --tp 8\n")
     assert r["values"] == {"tp": [8]} and r["hits"] == 2, r
+
+
+def test_lexer_steps_are_paid_not_only_bytes(scan, detect):
+    """A line dense with \\" makes the comment lexer take a step per two or three bytes: each
+    step is charged to the work budget (48 units), so 4 MB of such lines stop the scan within
+    its bound instead of costing ten times the budget's time (bench/filter_bench.py shows it)."""
+    run = scan[0]
+    plain = run('#!/bin/bash\necho "' + "a b " * 1000 + '--tp 1"\n')
+    dense = run('#!/bin/bash\necho "' + '\\" ' * 1000 + '--tp 1"\n')
+    assert dense["work"] - plain["work"] >= 1000 * 48, (plain, dense)
+    r = detect("#!/bin/bash\n" + _big('echo "' + '\\" ' * 20000 + '--tp 1"\n') + "srun x --tp 16\n")
+    assert r["truncated"] and r["limit"] == "work budget (comment lexing)", r

@@ -367,11 +367,20 @@ local WORD_START = {[32] = true, [9] = true, [59] = true, [38] = true, [124] = t
 -- The first byte of the line [ls, le] that starts a comment, read as bash does: a small lexer
 -- (unquoted, '...', "...", $'...', backslash escapes); '#' counts only at the start of a word.
 -- A quote still open at the end of the line is taken as closed there (the line has no comment).
-local function comment_start(s, ls, le)
+-- Every lexer step (a quote, escape or '#' looked at) is paid from det's work budget: a line
+-- dense with \" costs a step per two bytes, far more than its length; once the budget is spent
+-- the line is taken as having no comment (the scan stops and says so).
+local LEX_STEP = 48
+local function comment_start(s, ls, le, det)
   if le - ls > 65536 then le = ls + 65536 end
   local line = sub(s, ls, le) -- searching s itself would run past the line: quadratic
   local i, n, lit = 1, #line, 0
   while i <= n do
+    if det then
+      local w = det.work + LEX_STEP
+      det.work = w
+      if w > WORK_MAX then spend(det, 0, "work budget (comment lexing)", ls); return nil end
+    end
     local h = find(line, "[\\'\"#$]", i)
     if h == nil then return nil end
     local c = byte(line, h)
@@ -392,6 +401,11 @@ local function comment_start(s, ls, le)
       while true do
         local e = find(line, pat, j)
         if e == nil then return nil end
+        if det then
+          local w = det.work + LEX_STEP
+          det.work = w
+          if w > WORK_MAX then spend(det, 0, "work budget (comment lexing)", ls); return nil end
+        end
         if byte(line, e) == 92 then j = e + 2
         elseif sub(line, e, e) == close then i = e + 1; break
         else j = e + 1 end
@@ -412,7 +426,7 @@ local function line_of(doc, p)
   if c == nil or p > c.le then
     local le = line_end(doc, p)
     if doc.det then spend(doc.det, le - ls + 1, "work budget (comment lexing)", p) end
-    c = {ls = ls, le = le, cs = comment_start(doc.s, ls, le) or false}
+    c = {ls = ls, le = le, cs = comment_start(doc.s, ls, le, doc.det) or false}
     doc.lines[ls] = c
   end
   doc.cur = c
@@ -426,9 +440,14 @@ end
 
 -- Whether text after echo/printf only prints: nothing unquoted that pipes, chains, redirects to
 -- a file (>&2 is fine) or runs a command ($( ) or `...`, also inside "..."). Unclosed quote: no.
-local function prints_only(line)
+local function prints_only(line, det, at)
   local i = 1
   while true do
+    if det then
+      local w = det.work + LEX_STEP
+      det.work = w
+      if w > WORK_MAX then spend(det, 0, "work budget (comment lexing)", at); return false end
+    end
     local h = find(line, "[\\'\"|;&<>`$]", i)
     if h == nil then return true end
     local c = byte(line, h)
@@ -442,6 +461,11 @@ local function prints_only(line)
       while true do
         local e = find(line, '[\\"$`]', j)
         if e == nil then return false end
+        if det then
+          local w = det.work + LEX_STEP
+          det.work = w
+          if w > WORK_MAX then spend(det, 0, "work budget (comment lexing)", at); return false end
+        end
         local d = byte(line, e)
         if d == 92 then j = e + 2
         elseif d == 34 then i = e + 1; break
@@ -470,7 +494,7 @@ local function message_line(doc, l)
   if (w == "echo" or w == "printf") and stop - e <= 4096 and not (l.ls > 2 and byte(s, l.ls - 2) == 92) then
     local line = sub(s, e + 1, stop)
     if doc.det then spend(doc.det, #line, "work budget (comment lexing)", l.ls) end
-    m = not find(line, "^printf[ \t]+%-v") and prints_only(line)
+    m = not find(line, "^printf[ \t]+%-v") and prints_only(line, doc.det, l.ls)
   end
   l.msg = m
   return m
