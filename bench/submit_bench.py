@@ -86,6 +86,15 @@ PROBE = (
 )
 
 
+def cpu_seconds(pid: Optional[int]) -> float:
+    """User + system CPU time of a process, its exited threads included (0 without a pid)."""
+    if not pid:
+        return 0.0
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def load_testcluster():
     spec = importlib.util.spec_from_file_location(
         "slurmgpu_testcluster", ROOT / "contrib" / "testcluster" / "cluster.py"
@@ -326,6 +335,8 @@ def main() -> int:
         print("python %s, %d CPUs" % (sys.version.split()[0], os.cpu_count() or 0))
 
         rpc = "REQUEST_JOB_WILL_RUN" if args.mode == "test-only" else "REQUEST_SUBMIT_BATCH_JOB"
+        ctld_pid = cluster.pids["slurmctld"] if cluster else None
+        cpu_used = {name: 0.0 for name in filters}  # slurmctld's CPU seconds (all threads) per filter
         ctld = {name: [0, 0] for name in filters}  # RPC count, microseconds inside slurmctld
         totals = {name: [0.0, 0] for name in filters}
         per_round: Dict[str, List[float]] = {name: [] for name in filters}
@@ -354,7 +365,9 @@ def main() -> int:
                         path.write_text(script_text + "# submission %d\n" % serial)
                         batch.append(path)
                 ctl.reset_stats()
+                cpu0 = cpu_seconds(ctld_pid)
                 secs, ids = run_batch(ctl, batch, args.batch, args.mode, args.concurrency)
+                cpu_used[name] += cpu_seconds(ctld_pid) - cpu0
                 count, usec = ctl.rpc_time(rpc)
                 ctl.cancel(ids)
                 ctld[name][0] += count
@@ -404,15 +417,35 @@ def main() -> int:
                 "met" if med["slurmgpu"] - med["accept-all"] <= CTLD_TARGET_US else "NOT met",
             )
         )
+
+        if ctld_pid:
+            cpu = {name: cpu_used[name] / totals[name][1] * 1e6 for name in names}
+            print(
+                "  slurmctld CPU time (all threads, /proc): accept-all %.0f us, slurmgpu %.0f us per submission "
+                "(adds %.0f us)" % (cpu["accept-all"], cpu["slurmgpu"], cpu["slurmgpu"] - cpu["accept-all"])
+            )
+            for name in compares:
+                print("    %s: %.0f us (adds %.0f us)" % (name, cpu[name], cpu[name] - cpu["accept-all"]))
+
+        def paired(name: str) -> float:
+            """Median over rounds of this filter's batch minus accept-all's batch of the same round
+            (neighbours in time: the machine's drift cancels)."""
+            pairs = [a - b for a, b in zip(us_round[name], us_round["accept-all"])]
+            return statistics.median(pairs) if pairs else float("nan")
+
+        print(
+            "  paired per round (median of filter batch - accept-all batch): slurmgpu adds %.0f us" % paired("slurmgpu")
+        )
         for name in compares:
             print(
-                "  --%s: %.0f us per submission (adds %.0f us; median of batches %.0f, adds %.0f)"
+                "  --%s: %.0f us per submission (adds %.0f us; median of batches %.0f, adds %.0f; paired %.0f)"
                 % (
                     name,
                     per[name],
                     per[name] - per["accept-all"],
                     med[name],
                     med[name] - med["accept-all"],
+                    paired(name),
                 )
             )
         distinct, same = filter_cost_us(script_text)

@@ -39,20 +39,21 @@ end
 
 -- The job environment, looked up lazily by name (batch jobs and het components only: for
 -- salloc/srun slurmctld logs an error on every lookup).
+-- One shared metatable: the job's environment proxy is kept in the table under a key no name can
+-- be, and each value read is stored in the table itself (false: not set), so a name costs one
+-- lookup in slurmctld and a job no closure.
+local ENVP = {}
+local ENV_MT = {__index = function(t, name)
+  local v = get(rawget(t, ENVP), name)
+  if type(v) ~= "string" then v = false end
+  rawset(t, name, v)
+  return v
+end}
+
 local function env_of(desc)
   local envp = get(desc, "environment")
   if envp == nil then return nil end
-  local cache = {}
-  return setmetatable({}, {__index = function(_, name)
-    local v = cache[name]
-    if v == nil then
-      v = get(envp, name)
-      if type(v) ~= "string" then v = false end
-      cache[name] = v
-    end
-    if v == false then return nil end
-    return v
-  end})
+  return setmetatable({[ENVP] = envp}, ENV_MT)
 end
 
 local function argv_of(desc, get_)
@@ -91,23 +92,26 @@ local LAZY = {
   sockets_per_node = function(desc) return num(get(desc, "sockets_per_node")) end,
   exclusive = function(desc) return exclusive_of(get(desc, "shared")) end,
   qos = function(desc) return str(get(desc, "qos")) end,
+  segment = function(desc) return num(get(desc, "segment_size")) end, -- NVL72 sites only
 }
 
-local function lazy_fields(desc, part_list)
-  local done = {}
-  return {__index = function(job, k)
-    local f = LAZY[k]
-    if f == nil or done[k] then return nil end
-    done[k] = true
-    local v = f(desc, part_list)
-    if v ~= nil then rawset(job, k, v) end
-    return v
-  end}
-end
+-- One shared metatable: the job_desc and part_list sit in the job table under keys no field name
+-- can be, and so does the mark that a field was read and found unset (no closure per job).
+local DESC, PARTS, READ = {}, {}, {}
+for k in pairs(LAZY) do READ[k] = {} end
+local LAZY_MT = {__index = function(job, k)
+  local f = LAZY[k]
+  if f == nil or rawget(job, READ[k]) then return nil end
+  local v = f(rawget(job, DESC), rawget(job, PARTS))
+  if v == nil then rawset(job, READ[k], true) else rawset(job, k, v) end
+  return v
+end}
 
 local function materialize(job)
   for k in pairs(LAZY) do local _ = job[k] end
   setmetatable(job, nil)
+  job[DESC], job[PARTS] = nil, nil
+  for _, mark in pairs(READ) do job[mark] = nil end
   if job.lookup_user then job.user = job.lookup_user(); job.lookup_user = nil end
 end
 
@@ -155,14 +159,14 @@ local function read_job(desc, part_list, uid, get_)
     min_cpus = num32(get_(desc, "min_cpus")),
     req_nodes = str(get_(desc, "req_nodes")),
     bitflags = num32(get_(desc, "bitflags")),
-    segment = num(get_(desc, "segment_size")),
     uid = uid_of(uid) or uid_of(get_(desc, "user_id")),
     account = str(get_(desc, "account")),
     het_offset = num(get_(desc, "het_job_offset")),
     lookup_user = function() return str(get(desc, "user_name")) end,
   }
   if script ~= nil or job.het_offset ~= nil then job.env = env_of(desc) end
-  return setmetatable(job, lazy_fields(desc, part_list))
+  job[DESC], job[PARTS] = desc, part_list
+  return setmetatable(job, LAZY_MT)
 end
 
 -- Plain reads first (one pcall for the whole job, not one per field); if any read raises, every

@@ -489,7 +489,8 @@ local function message_line(doc, l)
   if l.msg ~= nil then return l.msg end
   local s, m = doc.s, false
   local _, e = find(s, "^[ \t]*", l.ls)
-  local w = match(s, "^(%a+)[ \t]", e + 1)
+  local c1 = byte(s, e + 1)
+  local w = (c1 == 101 or c1 == 112) and match(s, "^(%a+)[ \t]", e + 1) -- only echo/printf matter
   local stop = l.cs and (l.cs - 1) or l.le
   if (w == "echo" or w == "printf") and stop - e <= 4096 and not (l.ls > 2 and byte(s, l.ls - 2) == 92) then
     local line = sub(s, e + 1, stop)
@@ -705,6 +706,18 @@ local function parse_arith(text)
   return tree
 end
 
+-- {k="num", n=n}, one table per number (values are never changed): fewer tables per flag read.
+local NUM_MEMO_MAX = 256
+local num_memo, num_memo_n = {}, 0
+local function num_value(n)
+  local v = num_memo[n]
+  if v then return v end
+  if num_memo_n >= NUM_MEMO_MAX then num_memo, num_memo_n = {}, 0 end
+  v = {k = "num", n = n}
+  num_memo[n], num_memo_n = v, num_memo_n + 1
+  return v
+end
+
 -- A value -> v, end position. v: {k="num", n=16} | {k="var", name="TP", def=16} | {k="expr", e=tree}
 -- | {k="word", w="gpu"} | {k="bad", text=...}
 local function read_value(s, q)
@@ -716,7 +729,7 @@ local function read_value(s, q)
     local after = byte(s, e)
     if after == 34 or after == 39 then after = byte(s, e + 1) end
     if after == nil or not (OPTCH[after] and after ~= 45 and after ~= 43) then
-      return {k = "num", n = value_int(d)}, e
+      return num_value(value_int(d)), e
     end
     return nil
   end
@@ -946,13 +959,12 @@ local function add_value(det, kind, value, rec)
     elseif value < vals[MAX_VALUES + 2] then vals[MAX_VALUES + 2] = value end
   end
   -- every value with where it was seen (a het step or one launcher's flags is judged apart)
-  if #det.recs < MAX_RECS then det.recs[#det.recs + 1] = {kind = kind, value = value, rec = rec} end
+  -- (the record itself is the entry: kind, value and rec = itself, one table less per value)
+  rec.kind, rec.value, rec.rec = kind, value, rec
+  if #det.recs < MAX_RECS then det.recs[#det.recs + 1] = rec end
   if kind == "tp" and det.tp_token == nil then det.tp_token = rec end
   if kind == "tp" and type(value) == "number" then
-    if det.tp_best == nil or value > det.tp_best.value then
-      rec.value = value
-      det.tp_best = rec
-    end
+    if det.tp_best == nil or value > det.tp_best.value then det.tp_best = rec end
   end
 end
 
@@ -1075,8 +1087,8 @@ local function scan_chunk(det, doc, a, b, raws, keys, whole)
         if envp and byte(s, te + 1) == 61 then
           local v, e = read_value(s, te + 2)
           if v and e and env_prefix_end(det, s, ts, e, doc.argv) and not in_comment(doc, ts) then
-            raws[#raws + 1] = {kind = envp, v = v, rec = {doc = doc, pos = ts, name = tok, dash = false,
-                                                          dotted = false, env = true}}
+            raws[#raws + 1] = {kind = envp, v = v, doc = doc, pos = ts, name = tok, dash = false, dotted = false,
+                               env = true}
           end
         elseif kind and (dash or (not DASH_ONLY[name])) and (kind ~= "segment" or dash) then
           local com, line = in_comment(doc, ts)
@@ -1085,8 +1097,8 @@ local function scan_chunk(det, doc, a, b, raws, keys, whole)
             local q = skip_sep(s, te + 1, (not dash) and (not DASH_ONLY[name]))
             local v = read_value(s, q)
             if v then
-              raws[#raws + 1] = {kind = kind, v = v, rec = {doc = doc, pos = ts, name = tok, dash = dash,
-                                                             dotted = dotted, short = (lead == "-")}}
+              raws[#raws + 1] = {kind = kind, v = v, doc = doc, pos = ts, name = tok, dash = dash, dotted = dotted,
+                                 short = (lead == "-")}
             end
           end
         end
@@ -1143,7 +1155,7 @@ local function scan_doc(det, doc, env)
   end
   for i = 1, #raws do
     local r = raws[i]
-    local kind, v, rec = r.kind, r.v, r.rec
+    local kind, v, rec = r.kind, r.v, r -- a raw record is the value's record (det.recs) too
     if v.k == "bad" then
       if (kind == "tp" or kind == "pp" or kind == "nproc") and #det.unreadable < 8 then
         det.unreadable[#det.unreadable + 1] = clean(rec.name, 40) .. " " .. clean(v.text, 24)
@@ -1276,8 +1288,8 @@ end
 
 -- The job's --segment: the request's, else SBATCH_SEGMENT_SIZE, else an #SBATCH --segment of the
 -- script. Only multi-node NVLink domains (NVL72) ask, so other sites make no environment lookup.
-local function segment_of(det)
-  local seg = det.job_segment or env_int(det.env, "SBATCH_SEGMENT_SIZE")
+local function segment_of(det, job)
+  local seg = posnum(job.segment) or env_int(det.env, "SBATCH_SEGMENT_SIZE")
   if seg == nil and det.values.segment then
     for _, v in ipairs(det.values.segment) do
       if type(v) == "number" then seg = v; break end
@@ -1299,7 +1311,7 @@ function P.detect(job)
   if type(job.script) == "string" and job.script ~= "" then
     det.docs[#det.docs + 1] = new_doc(job.script)
   end
-  if type(job.argv) == "table" then
+  if type(job.argv) == "table" and job.argv[1] ~= nil then
     -- argv is not shell text: a "#" argument must not comment out the flags after it, and
     -- a newline inside an argument must not start a line (a forged stamp). Bounded in size.
     local parts, size = {}, 0
@@ -1336,7 +1348,6 @@ function P.detect(job)
   else
     det.source = "none"
   end
-  det.job_segment = posnum(job.segment)
   det.launcher = launcher_of(det, job)
   return det
 end
@@ -1659,7 +1670,7 @@ local GROUP_WORDS = {tp = "tensor-parallel", cp = "context-parallel", ep = "expe
 -- TP groups are blocks of tp ranks, CP groups of tp*cp, EP groups (Megatron's expert mesh,
 -- expert TP = TP; torchtitan alike) of tp*ep; a block needs block / gcd(block, rpn) nodes.
 check_domain_groups = function(ctx, add, L, rpn, nmin, dn, part, label, where)
-  local dom, seg, tp = part.domain, segment_of(ctx.det), L.tp
+  local dom, seg, tp = part.domain, segment_of(ctx.det, ctx.job), L.tp
   local ok_node = function(t) return rpn % t == 0 end
   if tp > dom then
     add("reject", "tp-exceeds-domain", format(
@@ -2178,14 +2189,22 @@ local detect_cache, detect_cached_n = {}, 0
 
 -- The job fields P.detect reads besides the script and the environment (keep in step with it).
 local function detect_key(job)
-  local parts = {tostring(job.nodes_min), tostring(job.ntasks_per_node), tostring(job.segment),
-                 tostring(job.launcher)}
+  local parts = {tostring(job.nodes_min), tostring(job.ntasks_per_node), tostring(job.launcher)}
   local argv = job.argv
   if type(argv) == "table" then
     for i = 1, #argv do parts[#parts + 1] = tostring(argv[i]) end
   end
   return concat(parts, "\0")
 end
+
+-- The recording environment of a cache miss: one shared metatable, the environment and the
+-- record of reads kept in the proxy under keys no variable name can be (no closure per job).
+local REC_ENV, REC_SEEN = {}, {}
+local REC_ENV_MT = {__index = function(t, name)
+  local v = env_get(rawget(t, REC_ENV), name)
+  rawget(t, REC_SEEN)[name] = v or false
+  return v
+end}
 
 local function detect_cached(job)
   local script = job.script
@@ -2217,13 +2236,7 @@ local function detect_cached(job)
   -- a miss: run the scan with an environment that records what it reads
   local seen = {}
   local rec_env = nil
-  if type(env) == "table" then
-    rec_env = setmetatable({}, {__index = function(_, name)
-      local v = env_get(env, name)
-      seen[name] = v or false
-      return v
-    end})
-  end
+  if type(env) == "table" then rec_env = setmetatable({[REC_ENV] = env, [REC_SEEN] = seen}, REC_ENV_MT) end
   local real_env = job.env
   job.env = rec_env
   local ok, det = pcall(P.detect, job)
