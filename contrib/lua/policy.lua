@@ -1541,33 +1541,47 @@ end
 -- CPUs asked for (tasks x --cpus-per-task, --mincpus/NumCPUs) over the node's CPUs, to a
 -- --gpus total over the node's GPUs, and spread over up to one node per task by --spread-job.
 -- Returns {min, max, explicit (the node count is fixed by the request), how}.
+-- The node count n raises nmin to (capped at nmax), or nil when it does not raise it.
+local function raised(nmin, nmax, n)
+  if n and nmax and n > nmax then n = nmax end
+  if n and n >= 1 and (nmin == nil or n > nmin) then return n end
+  return nil
+end
+
 local function job_nodes(job, part, g, hw)
   local nmin, nmax = posnum(job.nodes_min), posnum(job.nodes_max)
   if nmax == 0 then nmax = nil end -- a job record's "no maximum"
   local shape = {explicit = nmin ~= nil, how = nmin and "--nodes" or nil}
   -- tasks and CPUs raise the count up to the job's maximum (beyond it Slurm refuses the job,
-  -- and a step's exact node count, as SPANK gives it, is never raised)
-  local function raise(n, how)
-    if n and nmax and n > nmax then n = nmax end
-    if n and n >= 1 and (nmin == nil or n > nmin) then nmin = n; shape.how = how end
-  end
+  -- and a step's exact node count, as SPANK gives it, is never raised): see raised()
   local hosts = P.host_count(job.req_nodes)
+  local r
   if hosts then
     if nmax and nmax < hosts then nmax = hosts end -- slurmctld runs the job on every listed host
-    raise(hosts, "--nodelist")
+    r = raised(nmin, nmax, hosts)
+    if r then nmin, shape.how = r, "--nodelist" end
     shape.explicit = true
     shape.hosts = hosts
   end
   local nt, tpn = posnum(job.num_tasks), posnum(job.ntasks_per_node)
-  if nt and tpn and tpn > 0 then raise(ceil_div(nt, tpn), "--ntasks / --ntasks-per-node") end
+  if nt and tpn and tpn > 0 then
+    r = raised(nmin, nmax, ceil_div(nt, tpn))
+    if r then nmin, shape.how = r, "--ntasks / --ntasks-per-node" end
+  end
   local cpus = posnum(part.cpus)
   if cpus and cpus > 0 then
     local cpt = posnum(job.cpus_per_task) or 1
     local want = pos32(job.min_cpus) or 0
     if nt and nt * cpt > want then want = nt * cpt end
-    if want > cpus then raise(ceil_div(want, cpus), format("%d CPUs over %d per node", want, cpus)) end
+    if want > cpus then
+      r = raised(nmin, nmax, ceil_div(want, cpus))
+      if r then nmin, shape.how = r, format("%d CPUs over %d per node", want, cpus) end
+    end
   end
-  if g.total and hw and hw > 0 and g.total > hw and nmin == nil then raise(ceil_div(g.total, hw), "--gpus") end
+  if g.total and hw and hw > 0 and g.total > hw and nmin == nil then
+    r = raised(nmin, nmax, ceil_div(g.total, hw))
+    if r then nmin, shape.how = r, "--gpus" end
+  end
   if nmin == nil or nmin < 1 then nmin = 1 end
   if nmax ~= nil and nmax < nmin then nmax = nmin end
   if job.bitflags and floor((pos32(job.bitflags) or 0) / SPREAD_JOB) % 2 == 1 then
@@ -1665,17 +1679,44 @@ end
 
 local GROUP_WORDS = {tp = "tensor-parallel", cp = "context-parallel", ep = "expert-parallel"}
 
+-- A finding of the rules {sev, rule, text, mode, repair} added to out.
+local function add_finding(out, sev, rule, text, gmode, repair)
+  out[#out + 1] = {sev = sev, rule = rule, text = "slurmgpu: " .. text, mode = gmode, repair = repair}
+end
+
+-- "partition 'gpu' (8 GPUs per node, ...)" and "(script line 12: --tp 16)" for the partition
+-- check_partition is judging (ctx.cp_*), made on first use.
+local function label_of(ctx)
+  local l = ctx.cp_label
+  if l == nil then
+    local part = ctx.cp_part
+    l = format("partition '%s' (%s per node, %s)", ctx.cp_pname, plural(part.gpus, "GPU"), domain_words(part))
+    ctx.cp_label = l
+  end
+  return l
+end
+
+local function where_of(ctx)
+  local w = ctx.cp_where
+  if w == nil then
+    w = where_text(ctx.det, ctx.cp_L)
+    ctx.cp_where = w
+  end
+  return w
+end
+
 -- A multi-node NVLink domain (GB200 NVL72): every TP, CP and EP group must stay inside one
 -- domain, i.e. one --segment; PP and DP may cross racks. The spans are plan/placement.py's:
 -- TP groups are blocks of tp ranks, CP groups of tp*cp, EP groups (Megatron's expert mesh,
 -- expert TP = TP; torchtitan alike) of tp*ep; a block needs block / gcd(block, rpn) nodes.
-check_domain_groups = function(ctx, add, L, rpn, nmin, dn, part, label, where)
+check_domain_groups = function(ctx, out, L, rpn, nmin, dn, part)
   local dom, seg, tp = part.domain, segment_of(ctx.det, ctx.job), L.tp
   local ok_node = function(t) return rpn % t == 0 end
   if tp > dom then
-    add("reject", "tp-exceeds-domain", format(
+    add_finding(out, "reject", "tp-exceeds-domain", format(
       "TP=%d%s is larger than the NVLink domain on %s. Fix: %s.",
-      tp, where(), label, tp_fix(tp, L.pp, function(t) return t <= dom and (t % rpn == 0 or rpn % t == 0) end, ctx.fx)))
+      tp, where_of(ctx), label_of(ctx),
+      tp_fix(tp, L.pp, function(t) return t <= dom and (t % rpn == 0 or rpn % t == 0) end, ctx.fx)))
     return
   end
   local list = {{"tp", tp, tp}, {"cp", L.cp, tp * L.cp}, {"ep", L.ep, tp * L.ep}}
@@ -1699,13 +1740,14 @@ check_domain_groups = function(ctx, add, L, rpn, nmin, dn, part, label, where)
   for i = 1, #need do
     local n = need[i]
     local gm = group_mode(ctx.topo, n.kind)
-    local name = n.kind == "tp" and format("TP=%d%s", tp, where())
+    local name = n.kind == "tp" and format("TP=%d%s", tp, where_of(ctx))
       or format("%s=%d (%s groups of %d ranks with TP=%d)", string.upper(n.kind), n.size, GROUP_WORDS[n.kind],
                 n.block, tp)
     if n.block > dom then
-      add("reject", n.kind .. "-exceeds-domain", format(
+      add_finding(out, "reject", n.kind .. "-exceeds-domain", format(
         "%s spans %s, more than the NVLink domain on %s: its collectives would run over the network. "
-          .. "Fix: keep %s x TP at most %d GPUs.", name, plural(n.unit, "node"), label, string.upper(n.kind), dom), gm)
+          .. "Fix: keep %s x TP at most %d GPUs.", name, plural(n.unit, "node"), label_of(ctx), string.upper(n.kind),
+        dom), gm)
     elseif not (seg and seg >= 1 and seg <= dn and (nmin <= seg or seg % n.unit == 0)) then
       local fix
       if K then
@@ -1722,7 +1764,8 @@ check_domain_groups = function(ctx, add, L, rpn, nmin, dn, part, label, where)
       else
         why = "the job does not ask to stay inside one NVLink domain (--segment)"
       end
-      add("reject", n.kind .. "-needs-segment", format("%s spans nodes on %s and %s. Fix: %s.", name, label, why, fix),
+      add_finding(out, "reject", n.kind .. "-needs-segment",
+        format("%s spans nodes on %s and %s. Fix: %s.", name, label_of(ctx), why, fix),
           gm, (seg == nil) and K or nil)
     end
   end
@@ -1731,9 +1774,6 @@ end
 -- The TP placement rules for one partition. Returns a list of findings {sev, rule, text}.
 local function check_partition(ctx, pname, part)
   local job, det, out = ctx.job, ctx.det, {}
-  local function add(sev, rule, text, gmode, repair)
-    out[#out + 1] = {sev = sev, rule = rule, text = "slurmgpu: " .. text, mode = gmode, repair = repair}
-  end
   local g = gpu_shape(job, part)
   local hw = part.gpus
   local gpn = g.per_node
@@ -1777,20 +1817,16 @@ local function check_partition(ctx, pname, part)
   local sh = ctx.shapes[#ctx.shapes]
   sh.gpus_per_node, sh.ranks_per_node, sh.ranks_how = gpn, rpn, rpn_how
 
-  local label = format("partition '%s' (%s per node, %s)", pname, plural(hw, "GPU"), domain_words(part))
-  local where_memo
-  local function where()
-    if where_memo == nil then where_memo = where_text(det, L) end
-    return where_memo
-  end
+  -- the words of messages, made when one is written (most jobs get none)
+  ctx.cp_pname, ctx.cp_part, ctx.cp_L, ctx.cp_label, ctx.cp_where = pname, part, L, nil, nil
 
   if tp > 1 and g.bad and multi then
-    add("reject", "gpu-request-unreadable", format(
+    add_finding(out, "reject", "gpu-request-unreadable", format(
       "cannot read the GPU request '%s' (%s) of this multi-node job with TP=%d on %s. "
         .. "Fix: ask for GPUs per node, e.g. --gpus-per-node=%d.",
-      clean(g.bad_text or "", 48), g.bad, tp, label, hw))
+      clean(g.bad_text or "", 48), g.bad, tp, label_of(ctx), hw))
   elseif g.bad then
-    add("warn", "gpu-request-unreadable",
+    add_finding(out, "warn", "gpu-request-unreadable",
       format("cannot read the GPU request '%s' (%s).", clean(g.bad_text or "", 48), g.bad))
   end
 
@@ -1803,16 +1839,16 @@ local function check_partition(ctx, pname, part)
     else
       fix = format("--nodes=%d --gpus-per-node=%d", nmin, hw)
     end
-    add("reject", "gpus-per-node-unknown", format(
+    add_finding(out, "reject", "gpus-per-node-unknown", format(
       "TP=%d%s on a multi-node job, but %s does not fix the GPUs per node: Slurm may place them unevenly "
         .. "(e.g. 8+4), so TP groups could straddle nodes on %s. Fix: ask for GPUs per node, e.g. %s.",
-      tp, where(), g.unknown, label, fix))
+      tp, where_of(ctx), g.unknown, label_of(ctx), fix))
   end
 
   local dn = part.domain_nodes or 1
   local readable = multi and not g.unknown and not (g.bad)
   if readable and dn > 1 and (tp > 1 or L.cp > 1 or L.ep > 1) then
-    check_domain_groups(ctx, add, L, rpn, nmin, dn, part, label, where)
+    check_domain_groups(ctx, out, L, rpn, nmin, dn, part)
   elseif tp > 1 and readable then
     if dn <= 1 then
       -- the site's NVLink domain, as the planner uses it: 1 on PCIe-only nodes
@@ -1821,30 +1857,30 @@ local function check_partition(ctx, pname, part)
       local unit = gcd(d, rpn)
       local ok = function(t) return unit % t == 0 end
       if part.link == "pcie" then
-        add("reject", "tp-exceeds-domain", format(
+        add_finding(out, "reject", "tp-exceeds-domain", format(
           "TP=%d%s on %s: every tensor-parallel all-reduce of this %s-node job would run over PCIe, "
             .. "no faster than the network between nodes. Fix: %s.",
-          tp, where(), label, tostring(nmin), tp_fix(tp, L.pp, ok, ctx.fx)))
+          tp, where_of(ctx), label_of(ctx), tostring(nmin), tp_fix(tp, L.pp, ok, ctx.fx)))
       elseif tp > d or d % tp ~= 0 then
         local what
         if tp > d then
-          what = format("TP=%d%s is larger than the NVLink domain", tp, where())
+          what = format("TP=%d%s is larger than the NVLink domain", tp, where_of(ctx))
         else
-          what = format("TP=%d%s does not divide the NVLink domain", tp, where())
+          what = format("TP=%d%s does not divide the NVLink domain", tp, where_of(ctx))
         end
         local first = 0
         if tp <= d then first = floor(d / tp) * tp end
         local last = first + tp - 1
         if tp > rpn * nmin then
-          add("reject", "tp-exceeds-domain", format(
+          add_finding(out, "reject", "tp-exceeds-domain", format(
             "%s on %s: one tensor-parallel group needs %d ranks, more than the %d of this %s-node job "
               .. "(%s per node). Fix: %s.",
-            what, label, tp, rpn * nmin, tostring(nmin), plural(rpn, "rank"), tp_fix(tp, L.pp, ok, ctx.fx)))
+            what, label_of(ctx), tp, rpn * nmin, tostring(nmin), plural(rpn, "rank"), tp_fix(tp, L.pp, ok, ctx.fx)))
         else
-          add("reject", "tp-exceeds-domain", format(
+          add_finding(out, "reject", "tp-exceeds-domain", format(
             "%s on %s: this %s-node job would run tensor-parallel ranks %d-%d across nodes %d-%d over the network. "
               .. "Fix: %s.",
-            what, label, tostring(nmin), first, last, floor(first / rpn), floor(last / rpn),
+            what, label_of(ctx), tostring(nmin), first, last, floor(first / rpn), floor(last / rpn),
             tp_fix(tp, L.pp, ok, ctx.fx)))
         end
       elseif rpn % tp ~= 0 then
@@ -1855,9 +1891,10 @@ local function check_partition(ctx, pname, part)
         if rpn < (gpn or hw) and (gpn or hw) % tp == 0 then
           fix = format("start one rank per GPU (%d per node), or %s", gpn or hw, fix)
         end
-        add("reject", "tp-spans-nodes", format(
+        add_finding(out, "reject", "tp-spans-nodes", format(
           "TP=%d%s spans nodes on %s: with %s per node (%s) ranks %d-%d of one TP group land on nodes %d-%d. Fix: %s.",
-          tp, where(), label, plural(rpn, "rank"), rpn_how, first, last, floor(first / rpn), floor(last / rpn), fix))
+          tp, where_of(ctx), label_of(ctx), plural(rpn, "rank"), rpn_how, first, last, floor(first / rpn),
+          floor(last / rpn), fix))
       end
     end
   end
@@ -1865,10 +1902,10 @@ local function check_partition(ctx, pname, part)
   local br = det.branch_tp
   if br and multi and br.n > tp and (br.n > (part.domain or hw) or rpn % br.n ~= 0) then
     local ln = (br.doc == det.docs[1] and det.script_doc) and line_number(br.doc.s, br.pos)
-    add("warn", "tp-branch-spans", format(
+    add_finding(out, "warn", "tp-branch-spans", format(
       "TP=%d, set %s in one branch of an if/elif/else, would span nodes on %s; the filter checks "
         .. "TP=%d, the smallest value the branches give (a job is refused when every branch spans).",
-      br.n, ln and format("on script line %d", ln) or "by the script", label, tp))
+      br.n, ln and format("on script line %d", ln) or "by the script", label_of(ctx), tp))
   end
 
   if det.truncated then
@@ -1880,12 +1917,12 @@ local function check_partition(ctx, pname, part)
       what = format("the script is too large to check completely (over %d MB)", floor(SCAN_MAX / 1048576))
     end
     if multi then
-      add("reject", "scan-truncated", format(
+      add_finding(out, "reject", "scan-truncated", format(
         "%s, so this multi-node job on partition '%s' cannot be cleared. "
           .. "Fix: keep the batch script short (move data and generated configs into files).",
         what, pname))
     else
-      add("warn", "scan-truncated", what .. "; only its first part was checked.")
+      add_finding(out, "warn", "scan-truncated", what .. "; only its first part was checked.")
     end
   end
 
@@ -1900,7 +1937,7 @@ local function check_partition(ctx, pname, part)
     need, need_how = rpn, rpn_how
   end
   if need and gpn and gpn < need and det.source ~= "none" then
-    add("warn", "gpus-below-layout", format(
+    add_finding(out, "warn", "gpus-below-layout", format(
       "the layout needs %s per node (%s) but the job gets %d per node on partition '%s'.",
       plural(need, "GPU"), need_how, gpn, pname))
   end
@@ -1909,22 +1946,22 @@ local function check_partition(ctx, pname, part)
     if L.dp then
       local world = base * L.dp
       if world ~= total then
-        add("warn", "world-mismatch", format(
+        add_finding(out, "warn", "world-mismatch", format(
           "TP x PP x CP x DP = %dx%dx%dx%d = %d ranks, but the job has %s on partition '%s'.",
           L.tp, L.pp, L.cp, L.dp, world, plural(total, "GPU"), pname))
       end
     elseif total % base ~= 0 then
-      add("warn", "world-mismatch", format(
+      add_finding(out, "warn", "world-mismatch", format(
         "the job's %s are not a multiple of TP x PP x CP = %dx%dx%d = %d on partition '%s'.",
         plural(total, "GPU"), L.tp, L.pp, L.cp, base, pname))
     end
   end
   if g.none and tp > 1 then
-    add("warn", "no-gpus",
+    add_finding(out, "warn", "no-gpus",
       format("TP=%d but the job asks for no GPUs on partition '%s'. Add --gpus-per-node=%d.", tp, pname, hw))
   end
   if multi and part.link == "pcie" and not g.none then
-    add("warn", "pcie-multinode", format(
+    add_finding(out, "warn", "pcie-multinode", format(
       "partition '%s' has PCIe-only GPUs (no NVLink): a multi-node job there sends every collective over the "
         .. "network; prefer one node, or pipeline parallelism across nodes.",
       pname))
@@ -1938,7 +1975,7 @@ local function check_partition(ctx, pname, part)
       if env_get(job.env, var) == nil and not has_word(det, var) then missing[#missing + 1] = var end
     end
     if #missing > 0 then
-      add("warn", "nccl-env-missing", format(
+      add_finding(out, "warn", "nccl-env-missing", format(
         "multi-node job on partition '%s' (%s) does not set %s; NCCL may pick the wrong network "
           .. "(set it in the script, or see 'slurmgpu site show').",
         pname, tostring(part.fabric), concat(missing, ", ")))
@@ -2254,6 +2291,36 @@ local function detect_cached(job)
   return det
 end
 
+-- The findings of one partition check into the verdict, each under its mode (seen: the texts
+-- already in each list: m messages, w warnings, r rules).
+local function apply_findings(v, seen, topo, findings, mode, why, suffix)
+  for j = 1, #findings do
+    local f = findings[j]
+    local text = suffix and (f.text .. suffix) or f.text
+    local fmode, fwhy = mode, why
+    if f.mode and LENIENCY[f.mode] > LENIENCY[fmode] then
+      fmode, fwhy = f.mode, "policy.groups." .. sub(f.rule, 1, 2)
+    end
+    if fmode ~= "off" then push_unique(v.rules, seen.r, f.rule) end
+    if fmode == "off" then -- luacheck: ignore 542 (this kind of group is not checked here)
+    elseif f.sev == "reject" and fmode == "enforce" and f.repair and topo.repair_segment
+        and (v.repair_segment == nil or v.repair_segment == f.repair) then
+      -- Slurm 25.11+: job_submit may write job_desc.segment_size, so the job is repaired
+      v.repair_segment = f.repair
+      push_unique(v.warnings, seen.w, text .. format(
+        " (repaired: this cluster set --segment=%d for the job)", f.repair))
+    elseif f.sev == "reject" and fmode == "enforce" then
+      push_unique(v.messages, seen.m, text)
+    elseif fmode == "shadow" then
+      push_unique(f.sev == "reject" and v.shadow_messages or v.shadow_warnings, seen.w, text)
+    elseif f.sev == "reject" then
+      push_unique(v.warnings, seen.w, text .. format(" (not enforced: warn-only for %s)", fwhy))
+    else
+      push_unique(v.warnings, seen.w, text)
+    end
+  end
+end
+
 -- The verdict for a job (may raise on a bug; P.decide wraps it).
 function P.evaluate(job, topo)
   local v = new_verdict()
@@ -2272,6 +2339,7 @@ function P.evaluate(job, topo)
   if det.limit then v.limit = clean(det.limit, 64) end -- a scan limit hit: logged, never silent
   local ctx = {job = job, det = det, layouts = {}, topo = topo, shapes = {}}
   local seen_m, seen_w, seen_r, seen_u = {}, {}, {}, {}
+  local seen = {m = seen_m, w = seen_w, r = seen_r}
   local unknown = {}
   local strictest = nil
   local names = partitions_of(job, topo)
@@ -2282,33 +2350,6 @@ function P.evaluate(job, topo)
     push_unique(v.rules, seen_r, "exempt-not-honoured")
   end
 
-  local function apply(findings, mode, why, suffix)
-    for j = 1, #findings do
-      local f = findings[j]
-      local text = suffix and (f.text .. suffix) or f.text
-      local fmode, fwhy = mode, why
-      if f.mode and LENIENCY[f.mode] > LENIENCY[fmode] then
-        fmode, fwhy = f.mode, "policy.groups." .. sub(f.rule, 1, 2)
-      end
-      if fmode ~= "off" then push_unique(v.rules, seen_r, f.rule) end
-      if fmode == "off" then -- luacheck: ignore 542 (this kind of group is not checked here)
-      elseif f.sev == "reject" and fmode == "enforce" and f.repair and topo.repair_segment
-          and (v.repair_segment == nil or v.repair_segment == f.repair) then
-        -- Slurm 25.11+: job_submit may write job_desc.segment_size, so the job is repaired
-        v.repair_segment = f.repair
-        push_unique(v.warnings, seen_w, text .. format(
-          " (repaired: this cluster set --segment=%d for the job)", f.repair))
-      elseif f.sev == "reject" and fmode == "enforce" then
-        push_unique(v.messages, seen_m, text)
-      elseif fmode == "shadow" then
-        push_unique(f.sev == "reject" and v.shadow_messages or v.shadow_warnings, seen_w, text)
-      elseif f.sev == "reject" then
-        push_unique(v.warnings, seen_w, text .. format(" (not enforced: warn-only for %s)", fwhy))
-      else
-        push_unique(v.warnings, seen_w, text)
-      end
-    end
-  end
 
   -- TP flags of several launchers (by spelling): each launcher's flags are judged under that
   -- launcher's mode, so a dummy flag of a warn-only launcher cannot relax another's real one.
@@ -2340,7 +2381,7 @@ function P.evaluate(job, topo)
       end
       if #order <= 1 then
         if strictest == nil or LENIENCY[mode] < LENIENCY[strictest] then strictest = mode end
-        if mode ~= "off" then apply(check_partition(ctx, pname, part), mode, why) end
+        if mode ~= "off" then apply_findings(v, seen, topo, check_partition(ctx, pname, part), mode, why) end
       else
         table.sort(order, function(a, b) return LENIENCY[a] < LENIENCY[b] end)
         for k = 1, #order do
@@ -2351,7 +2392,7 @@ function P.evaluate(job, topo)
               return e.kind ~= "tp" or grp.set[family_of(det, e.rec) or ""] == true
             end)
             ctx.det = sub_det
-            apply(check_partition(ctx, pname, part), m, grp.why)
+            apply_findings(v, seen, topo, check_partition(ctx, pname, part), m, grp.why)
             ctx.det = det
           end
         end
@@ -2398,7 +2439,9 @@ function P.evaluate(job, topo)
             local part = parts[names[i]]
             if type(part) == "table" then
               local mode, why = mode_for(topo, part, sdet.launcher, names[i])
-              if mode ~= "off" then apply(check_partition(hctx, names[i], part), mode, why, suffix) end
+              if mode ~= "off" then
+                apply_findings(v, seen, topo, check_partition(hctx, names[i], part), mode, why, suffix)
+              end
             end
           end
           push_unique(v.rules, seen_r, "het-step")
