@@ -1679,6 +1679,19 @@ end
 
 local GROUP_WORDS = {tp = "tensor-parallel", cp = "context-parallel", ep = "expert-parallel"}
 
+-- "t divides u", for tp_fix (a closure only where a fix is written).
+local function divides(u) return function(t) return u % t == 0 end end
+
+-- What a fix may suggest (tp_fix), made when a fix is written.
+local function fx_of(ctx)
+  local fx = ctx.fx
+  if fx == nil then
+    fx = {launcher = ctx.det.launcher, limit = ctx.fx_limit, total = ctx.fx_total}
+    ctx.fx = fx
+  end
+  return fx
+end
+
 -- A finding of the rules {sev, rule, text, mode, repair} added to out.
 local function add_finding(out, sev, rule, text, gmode, repair)
   out[#out + 1] = {sev = sev, rule = rule, text = "slurmgpu: " .. text, mode = gmode, repair = repair}
@@ -1711,12 +1724,12 @@ end
 -- expert TP = TP; torchtitan alike) of tp*ep; a block needs block / gcd(block, rpn) nodes.
 check_domain_groups = function(ctx, out, L, rpn, nmin, dn, part)
   local dom, seg, tp = part.domain, segment_of(ctx.det, ctx.job), L.tp
-  local ok_node = function(t) return rpn % t == 0 end
+  local ok_node = divides(rpn)
   if tp > dom then
     add_finding(out, "reject", "tp-exceeds-domain", format(
       "TP=%d%s is larger than the NVLink domain on %s. Fix: %s.",
       tp, where_of(ctx), label_of(ctx),
-      tp_fix(tp, L.pp, function(t) return t <= dom and (t % rpn == 0 or rpn % t == 0) end, ctx.fx)))
+      tp_fix(tp, L.pp, function(t) return t <= dom and (t % rpn == 0 or rpn % t == 0) end, fx_of(ctx))))
     return
   end
   local list = {{"tp", tp, tp}, {"cp", L.cp, tp * L.cp}, {"ep", L.ep, tp * L.ep}}
@@ -1752,9 +1765,9 @@ check_domain_groups = function(ctx, out, L, rpn, nmin, dn, part)
       local fix
       if K then
         fix = format("add --segment=%d (each segment of %s is placed inside one NVLink domain)", K, plural(K, "node"))
-        if n.kind == "tp" then fix = fix .. ", or " .. tp_fix(tp, L.pp, ok_node, ctx.fx) end
+        if n.kind == "tp" then fix = fix .. ", or " .. tp_fix(tp, L.pp, ok_node, fx_of(ctx)) end
       elseif n.kind == "tp" then
-        fix = tp_fix(tp, L.pp, ok_node, ctx.fx)
+        fix = tp_fix(tp, L.pp, ok_node, fx_of(ctx))
       else
         fix = format("use a node count that is a multiple of %d (then --segment=%d)", unit, unit)
       end
@@ -1813,7 +1826,7 @@ local function check_partition(ctx, pname, part)
   if rpn == nil then rpn, rpn_how = gpn or hw, "one rank per GPU" end
   if rpn < 1 then rpn = 1 end
   -- what a fix may suggest: TP up to the node's GPUs (or the domain), TP x PP within the job's ranks
-  ctx.fx = {launcher = det.launcher, limit = math.max(hw, part.domain or hw), total = multi and rpn * nmin or nil}
+  ctx.fx, ctx.fx_limit, ctx.fx_total = nil, math.max(hw, part.domain or hw), multi and rpn * nmin or nil
   local sh = ctx.shapes[#ctx.shapes]
   sh.gpus_per_node, sh.ranks_per_node, sh.ranks_how = gpn, rpn, rpn_how
 
@@ -1855,12 +1868,11 @@ local function check_partition(ctx, pname, part)
       local d = part.domain
       if d == nil or d < 1 then d = hw end
       local unit = gcd(d, rpn)
-      local ok = function(t) return unit % t == 0 end
       if part.link == "pcie" then
         add_finding(out, "reject", "tp-exceeds-domain", format(
           "TP=%d%s on %s: every tensor-parallel all-reduce of this %s-node job would run over PCIe, "
             .. "no faster than the network between nodes. Fix: %s.",
-          tp, where_of(ctx), label_of(ctx), tostring(nmin), tp_fix(tp, L.pp, ok, ctx.fx)))
+          tp, where_of(ctx), label_of(ctx), tostring(nmin), tp_fix(tp, L.pp, divides(unit), fx_of(ctx))))
       elseif tp > d or d % tp ~= 0 then
         local what
         if tp > d then
@@ -1875,19 +1887,20 @@ local function check_partition(ctx, pname, part)
           add_finding(out, "reject", "tp-exceeds-domain", format(
             "%s on %s: one tensor-parallel group needs %d ranks, more than the %d of this %s-node job "
               .. "(%s per node). Fix: %s.",
-            what, label_of(ctx), tp, rpn * nmin, tostring(nmin), plural(rpn, "rank"), tp_fix(tp, L.pp, ok, ctx.fx)))
+            what, label_of(ctx), tp, rpn * nmin, tostring(nmin), plural(rpn, "rank"),
+            tp_fix(tp, L.pp, divides(unit), fx_of(ctx))))
         else
           add_finding(out, "reject", "tp-exceeds-domain", format(
             "%s on %s: this %s-node job would run tensor-parallel ranks %d-%d across nodes %d-%d over the network. "
               .. "Fix: %s.",
             what, label_of(ctx), tostring(nmin), first, last, floor(first / rpn), floor(last / rpn),
-            tp_fix(tp, L.pp, ok, ctx.fx)))
+            tp_fix(tp, L.pp, divides(unit), fx_of(ctx))))
         end
       elseif rpn % tp ~= 0 then
         local first = 0
         if tp < rpn then first = floor(rpn / tp) * tp end
         local last = first + tp - 1
-        local fix = tp_fix(tp, L.pp, ok, ctx.fx)
+        local fix = tp_fix(tp, L.pp, divides(unit), fx_of(ctx))
         if rpn < (gpn or hw) and (gpn or hw) % tp == 0 then
           fix = format("start one rank per GPU (%d per node), or %s", gpn or hw, fix)
         end
@@ -2226,12 +2239,14 @@ local detect_cache, detect_cached_n = {}, 0
 
 -- The job fields P.detect reads besides the script and the environment (keep in step with it).
 local function detect_key(job)
-  local parts = {tostring(job.nodes_min), tostring(job.ntasks_per_node), tostring(job.launcher)}
+  local key = tostring(job.nodes_min) .. "\0" .. tostring(job.ntasks_per_node) .. "\0" .. tostring(job.launcher)
   local argv = job.argv
-  if type(argv) == "table" then
+  if type(argv) == "table" and argv[1] ~= nil then
+    local parts = {key}
     for i = 1, #argv do parts[#parts + 1] = tostring(argv[i]) end
+    key = concat(parts, "\0")
   end
-  return concat(parts, "\0")
+  return key
 end
 
 -- The recording environment of a cache miss: one shared metatable, the environment and the
@@ -2291,6 +2306,15 @@ local function detect_cached(job)
   return det
 end
 
+-- seen[k], made on first use (most verdicts push nothing).
+local function seen_in(seen, k)
+  local t = seen[k]
+  if t == nil then t = {}; seen[k] = t end
+  return t
+end
+
+local NO_FAMS = {}
+
 -- The findings of one partition check into the verdict, each under its mode (seen: the texts
 -- already in each list: m messages, w warnings, r rules).
 local function apply_findings(v, seen, topo, findings, mode, why, suffix)
@@ -2301,22 +2325,22 @@ local function apply_findings(v, seen, topo, findings, mode, why, suffix)
     if f.mode and LENIENCY[f.mode] > LENIENCY[fmode] then
       fmode, fwhy = f.mode, "policy.groups." .. sub(f.rule, 1, 2)
     end
-    if fmode ~= "off" then push_unique(v.rules, seen.r, f.rule) end
+    if fmode ~= "off" then push_unique(v.rules, seen_in(seen, "r"), f.rule) end
     if fmode == "off" then -- luacheck: ignore 542 (this kind of group is not checked here)
     elseif f.sev == "reject" and fmode == "enforce" and f.repair and topo.repair_segment
         and (v.repair_segment == nil or v.repair_segment == f.repair) then
       -- Slurm 25.11+: job_submit may write job_desc.segment_size, so the job is repaired
       v.repair_segment = f.repair
-      push_unique(v.warnings, seen.w, text .. format(
+      push_unique(v.warnings, seen_in(seen, "w"), text .. format(
         " (repaired: this cluster set --segment=%d for the job)", f.repair))
     elseif f.sev == "reject" and fmode == "enforce" then
-      push_unique(v.messages, seen.m, text)
+      push_unique(v.messages, seen_in(seen, "m"), text)
     elseif fmode == "shadow" then
-      push_unique(f.sev == "reject" and v.shadow_messages or v.shadow_warnings, seen.w, text)
+      push_unique(f.sev == "reject" and v.shadow_messages or v.shadow_warnings, seen_in(seen, "w"), text)
     elseif f.sev == "reject" then
-      push_unique(v.warnings, seen.w, text .. format(" (not enforced: warn-only for %s)", fwhy))
+      push_unique(v.warnings, seen_in(seen, "w"), text .. format(" (not enforced: warn-only for %s)", fwhy))
     else
-      push_unique(v.warnings, seen.w, text)
+      push_unique(v.warnings, seen_in(seen, "w"), text)
     end
   end
 end
@@ -2338,23 +2362,23 @@ function P.evaluate(job, topo)
   v.launcher = det.launcher or ""
   if det.limit then v.limit = clean(det.limit, 64) end -- a scan limit hit: logged, never silent
   local ctx = {job = job, det = det, layouts = {}, topo = topo, shapes = {}}
-  local seen_m, seen_w, seen_r, seen_u = {}, {}, {}, {}
-  local seen = {m = seen_m, w = seen_w, r = seen_r}
-  local unknown = {}
+  local seen = {} -- the texts already in each list (m messages, w warnings, r rules), made on first use
+  local seen_u, unknown = nil, nil
   local strictest = nil
   local names = partitions_of(job, topo)
   local parts = type(topo.partitions) == "table" and topo.partitions or {}
-  local seen_p = {} -- "-p gpu,gpu,..." is judged once per distinct name
+  local seen_p = #names > 1 and {} or nil -- "-p gpu,gpu,..." is judged once per distinct name
   if ex_note then
-    push_unique(v.warnings, seen_w, ex_note)
-    push_unique(v.rules, seen_r, "exempt-not-honoured")
+    push_unique(v.warnings, seen_in(seen, "w"), ex_note)
+    push_unique(v.rules, seen_in(seen, "r"), "exempt-not-honoured")
   end
 
 
   -- TP flags of several launchers (by spelling): each launcher's flags are judged under that
   -- launcher's mode, so a dummy flag of a warn-only launcher cannot relax another's real one.
-  local fams = {}
+  local fams = NO_FAMS -- written only below, where it becomes a table of its own
   if det.source == "flags" and type(topo.launchers) == "table" and next(topo.launchers) ~= nil then
+    fams = {}
     local seen_f = {}
     for i = 1, #det.recs do
       local e = det.recs[i]
@@ -2368,9 +2392,9 @@ function P.evaluate(job, topo)
   for i = 1, #names do
     local pname = names[i]
     local part = parts[pname]
-    if seen_p[pname] then -- luacheck: ignore 542
+    if seen_p and seen_p[pname] then -- luacheck: ignore 542
     elseif type(part) == "table" then
-      seen_p[pname] = true
+      if seen_p then seen_p[pname] = true end
       v.partitions[#v.partitions + 1] = pname
       local mode, why = mode_for(topo, part, det.launcher, pname)
       local groups, order = {}, {}
@@ -2397,7 +2421,8 @@ function P.evaluate(job, topo)
           end
         end
       end
-    elseif not seen_u[pname] then
+    elseif not (seen_u and seen_u[pname]) then
+      if seen_u == nil then seen_u, unknown = {}, {} end
       seen_u[pname] = true
       unknown[#unknown + 1] = pname
     end
@@ -2444,13 +2469,13 @@ function P.evaluate(job, topo)
               end
             end
           end
-          push_unique(v.rules, seen_r, "het-step")
+          push_unique(v.rules, seen_in(seen, "r"), "het-step")
         end
       end
     end
   end
 
-  if #unknown > 0 and asks_for_gpus(job) then
+  if unknown and asks_for_gpus(job) then
     for i = 1, #unknown do
       v.unknown_partitions[i] = clean(unknown[i], 64)
       v.notes[i] = unknown_note(unknown[i], topo)
@@ -2463,7 +2488,8 @@ function P.evaluate(job, topo)
   v.layout = {tp = L.tp, pp = L.pp, cp = L.cp, ep = L.ep, dp = L.dp}
   -- notes about the detection itself
   if det.stamp and det.stamp.site and topo.site and det.stamp.site ~= topo.site then
-    push_unique(wlist, seen_w, format("slurmgpu: the script was generated for site '%s' but this cluster is '%s'.",
+    push_unique(wlist, seen_in(seen, "w"),
+      format("slurmgpu: the script was generated for site '%s' but this cluster is '%s'.",
       det.stamp.site, clean(topo.site, 64)))
   end
   if det.source == "flags" then
@@ -2476,16 +2502,17 @@ function P.evaluate(job, topo)
       if etp and etp ~= L.tp then other, said = "SLURMGPU_TP environment variable", etp end
     end
     if other then
-      push_unique(wlist, seen_w, format(
+      push_unique(wlist, seen_in(seen, "w"), format(
         "slurmgpu: the %s says TP=%d but the script's launcher flags say TP=%d; the filter checks the flags (TP=%d).",
         other, said, L.tp, L.tp))
     end
   end
   if det.notes then
-    push_unique(wlist, seen_w, "slurmgpu: filter limit: " .. det.notes[1] .. ".")
+    push_unique(wlist, seen_in(seen, "w"), "slurmgpu: filter limit: " .. det.notes[1] .. ".")
   end
   if #det.unreadable > 0 and #v.partitions > 0 and v.mode ~= "off" then
-    push_unique(wlist, seen_w, format("slurmgpu: could not read the value of '%s'; the filter did not check it.",
+    push_unique(wlist, seen_in(seen, "w"),
+      format("slurmgpu: could not read the value of '%s'; the filter did not check it.",
       det.unreadable[1]))
   end
   if #v.messages > 0 then
