@@ -309,3 +309,18 @@ def test_lexer_steps_are_paid_not_only_bytes(scan, detect):
     assert dense["work"] - plain["work"] >= 1000 * 48, (plain, dense)
     r = detect("#!/bin/bash\n" + _big('echo "' + '\\" ' * 20000 + '--tp 1"\n') + "srun x --tp 16\n")
     assert r["truncated"] and r["limit"] == "work budget (comment lexing)", r
+
+
+def test_unicode_digits_and_long_scripts_pay_their_cost(scan):
+    """A digit outside ASCII is decoded in Lua (UTF-8, a search of the digit blocks): 96 units
+    each. Past the first 64 kB a byte costs 2 units (a byte may stop a needle), so 4 MB of such
+    bytes stop the scan well inside the 5 ms bound; a typical script fits the first chunk."""
+    run = scan[0]
+    ascii = run("#!/bin/bash\nsrun x --tp 1616\n")
+    wide = run("#!/bin/bash\nsrun x --tp \uff11\uff16\uff11\uff16\n")
+    assert wide["values"] == ascii["values"] == {"tp": [1616]}
+    assert wide["work"] - ascii["work"] >= 4 * 96, (ascii, wide)
+    short = run("#!/bin/bash\nsrun x --tp 8\n" + "t" * 60000 + "\n")
+    long = run("#!/bin/bash\nsrun x --tp 8\n" + "t" * 120000 + "\n")
+    # 60 kB more text: at 1 unit a byte it would cost about 60,000 more; the bytes past 64 kB cost 2
+    assert long["work"] - short["work"] >= (65536 - 60000) + 2 * (120000 - 65536), (short, long)

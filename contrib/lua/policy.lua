@@ -47,6 +47,11 @@ local WORK_MAX = 700000
 local HIT_COST = 1536
 local MISS_COST = 64
 local CHUNK = 65536        -- the scan walks the text in chunks of this size (each find is bounded)
+-- Units per byte of every chunk after the first: a byte may stop a needle (~6 ns), so a long
+-- script of such bytes would otherwise spend the whole budget at 1 unit per 6 ns, close to the
+-- 5 ms bound on a loaded machine. Typical scripts fit the first chunk and are unaffected.
+local LATER_CHUNK_COST = 2
+local DIGIT_COST = 96 -- per non-ASCII digit decoded (UTF-8 and a search of the digit blocks)
 local MAX_VARS = 256       -- distinct shell variables looked up per document
 local TOKEN_MAX = 96       -- longest option name considered
 local MAX_VALUES = 32      -- values remembered per parameter (the largest and smallest always are)
@@ -602,7 +607,8 @@ local function nd_digit(s, q)
 end
 
 -- Decimal digits as Python's int() reads them (any Nd digits, '_' between digits) -> the ASCII
--- digit string and the position after it; nil if s[q] starts no number. At most 16 digits read.
+-- digit string, the position after it and, when the slow path decoded UTF-8, how many digits it
+-- decoded (the scan pays them from its budget); nil if s[q] starts no number. At most 16 digits.
 local function read_digits(s, q)
   local d = match(s, "^(%d+)", q) -- the common case: ASCII only
   if d then
@@ -624,7 +630,7 @@ local function read_digits(s, q)
     end
   end
   if #out == 0 then return nil end
-  return concat(out), p
+  return concat(out), p, #out
 end
 
 local function value_int(d)
@@ -724,14 +730,14 @@ local function read_value(s, q)
   if q == nil or q > #s then return nil end
   local c = byte(s, q)
   if c == 34 or c == 39 then q = q + 1 end
-  local d, e = read_digits(s, q)
+  local d, e, decoded = read_digits(s, q)
   if d then
     local after = byte(s, e)
     if after == 34 or after == 39 then after = byte(s, e + 1) end
     if after == nil or not (OPTCH[after] and after ~= 45 and after ~= 43) then
-      return num_value(value_int(d)), e
+      return num_value(value_int(d)), e, decoded
     end
-    return nil
+    return nil, nil, decoded
   end
   if sub(s, q, q + 2) == "$((" then
     local body, depth, j, close = sub(s, q + 3, q + 259), 0, 1, nil
@@ -1085,7 +1091,8 @@ local function scan_chunk(det, doc, a, b, raws, keys, whole)
         local dash = find(lead, "-", 1, true) ~= nil
         local envp = ENV_NAMES[tok]
         if envp and byte(s, te + 1) == 61 then
-          local v, e = read_value(s, te + 2)
+          local v, e, decoded = read_value(s, te + 2)
+          if decoded and not spend(det, decoded * DIGIT_COST, "work budget (Unicode digits)", ts) then return false end
           if v and e and env_prefix_end(det, s, ts, e, doc.argv) and not in_comment(doc, ts) then
             raws[#raws + 1] = {kind = envp, v = v, doc = doc, pos = ts, name = tok, dash = false, dotted = false,
                                env = true}
@@ -1095,7 +1102,10 @@ local function scan_chunk(det, doc, a, b, raws, keys, whole)
           local directive = com and line.cs == line.ls and sub(s, line.ls, line.ls + 6) == "#SBATCH"
           if (not com and kind ~= "segment" and not message_line(doc, line)) or (kind == "segment" and directive) then
             local q = skip_sep(s, te + 1, (not dash) and (not DASH_ONLY[name]))
-            local v = read_value(s, q)
+            local v, _, decoded = read_value(s, q)
+            if decoded and not spend(det, decoded * DIGIT_COST, "work budget (Unicode digits)", ts) then
+              return false
+            end
             if v then
               raws[#raws + 1] = {kind = kind, v = v, doc = doc, pos = ts, name = tok, dash = dash, dotted = dotted,
                                  short = (lead == "-")}
@@ -1137,7 +1147,7 @@ local function scan_doc(det, doc, env)
   while a <= doc.n do
     local b = a + CHUNK - 1
     if b > doc.n then b = doc.n end
-    if not spend(det, b - a + 1, "work budget (script size)", a) then break end
+    if not spend(det, (a == 1 and 1 or LATER_CHUNK_COST) * (b - a + 1), "work budget (script size)", a) then break end
     local from, ok = a, true
     if a == 1 and not doc.argv then
       local last, sa = header_end(doc, b)
