@@ -44,7 +44,7 @@ local SCAN_MAX = 16777216  -- bytes of a script that are scanned (Slurm's own li
 -- MISS_COST). Calibrated with bench/filter_bench.py so the worst input of 4 MB is decided in under
 -- 5 ms: past it the scan stops, says so, and a multi-node job cannot be cleared.
 local WORK_MAX = 700000
-local HIT_COST = 1536
+local HIT_COST = 2560
 local MISS_COST = 64
 local CHUNK = 65536        -- the scan walks the text in chunks of this size (each find is bounded)
 -- Units per byte of every chunk after the first: a byte may stop a needle (~6 ns), so a long
