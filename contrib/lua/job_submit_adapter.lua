@@ -107,12 +107,17 @@ local LAZY_MT = {__index = function(job, k)
   return v
 end}
 
+-- job.lookup_user for the policy: the same function for every job (no closure per job).
+local function lookup_user(job)
+  return str(get(rawget(job, DESC), "user_name"))
+end
+
 local function materialize(job)
   for k in pairs(LAZY) do local _ = job[k] end
+  if job.lookup_user then job.user = job.lookup_user(job); job.lookup_user = nil end
   setmetatable(job, nil)
   job[DESC], job[PARTS] = nil, nil
   for _, mark in pairs(READ) do job[mark] = nil end
-  if job.lookup_user then job.user = job.lookup_user(); job.lookup_user = nil end
 end
 
 -- A heterogeneous job's components reach slurm_job_submit one after the other in one RPC
@@ -141,7 +146,7 @@ local function het_share(job, script, het)
 end
 -- The plain job table from a job_desc (the contract in policy.lua), each field read through
 -- get_. user_name is not read here: slurmctld resolves it through NSS on every read (an LDAP
--- query on many sites); the policy asks job.lookup_user() only where it needs the name.
+-- query on many sites); the policy asks job.lookup_user(job) only where it needs the name.
 local function read_job(desc, part_list, uid, get_)
   local script = get_(desc, "script") -- copied by Slurm on every access: read once
   if type(script) ~= "string" then script = nil end
@@ -162,7 +167,7 @@ local function read_job(desc, part_list, uid, get_)
     uid = uid_of(uid) or uid_of(get_(desc, "user_id")),
     account = str(get_(desc, "account")),
     het_offset = num(get_(desc, "het_job_offset")),
-    lookup_user = function() return str(get(desc, "user_name")) end,
+    lookup_user = lookup_user,
   }
   if script ~= nil or job.het_offset ~= nil then job.env = env_of(desc) end
   job[DESC], job[PARTS] = desc, part_list

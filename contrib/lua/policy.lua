@@ -369,23 +369,28 @@ end
 local WORD_START = {[32] = true, [9] = true, [59] = true, [38] = true, [124] = true, [40] = true, [41] = true,
                     [60] = true, [62] = true}
 
+-- One lexer step (a quote, escape or '#' looked at, here or in prints_only) paid from det's work
+-- budget: a line dense with \" costs a step per two bytes, far more than its length. False once
+-- the budget is spent (the scan then stops and says so).
+local LEX_STEP = 48
+local function lex_step(det, at)
+  if det == nil then return true end
+  local w = det.work + LEX_STEP
+  det.work = w
+  if w > WORK_MAX then spend(det, 0, "work budget (comment lexing)", at); return false end
+  return true
+end
+
 -- The first byte of the line [ls, le] that starts a comment, read as bash does: a small lexer
 -- (unquoted, '...', "...", $'...', backslash escapes); '#' counts only at the start of a word.
--- A quote still open at the end of the line is taken as closed there (the line has no comment).
--- Every lexer step (a quote, escape or '#' looked at) is paid from det's work budget: a line
--- dense with \" costs a step per two bytes, far more than its length; once the budget is spent
--- the line is taken as having no comment (the scan stops and says so).
-local LEX_STEP = 48
+-- A quote still open at the end of the line is taken as closed there (the line has no comment),
+-- and so is a line whose lexing the budget stops.
 local function comment_start(s, ls, le, det)
   if le - ls > 65536 then le = ls + 65536 end
   local line = sub(s, ls, le) -- searching s itself would run past the line: quadratic
   local i, n, lit = 1, #line, 0
   while i <= n do
-    if det then
-      local w = det.work + LEX_STEP
-      det.work = w
-      if w > WORK_MAX then spend(det, 0, "work budget (comment lexing)", ls); return nil end
-    end
+    if not lex_step(det, ls) then return nil end
     local h = find(line, "[\\'\"#$]", i)
     if h == nil then return nil end
     local c = byte(line, h)
@@ -406,11 +411,7 @@ local function comment_start(s, ls, le, det)
       while true do
         local e = find(line, pat, j)
         if e == nil then return nil end
-        if det then
-          local w = det.work + LEX_STEP
-          det.work = w
-          if w > WORK_MAX then spend(det, 0, "work budget (comment lexing)", ls); return nil end
-        end
+        if not lex_step(det, ls) then return nil end
         if byte(line, e) == 92 then j = e + 2
         elseif sub(line, e, e) == close then i = e + 1; break
         else j = e + 1 end
@@ -448,11 +449,7 @@ end
 local function prints_only(line, det, at)
   local i = 1
   while true do
-    if det then
-      local w = det.work + LEX_STEP
-      det.work = w
-      if w > WORK_MAX then spend(det, 0, "work budget (comment lexing)", at); return false end
-    end
+    if not lex_step(det, at) then return false end
     local h = find(line, "[\\'\"|;&<>`$]", i)
     if h == nil then return true end
     local c = byte(line, h)
@@ -466,11 +463,7 @@ local function prints_only(line, det, at)
       while true do
         local e = find(line, '[\\"$`]', j)
         if e == nil then return false end
-        if det then
-          local w = det.work + LEX_STEP
-          det.work = w
-          if w > WORK_MAX then spend(det, 0, "work budget (comment lexing)", at); return false end
-        end
+        if not lex_step(det, at) then return false end
         local d = byte(line, e)
         if d == 92 then j = e + 2
         elseif d == 34 then i = e + 1; break
@@ -2122,13 +2115,13 @@ end
 
 -- Why the job is exempt (nil: it is not), and a note when an account/QOS exemption matched
 -- but is not honoured (anyone can type -A or --qos where accounting does not validate them).
--- The job's user name: job.user, else job.lookup_user() once (job_submit: reading user_name
+-- The job's user name: job.user, else job.lookup_user(job) once (job_submit: reading user_name
 -- makes slurmctld resolve the uid through NSS, an LDAP query on many sites, so only exemptions
 -- by name and lines that are not a plain accept ask), else the uid as text.
 local function user_of(job)
   local u = job.user
   if u == nil and job.lookup_user ~= nil then
-    local ok, name = pcall(job.lookup_user)
+    local ok, name = pcall(job.lookup_user, job)
     if ok and type(name) == "string" and name ~= "" then u = name end
     job.lookup_user = nil
     job.user = u

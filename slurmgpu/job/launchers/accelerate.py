@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Sequence, Tuple
 
-from ...errors import ConfigError, Issue
 from ...plan import Capabilities, Layout
-from .base import Launcher, Options, check_caps
+from .base import Launcher, Options, check_caps, field_error
 
 TARGETS = "accelerate 1.15.0"
 PRECISION = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp32": "no"}
@@ -50,16 +49,8 @@ def runner_args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) ->
     zero = 3 if opts.fsdp and opts.zero is None else opts.zero
     check_caps(LAUNCHER, layout, zero)
     if opts.precision not in PRECISION:
-        raise ConfigError(
-            [
-                Issue(
-                    "",
-                    None,
-                    None,
-                    "precision",
-                    "accelerate's --mixed_precision has no %r: use bf16, fp16, fp8 or fp32" % opts.precision,
-                )
-            ]
+        raise field_error(
+            "precision", "accelerate's --mixed_precision has no %r: use bf16, fp16, fp8 or fp32" % opts.precision
         )
     out = ["--mixed_precision", PRECISION[opts.precision]]
     if zero not in (2, 3):

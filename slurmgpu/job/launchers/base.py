@@ -24,6 +24,11 @@ if TYPE_CHECKING:
 RUNNERS = ("torchrun", "deepspeed", "accelerate", "direct", "server")
 
 
+def field_error(field: str, msg: str) -> ConfigError:
+    """A problem with one merged spec field or flag value (no file or line to point at)."""
+    return ConfigError([Issue("", None, None, field, msg)])
+
+
 @dataclass(frozen=True)
 class Launcher:
     """How one launcher (torchrun, megatron, vllm, ...) runs a program: its runner and entry point."""
@@ -156,18 +161,11 @@ def weights_args(launcher: Launcher, weights: Optional[str]) -> Tuple[str, ...]:
     if not launcher.needs_weights:
         return ()
     if not weights:
-        raise ConfigError(
-            [
-                Issue(
-                    "",
-                    None,
-                    None,
-                    "weights",
-                    "launcher %s serves a checkpoint: give it with --weights (a Hugging Face id or a "
-                    "path, e.g. --weights meta-llama/Llama-3.1-70B-Instruct) or `weights:` in "
-                    "slurmgpu.yaml" % launcher.name,
-                )
-            ]
+        raise field_error(
+            "weights",
+            "launcher %s serves a checkpoint: give it with --weights (a Hugging Face id or a "
+            "path, e.g. --weights meta-llama/Llama-3.1-70B-Instruct) or `weights:` in "
+            "slurmgpu.yaml" % launcher.name,
         )
     return (weights,) if launcher.name == "vllm" else ("--model-path", weights)
 
@@ -282,16 +280,9 @@ def check_caps(launcher: Launcher, layout: Layout, zero: Optional[int]) -> None:
     if zero is not None and zero not in caps.zero:
         bad.append("ZeRO stage %d (it can run %s)" % (zero, ", ".join(str(z) for z in caps.zero)))
     if bad:
-        raise ConfigError(
-            [
-                Issue(
-                    "",
-                    None,
-                    None,
-                    "parallel",
-                    "launcher %s cannot run %s (%s): pin --tp 1 --pp 1 --cp 1 --ep 1 so the plan is data "
-                    "parallel with ZeRO/FSDP sharding, or use --launcher megatron / torchtitan for model parallelism"
-                    % (launcher.name, ", ".join(bad), launcher.targets),
-                )
-            ]
+        raise field_error(
+            "parallel",
+            "launcher %s cannot run %s (%s): pin --tp 1 --pp 1 --cp 1 --ep 1 so the plan is data "
+            "parallel with ZeRO/FSDP sharding, or use --launcher megatron / torchtitan for model parallelism"
+            % (launcher.name, ", ".join(bad), launcher.targets),
         )

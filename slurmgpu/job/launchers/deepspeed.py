@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 from typing import Dict, Sequence, Tuple, Union
 
-from ...errors import ConfigError, Issue
 from ...plan import Capabilities, Layout
 from ...render import PathArg
-from .base import Launcher, Options, check_caps
+from .base import Launcher, Options, check_caps, field_error
 
 TARGETS = "DeepSpeed 0.19.8"
 # Relative to the submit directory, where the program (train.py) is found as well; the job's
@@ -57,18 +56,10 @@ def ds_config(layout: Layout, opts: Options) -> Dict[str, Value]:
     per_step = micro * layout.dp
     batch = opts.global_batch or per_step
     if batch % per_step:
-        raise ConfigError(
-            [
-                Issue(
-                    "",
-                    None,
-                    None,
-                    "global_batch",
-                    "DeepSpeed needs train_batch_size = micro batch x accumulation steps x data-parallel ranks; "
-                    "%d is not a multiple of %d x %d = %d: give a global batch that is"
-                    % (batch, micro, layout.dp, per_step),
-                )
-            ]
+        raise field_error(
+            "global_batch",
+            "DeepSpeed needs train_batch_size = micro batch x accumulation steps x data-parallel ranks; "
+            "%d is not a multiple of %d x %d = %d: give a global batch that is" % (batch, micro, layout.dp, per_step),
         )
     cfg: Dict[str, Value] = {
         "train_batch_size": batch,
@@ -83,17 +74,10 @@ def ds_config(layout: Layout, opts: Options) -> Dict[str, Value]:
     elif opts.precision == "fp16":
         cfg["fp16"] = {"enabled": True}
     elif opts.precision != "fp32":
-        raise ConfigError(
-            [
-                Issue(
-                    "",
-                    None,
-                    None,
-                    "precision",
-                    "DeepSpeed's config has no %s training switch (only bf16, fp16 or fp32): use --precision bf16, "
-                    "or run fp8 from the program itself (Transformer Engine)" % opts.precision,
-                )
-            ]
+        raise field_error(
+            "precision",
+            "DeepSpeed's config has no %s training switch (only bf16, fp16 or fp32): use --precision bf16, "
+            "or run fp8 from the program itself (Transformer Engine)" % opts.precision,
         )
     return cfg
 

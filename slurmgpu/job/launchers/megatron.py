@@ -9,7 +9,7 @@ from ...errors import ConfigError, Issue
 from ...plan import Capabilities, Layout
 from ...plan.layout import expert_tp
 from ...render import PathArg
-from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, given_keys
+from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, field_error, given_keys
 
 # Flags and rules checked against tests/data/contract/megatron-d98e8a64.json (recorded from this commit by
 # contrib/contract/record_megatron.py); re-record it when this pin moves.
@@ -140,18 +140,11 @@ def model_args(opts: Options, user_argv: Sequence[str]) -> Tuple[str, ...]:
     if model.gated and model.activation != "silu":
         # pretrain_gpt.py's only gated MLP is --swiglu (--quick-geglu is x*sigmoid(1.702x), not
         # Gemma's tanh-GELU); it has no logit soft-capping either: refuse rather than train another net
-        raise ConfigError(
-            [
-                Issue(
-                    "",
-                    None,
-                    None,
-                    "model",
-                    "Megatron-LM's pretrain_gpt.py cannot build %s: it has no %s gated MLP flag (only --swiglu), "
-                    "so it would train a different network. Use --launcher nemo (Megatron-Bridge has its recipe) "
-                    "or your own program" % (model.label, model.activation),
-                )
-            ]
+        raise field_error(
+            "model",
+            "Megatron-LM's pretrain_gpt.py cannot build %s: it has no %s gated MLP flag (only --swiglu), "
+            "so it would train a different network. Use --launcher nemo (Megatron-Bridge has its recipe) "
+            "or your own program" % (model.label, model.activation),
         )
     if model.gated:
         add("--swiglu")
@@ -289,18 +282,11 @@ def layout_args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) ->
         bad = [n for n, v in (("pipeline", layout.pp), ("expert", layout.ep)) if v > 1]
         if bad or (opts.model is not None and opts.model.tied_embeddings):
             why = "%s parallelism" % " and ".join(bad) if bad else "tied embeddings"
-            raise ConfigError(
-                [
-                    Issue(
-                        "",
-                        None,
-                        None,
-                        "parallel",
-                        "Megatron shards parameters (ZeRO-3) with --use-torch-fsdp2, which its validate_args "
-                        "refuses with %s (pp=%d ep=%d); drop --fsdp (`fsdp:`) for the distributed optimizer "
-                        "(ZeRO-1)%s" % (why, layout.pp, layout.ep, ", or pin --pp 1 --ep 1" if bad else ""),
-                    )
-                ]
+            raise field_error(
+                "parallel",
+                "Megatron shards parameters (ZeRO-3) with --use-torch-fsdp2, which its validate_args "
+                "refuses with %s (pp=%d ep=%d); drop --fsdp (`fsdp:`) for the distributed optimizer "
+                "(ZeRO-1)%s" % (why, layout.pp, layout.ep, ", or pin --pp 1 --ep 1" if bad else ""),
             )
         # FSDP2 refuses Megatron's default fused gradient accumulation (validate_args)
         out += ["--use-torch-fsdp2", "--no-gradient-accumulation-fusion"]

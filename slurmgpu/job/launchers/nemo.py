@@ -16,7 +16,7 @@ from typing import List, Optional, Sequence, Set, Tuple
 
 from ...errors import ConfigError, Issue
 from ...plan import Capabilities, Layout
-from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, given_keys, option_key
+from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, field_error, given_keys, option_key
 
 BRIDGE_VERSION = "0.6.0"
 ENTRY = "/opt/Megatron-Bridge/scripts/training/run_recipe.py"  # where NeMo containers keep the checkout
@@ -56,17 +56,10 @@ SMOKE_ITERS = 10
 def recipe_for(opts: Options) -> str:
     model = opts.model
     if model is None:
-        raise ConfigError(
-            [
-                Issue(
-                    "",
-                    None,
-                    None,
-                    "model",
-                    "launcher nemo builds the network from a Megatron-Bridge recipe: give --model (e.g. "
-                    "--model llama3.1-70b) or `model:` in slurmgpu.yaml",
-                )
-            ]
+        raise field_error(
+            "model",
+            "launcher nemo builds the network from a Megatron-Bridge recipe: give --model (e.g. "
+            "--model llama3.1-70b) or `model:` in slurmgpu.yaml",
         )
     if model.name in RECIPES:
         return RECIPES[model.name]
@@ -189,17 +182,10 @@ def _layout_overrides(layout: Layout, opts: Options) -> List[str]:
     out += _recompute(opts.recompute)
     zero = opts.zero if opts.zero is not None else 1
     if opts.fsdp or zero >= 3:
-        raise ConfigError(
-            [
-                Issue(
-                    "",
-                    None,
-                    None,
-                    "zero",
-                    "launcher nemo (Megatron-Bridge %s) is not given ZeRO-3/FSDP plans (Megatron-FSDP needs its "
-                    "own checkpoint format); pin --zero 1 (distributed optimizer) or use more nodes" % BRIDGE_VERSION,
-                )
-            ]
+        raise field_error(
+            "zero",
+            "launcher nemo (Megatron-Bridge %s) is not given ZeRO-3/FSDP plans (Megatron-FSDP needs its "
+            "own checkpoint format); pin --zero 1 (distributed optimizer) or use more nodes" % BRIDGE_VERSION,
         )
     out.append("ddp.use_distributed_optimizer=%s" % ("true" if zero >= 1 else "false"))
     out.append("mixed_precision=%s" % MIXED_PRECISION.get(opts.precision, "bf16_mixed"))

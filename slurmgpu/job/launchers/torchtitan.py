@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ...errors import ConfigError, Issue
+from ...errors import ConfigError
 from ...plan import Capabilities, Layout
 from ...render import PathArg
-from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, given_keys
+from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, field_error, given_keys
 
 VERSION = "0.3.0"  # the default: the PyPI release
 MAIN = "main"
@@ -101,7 +101,7 @@ LAUNCHER = Launcher(
 
 
 def _error(field: str, msg: str) -> ConfigError:
-    return ConfigError([Issue("", None, None, field, "torchtitan: " + msg)])
+    return field_error(field, "torchtitan: " + msg)
 
 
 def model_config(opts: Options, user_argv: Sequence[str]) -> Tuple[str, ...]:
