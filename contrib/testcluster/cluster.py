@@ -420,14 +420,22 @@ def _nodes_from_partitions(partitions: Sequence[Partition]) -> List[_Node]:
     return list(nodes.values())
 
 
+# The daemons' ports: above the per-job rendezvous ports of generated scripts
+# (MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000)), templates/parts/rendezvous.j2), which a job
+# on this host would otherwise find taken by a slurmd now and then (EADDRINUSE), and below
+# Linux's ephemeral range (32768-60999 by default).
+JOB_PORTS = range(20000, 30000)
+DAEMON_PORTS = range(30000, 32768)
+
+
 def _free_ports(count: int) -> List[int]:
-    """``count`` distinct TCP ports, random, below the ephemeral range."""
+    """``count`` distinct free TCP ports, random, from DAEMON_PORTS."""
     ports: List[int] = []
     rng = random.SystemRandom()
     for _ in range(count * 50):
         if len(ports) == count:
             break
-        port = rng.randrange(20000, 32000)
+        port = rng.randrange(DAEMON_PORTS.start, DAEMON_PORTS.stop)
         if port in ports:
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
