@@ -347,6 +347,10 @@ def main() -> int:
         "is a different script (a unique comment line), as on a real cluster",
     )
     args = ap.parse_args()
+    if args.pin and args.slurm_conf:
+        ap.error("--pin moves the controller this bench starts; it cannot with --slurm-conf")
+    if args.pin and len(os.sched_getaffinity(0)) < 2:
+        ap.error("--pin needs at least two CPUs")
     sys.path.insert(0, str(ROOT))
     from slurmgpu.policy import render_filter
     from slurmgpu.site import load_site
@@ -357,22 +361,20 @@ def main() -> int:
         "slurmgpu": render_filter(load_site(str(SITE_FILE)), "job_submit"),
     }
     compares: List[str] = []
+
+    def add_compare(name: str, text: str) -> None:
+        while name in filters:  # the same file or revision given twice
+            name += "'"
+        filters[name] = text
+        compares.append(name)
+
     for path in args.compare:
-        name = "compare:" + Path(path).name
-        while name in filters:
-            name += "'"
-        filters[name] = Path(path).read_text(encoding="utf-8")
-        compares.append(name)
+        add_compare("compare:" + Path(path).name, Path(path).read_text(encoding="utf-8"))
     for rev in args.compare_rev:
-        name = "rev:" + rev
-        while name in filters:
-            name += "'"
-        filters[name] = render_at_rev(rev)
-        compares.append(name)
+        add_compare("rev:" + rev, render_at_rev(rev))
     if args.parts:
         for part, text in part_filters(filters["slurmgpu"]).items():
-            filters["part:" + part] = text
-            compares.append("part:" + part)
+            add_compare("part:" + part, text)
     rejecting = {"slurmgpu", *compares}
     script_text = generate_script()
     cluster = None
@@ -388,17 +390,13 @@ def main() -> int:
         cluster = tc.TestCluster(job_submit_lua=tc.ACCEPT_ALL_JOB_SUBMIT_LUA)
         cluster.start()
         ctl = Controller(cluster.conf_path)
-        if args.renice:
-            pid = cluster.pids["slurmctld"]
-            for tid in os.listdir("/proc/%d/task" % pid):  # new RPC threads inherit their creator's
+        cpus = sorted(os.sched_getaffinity(0))
+        for tid in os.listdir("/proc/%d/task" % cluster.pids["slurmctld"]) if args.renice or args.pin else []:
+            if args.renice:  # new RPC threads inherit their creator's priority and CPUs
                 os.setpriority(os.PRIO_PROCESS, int(tid), -args.renice)
-        if args.pin:
-            cpus = sorted(os.sched_getaffinity(0))
-            if len(cpus) < 2:
-                sys.exit("--pin needs at least two CPUs")
-            pid = cluster.pids["slurmctld"]
-            for tid in os.listdir("/proc/%d/task" % pid):  # new RPC threads inherit their creator's
+            if args.pin:
                 os.sched_setaffinity(int(tid), {cpus[-1]})
+        if args.pin:
             os.sched_setaffinity(0, set(cpus[:-1]))  # this bench and its sbatch clients
     try:
         script = ctl.workdir / "job.sh"

@@ -435,7 +435,7 @@ def _free_ports(count: int) -> List[int]:
     for _ in range(count * 50):
         if len(ports) == count:
             break
-        port = rng.randrange(DAEMON_PORTS.start, DAEMON_PORTS.stop)
+        port = rng.choice(DAEMON_PORTS)
         if port in ports:
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
