@@ -380,9 +380,14 @@ class PolicyRunner:
             )
             for i in range(n)
         ]
-        if n > 1:
-            return self.evaluate_het(descs, uid)
-        return self.evaluate_desc(descs[0], uid)
+        from dataclasses import replace
+
+        from .refuse import cluster_refusals
+
+        # what sbatch or slurmctld refuse never reaches the filter: raised (exit 2) before its verdict
+        never = cluster_refusals(self.site, script, sbatch_args, descs, env, script_path, partition)
+        verdict = self.evaluate_het(descs, uid) if n > 1 else self.evaluate_desc(descs[0], uid)
+        return replace(verdict, warnings=verdict.warnings + tuple(never)) if never else verdict
 
 
 def check_script(
