@@ -17,8 +17,9 @@ Seen live on the test cluster (Slurm 22.05.8 and 24.11.5, `sbatch` and `sbatch -
 * `-p gpu4 --gpus-per-node=8` on 4-GPU nodes, more CPUs or memory per node than the nodes
   have -> "sbatch: error: Batch job submission failed: Requested node configuration is not
   available" (exit 1); a held job (-H) is accepted instead and pends for ever.
-* more nodes than the partition has: accepted (EnforcePartLimits=NO, the default) and pends
-  with Reason=PartitionConfig for ever: a warning, not a refusal.
+* more nodes than the partition has: 22.05 accepts it (EnforcePartLimits=NO, the default) and it
+  pends with Reason=PartitionConfig for ever (a warning); 24.11 refuses it ("Requested node
+  configuration is not available").
 
 Plain data in, plain data out: the site's figures come in as PartitionFacts, so this module
 knows no site config (slurm imports only root modules).
@@ -34,6 +35,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from .sbatch import TIME_UNLIMITED, Stray, Version, slurm_version_tuple, time_seconds
 
 Where = Tuple[str, Optional[int]]
+PARTITION_NODES_REFUSED_FROM = (24, 11, 0)  # more nodes than the partition: refused, not left pending
 
 
 @dataclass(frozen=True)
@@ -198,27 +200,43 @@ def _node_config(req: Request) -> Iterable[Refusal]:
     )
 
 
-def _node_count(req: Request) -> Iterable[Refusal]:
-    """More nodes than the partition has: accepted under EnforcePartLimits=NO (the default), then
-    pending for ever (Reason=PartitionConfig)."""
+def _too_many_nodes(req: Request) -> Optional[str]:
     lo = req.desc.get("min_nodes")
     names = [p for p in str(req.desc.get("partition") or req.default_partition).split(",") if p]
     facts = [req.partitions.get(n) for n in names]
-    if not lo or any(f is None for f in facts):
-        return
-    if all(f is not None and lo > f.nodes for f in facts):
+    if not lo or any(f is None for f in facts) or not all(f is not None and lo > f.nodes for f in facts):
+        return None
+    first = facts[0]
+    return "the job asks for %d nodes but %s" % (
+        lo,
+        "partition %s has %d" % (names[0], first.nodes) if len(names) == 1 and first else "its partitions have fewer",
+    )
+
+
+def _node_count_pends(req: Request) -> Iterable[Refusal]:
+    """22.05: more nodes than the partition has is accepted under EnforcePartLimits=NO (the default)
+    and pends for ever (Reason=PartitionConfig)."""
+    why = _too_many_nodes(req)
+    if why:
         yield Refusal(
             "partition-nodes",
             "slurmctld",
-            "the job asks for %d nodes but %s %s (slurmctld accepts it and it pends for ever with "
-            "Reason=PartitionConfig, or refuses it where EnforcePartLimits is set)"
-            % (
-                lo,
-                "partition " + names[0] if len(names) == 1 else "partitions " + ",".join(names),
-                "has %d" % facts[0].nodes if len(names) == 1 and facts[0] else "have fewer",
-            ),
+            "%s: slurmctld accepts it and it pends for ever (Reason=PartitionConfig), or refuses it where "
+            "EnforcePartLimits is set" % why,
             req.options.get("nodes", (None, ("", None)))[1],
             warn=True,
+        )
+
+
+def _node_count_refused(req: Request) -> Iterable[Refusal]:
+    """24.11: the same request is refused at submission, EnforcePartLimits=NO or not."""
+    why = _too_many_nodes(req)
+    if why:
+        yield Refusal(
+            "partition-nodes",
+            "slurmctld",
+            "sbatch: error: Batch job submission failed: Requested node configuration is not available -- %s" % why,
+            req.options.get("nodes", (None, ("", None)))[1],
         )
 
 
@@ -226,7 +244,9 @@ RULES: List[Rule] = [
     Rule("invalid-directive", "sbatch", _strays),
     Rule("invalid-time", "sbatch", _time),
     Rule("node-configuration", "slurmctld", _node_config),
-    Rule("partition-nodes", "slurmctld", _node_count),
+    # seen: 22.05.8 accepts (pending for ever), 24.11.5 refuses; the releases between are unverified
+    Rule("partition-nodes", "slurmctld", _node_count_pends, until=PARTITION_NODES_REFUSED_FROM, seen=("22.05",)),
+    Rule("partition-nodes", "slurmctld", _node_count_refused, since=PARTITION_NODES_REFUSED_FROM, seen=("24.11",)),
 ]
 
 
