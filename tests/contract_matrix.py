@@ -66,7 +66,7 @@ def sampled_nodes(preset: str, model: str) -> int:
     return fits[zlib.crc32(("%s/%s" % (preset, model)).encode()) % len(fits)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def matrix(task: str = "pretrain") -> Tuple[Case, ...]:
     cases = {Case(p, m, n, task) for p in GOLDEN_PRESETS for m in GOLDEN_MODELS for n in NODES}
     cases |= {Case(p, m, sampled_nodes(p, m), task) for p in PRESETS for m in MODELS}
@@ -79,7 +79,7 @@ def golden(task: str = "pretrain") -> Tuple[Case, ...]:
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _site(preset: str):  # type: ignore[no-untyped-def]
     return load_site(str(preset_dir() / ("%s.yaml" % preset)))
 
