@@ -53,6 +53,10 @@ class Case:
         return "%s-%s-%dn-%s" % (self.preset, self.model, self.nodes, self.task)
 
 
+# a case every launcher plans (the first of the old golden matrix): for tests that need one
+FIRST = Case("dgx-h100", "llama3.1-8b", 1, "pretrain")
+
+
 def sampled_nodes(preset: str, model: str) -> int:
     """One node count for the pair, drawn by its hash from the choices that can hold the model's
     training state (about 16 bytes a parameter: bf16 weights and gradients, fp32 Adam states
