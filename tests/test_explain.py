@@ -187,8 +187,8 @@ def test_check_html_fix_is_the_filters_fix(tmp_path: Path, site: str, nodes: int
     )
     r = run_cli(tmp_path, "check", "--site", site, "j.sbatch", "--html", "c.html")
     assert r.returncode == 1, r.stdout + r.stderr
-    m = re.search(r"(?:Fix:|or) use TP=(\d+) and PP=(\d+)", r.stdout)
-    assert m, r.stdout
+    m = re.search(r"(?:Fix:|or) use TP=(\d+) and PP=(\d+)", r.stderr)  # the filter's message: on stderr
+    assert m, r.stderr
     html = (tmp_path / "c.html").read_text()
     assert "Suggested fix: TP=%s PP=%s" % m.groups() in html
     assert html.count('class="crossing"') >= 1  # the submitted picture

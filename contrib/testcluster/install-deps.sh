@@ -14,8 +14,9 @@ set -euo pipefail
 # slurmdbd + mariadb-server: the accounting cluster (TestCluster(accounting=True), native release only);
 # chromium + chromium-driver: the explain view's browser tests
 # g++: DeepSpeed's CPU job (tests/test_e2e_launchers.py) JIT-compiles its shared-memory comm op
+# jq: the --help examples that pipe --json into it (tests/test_cli_examples.py runs every example)
 PACKAGES=(slurmctld slurmd slurm-client munge lua5.1 shellcheck lua-check libslurm-dev liblua5.1-dev debootstrap
-    chromium chromium-driver slurmdbd mariadb-server g++)
+    chromium chromium-driver slurmdbd mariadb-server g++ jq)
 
 die() {
     echo "install-deps.sh: error: $*" >&2

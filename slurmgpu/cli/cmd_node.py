@@ -11,8 +11,8 @@ import click
 from .. import vocab
 from ..errors import SlurmgpuError
 from ..site import SitePreflight
-from .app import main
-from .common import _emit_json, _load_site
+from .app import exits, main
+from .common import OUTPUT_FILE, _emit_json, _load_site, complete_files
 
 
 @main.command("preflight")
@@ -105,6 +105,10 @@ from .common import _emit_json, _load_site
     % SitePreflight.min_free_gb,
 )
 @click.option("--strict", is_flag=True, help="Treat warnings as failures.")
+@exits(
+    (0, "every check passed (warnings allowed unless --strict)"),
+    (1, "a check failed on a node (the FAIL rows say what to fix)"),
+)
 def preflight_cmd(
     site_name: Optional[str],
     partition: Optional[str],
@@ -131,7 +135,7 @@ def preflight_cmd(
     the socket interface, the NCCL variables (values NCCL ignores silently, prefix lists such as
     mlx5_1 that also match mlx5_10), the rendezvous port, the container runtime and checkpoint space.
 
-    Generated scripts run it on every node and aggregate the records (docs/preflight.md).
+    Generated scripts run it on every node and aggregate the records (`slurmgpu docs preflight`).
     For tests, SLURMGPU_PROBE_FIXTURE=DIR reads a recorded node instead of this one.
 
     \b
@@ -201,6 +205,9 @@ def preflight_cmd(
                 ),
             ),
         )
+    if not record and not pf.in_job(os.environ):
+        click.echo("note: %s" % pf.outside_job_note(node), err=True)
+        rep = pf.outside_job(rep)
     failed = not rep.ok or (strict and any(r.status == "warn" for r in rep.results))
     if record:
         click.echo(rep.record())
@@ -256,7 +263,7 @@ def _preflight_aggregate(
 
 
 @main.command("doctor")
-@click.argument("target", metavar="JOBID|LOGFILE")
+@click.argument("target", metavar="JOBID|LOGFILE", shell_complete=complete_files)
 @click.option(
     "--site",
     "site_name",
@@ -268,7 +275,7 @@ def _preflight_aggregate(
     "--html",
     "html_file",
     metavar="FILE",
-    type=click.Path(dir_okay=False),
+    type=OUTPUT_FILE,
     help="Also write the explain view to FILE: the job's layout with the failing ranks and nodes highlighted.",
 )
 @click.option(
@@ -277,6 +284,11 @@ def _preflight_aggregate(
     metavar="HOSTLIST",
     help="The job's nodes in order (e.g. gpu[01-04]), so ranks in NCCL DIAG/RAS reports and Xid lines are named "
     "by node (default: the job's NodeList for a JOBID).",
+)
+@exits(
+    (0, "diagnosed: a known failure was recognised (root cause first)"),
+    (1, "the log was read but nothing in it was recognised"),
+    (2, "the job or its log cannot be found or read (e.g. no Slurm here: pass the log file), or a usage error"),
 )
 def doctor_cmd(
     target: str, site_name: Optional[str], as_json: bool, html_file: Optional[str], node_list: Optional[str]
@@ -289,7 +301,6 @@ def doctor_cmd(
     lists them root cause first with the fix. NCCL's own reports (NCCL DIAG lines of
     NCCL_RUN_DIAGNOSTICS / NCCL_RUN_RAS_DIAGNOSTICS, `ncclras` status with missing or dead ranks)
     and GPU Xid lines are placed: rank -> node -> local GPU -> TP/PP/DP group, from the stamp.
-    Exit status: 0 diagnosed, 1 nothing recognised.
 
     \b
     Examples:

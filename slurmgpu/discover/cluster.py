@@ -715,7 +715,7 @@ def build_draft(
         % (__version__, facts.release, facts.backend),
         "Regenerate: %s" % command,
         "Values marked TODO are guesses: check each one with the command in its comment,",
-        "then: slurmgpu site validate <this file>.  Docs: docs/discover.md",
+        "then: slurmgpu site validate <this file>.  Docs: slurmgpu docs discover",
     ) + tuple("Left out: " + s for s in pl.skipped)
     footer = (
         "",

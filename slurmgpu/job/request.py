@@ -158,6 +158,12 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
 
     user_argv = tuple(spec.command) + tuple(spec.args)
     container = _container(site, node, spec, warnings)
+    if launcher.entry_in and container.runtime == "none" and (not spec.command or spec.command[0].startswith("-")):
+        warnings.append(
+            "launcher %s starts %s, which exists only in %s; with no container image the job runs on the host, "
+            "where it is most likely missing: give --image with that container (or your own program after --)"
+            % (launcher.name, " ".join(launcher.default_entry), launcher.entry_in)
+        )
     fab = fabric_env(node, launcher.name, layout, fsdp)
     warnings.extend(_lint_user_env(fab, node, spec.env))
     warnings.extend(_lint_paths(spec.checkpoint_dir, container.mounts))
@@ -498,11 +504,13 @@ def about_lines(
             node.nvlink_domain,
             node.link,
         ),
-        "  TP=%-3d tensor parallel: %d consecutive ranks, %s"
+        "  TP=%-3d tensor parallel: %s"
         % (
             layout.tp,
-            layout.tp,
-            "inside one NVLink domain" if layout.tp <= node.nvlink_domain else "SPANS NVLink domains",
+            "none (each rank holds whole layers)"
+            if layout.tp == 1
+            else "%d consecutive ranks, %s"
+            % (layout.tp, "inside one NVLink domain" if layout.tp <= node.nvlink_domain else "SPANS NVLink domains"),
         ),
         "  PP=%-3d pipeline stages" % layout.pp,
         "  DP=%-3d data-parallel replicas" % layout.dp,

@@ -23,7 +23,7 @@ import re
 import shutil
 import socket
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, Issue, SlurmgpuError
@@ -763,6 +763,34 @@ def preflight_node(site: Site, environ: Mapping[str, str], opts: Options = Optio
     node = node_name(environ)
     facts, from_fixture = gather_facts(node, environ)
     return run_checks(site, facts, environ, opts, node=node, addresses=None if from_fixture else local_addresses())
+
+
+def in_job(environ: Mapping[str, str]) -> bool:
+    """Whether this runs inside a Slurm job (a recorded node, SLURMGPU_PROBE_FIXTURE, counts as one)."""
+    return bool(environ.get("SLURM_JOB_ID") or environ.get(FIXTURE_ENV))
+
+
+def outside_job_note(node: str) -> str:
+    return (
+        "not inside a Slurm job (SLURM_JOB_ID is not set): these are the checks of %s, most likely a login "
+        "node, not of a job's compute node; run them where the job runs: srun -N1 -p PARTITION slurmgpu "
+        "preflight (generated scripts run them on every node)" % node
+    )
+
+
+def outside_job(report: NodeReport) -> NodeReport:
+    """A report of a machine that is no job's node: advice to exclude it from a job (resubmit with
+    --exclude=...) makes no sense there, so such fixes say to run the check on a compute node."""
+    fixed = []
+    for r in report.results:
+        fix = r.fix
+        if "--exclude" in fix:
+            fix = (
+                "this machine is not a node of a job: run the check on a compute node (srun -N1 -p PARTITION "
+                "slurmgpu preflight)"
+            )
+        fixed.append(replace(r, fix=fix))
+    return replace(report, results=tuple(fixed))
 
 
 # ---------------------------------------------------------------------------

@@ -273,15 +273,20 @@ def _compare_with_free(ctx: _Ctx, alloc: Tuple[int, int], best: _Cand) -> List[s
             "layout, within its +-%d%% error on published runs: treat the two as equal"
             % (_short(top.layout), top.layout.micro_batch, slower * 100, band[1])
         ]
+    if slower > 0:  # as a share of the best's throughput: "127% slower" reads as nonsense
+        return [
+            "your pinned layout is predicted at %.0f%% of the throughput of the planner's best here, %s "
+            "(micro-batch %d): %s"
+            % (
+                100.0 * best.tokens_per_s / top.tokens_per_s,
+                _short(top.layout),
+                top.layout.micro_batch,
+                _why_lost(ctx, best, top),
+            )
+        ]
     return [
-        "your pinned layout is %.0f%% %s than the planner's best here, %s (micro-batch %d): %s"
-        % (
-            abs(slower) * 100,
-            "slower" if slower > 0 else "faster",
-            _short(top.layout),
-            top.layout.micro_batch,
-            _why_lost(ctx, best, top) if slower > 0 else "",
-        )
+        "your pinned layout is predicted %.0f%% faster than the planner's best here, %s (micro-batch %d)"
+        % (-slower * 100, _short(top.layout), top.layout.micro_batch)
     ]
 
 

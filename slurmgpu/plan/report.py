@@ -10,7 +10,7 @@ from .memory import (
 )
 from .models import fmt_params
 from .types import Plan, ScalePoint
-from .words import _count, _gb, _short, _t, _wrap
+from .words import _count, _gb, _short, _t, _wrap, recompute_words
 
 
 def _target_words(ctx: _Ctx, scaling: Tuple[ScalePoint, ...], days: float) -> str:
@@ -63,7 +63,7 @@ def format_plan(plan: Plan, diagram: bool = False) -> str:
         )
         zero = {0: "no ZeRO", 1: "distributed optimizer (ZeRO-1)", 2: "ZeRO-2", 3: "ZeRO-3"}[plan.zero]
         sched = ", interleaved x%d" % plan.virtual_stages if plan.virtual_stages > 1 else ""
-        lines.extend(_wrap("         ", "%s recomputation, %s%s" % (plan.recompute, zero, sched)))
+        lines.extend(_wrap("         ", "%s, %s%s" % (recompute_words(plan.recompute), zero, sched)))
     if plan.segment:
         lines.append(
             "         --segment=%d (keep each %d-node segment in one NVLink domain)" % (plan.segment, plan.segment)

@@ -6,22 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from ..vocab import TASK_ALIASES
 from .layout import Layout
 from .memory import (
     MemoryBreakdown,
     usable_gb,
 )
 from .models import ModelSpec
-
-TASK_ALIASES = {
-    "serve": "inference",
-    "serving": "inference",
-    "infer": "inference",
-    "sft": "finetune",
-    "full": "finetune",
-    "fine-tune": "finetune",
-    "train": "pretrain",
-}
 
 
 @dataclass(frozen=True)
@@ -220,4 +211,4 @@ def _r(x: float) -> float:
 
 def task_name(task: str) -> str:
     """Canonical task name ('serve' -> 'inference'); unknown names pass through to be refused."""
-    return TASK_ALIASES.get(task.lower(), task.lower())
+    return dict(TASK_ALIASES).get(task.lower(), task.lower())

@@ -219,26 +219,37 @@ def site_from_data(data: Any, path: str) -> Site:
             'write the version in quotes, e.g. "23.11"; '
             "unquoted, YAML reads it as the number %r" % data["slurm_version"],
         )
+    # checked against what the file declares, not only what loaded cleanly: a partition or node
+    # type with its own error must not hide these (every independent error in one run)
+    declared = [str(n) for n in (p_data or {})]
     default = top["default_partition"]
     if default is None and partitions:
         default = next(iter(partitions))
-    elif default is not None and partitions and default not in partitions:
+    elif default is not None and declared and default not in declared:
         ck.error(
             data,
             "default_partition",
             "default_partition",
-            "no partition named '%s' (defined: %s)" % (default, ", ".join(partitions)),
+            "no partition named '%s' (defined: %s)" % (default, ", ".join(declared)),
         )
 
-    for p in partitions.values():
-        nt = node_types.get(p.node_type)
-        if nt and nt.nvlink_domain > nt.gpus and top["topology"] != "block":
+    for praw in (p_data or {}).values():
+        nt_name = praw.get("node_type") if isinstance(praw, dict) else None
+        nt_raw = (nt_data or {}).get(nt_name) if isinstance(nt_name, str) else None
+        gpus = nt_raw.get("gpus") if isinstance(nt_raw, dict) else None
+        domain = nt_raw.get("nvlink_domain") if isinstance(nt_raw, dict) else None
+        reported = {i.path for i in ck.issues}  # a domain already found wrong is not judged again here
+        if any("node_types.%s.%s" % (nt_name, k) in reported for k in ("gpus", "nvlink_domain", "link")):
+            continue
+        if not (isinstance(gpus, int) and isinstance(domain, int)) or isinstance(gpus, bool) or gpus <= 0:
+            continue
+        if domain > gpus and top["topology"] != "block":
             ck.error(
                 data,
                 "topology",
                 "topology",
                 "node type '%s' has an NVLink domain of %d GPUs across %d nodes; set topology: block "
-                "so jobs can ask to stay inside one domain (--segment)" % (nt.name, nt.nvlink_domain, nt.domain_nodes),
+                "so jobs can ask to stay inside one domain (--segment)" % (nt_name, domain, domain // gpus),
             )
             break
 

@@ -35,6 +35,26 @@ SEGMENT_VISIBLE_FROM = (25, 11, 2)  # job_submit/lua shows job_desc.segment_size
 Version = Tuple[int, int, int]
 
 
+_TIME = re.compile(r"^(?:(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?|(\d+)(?::(\d+)(?::(\d+))?)?)$")
+TIME_UNLIMITED = ("unlimited", "infinite", "-1")
+
+
+def time_seconds(v: str) -> Optional[int]:
+    """Slurm time formats (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in seconds; None for
+    anything else (sbatch also takes UNLIMITED/INFINITE/-1: no limit, see TIME_UNLIMITED)."""
+    m = _TIME.match(v.strip())
+    if not m:
+        return None
+    d, dh, dm, ds, a, b, c = m.groups()
+    if d is not None:
+        return int(d) * 86400 + int(dh) * 3600 + int(dm or 0) * 60 + int(ds or 0)
+    if c is not None:
+        return int(a) * 3600 + int(b) * 60 + int(c)
+    if b is not None:
+        return int(a) * 60 + int(b)
+    return int(a) * 60
+
+
 def tres_prefix(slurm_version: Optional[str]) -> str:
     """How Slurm `slurm_version` spells a GRES in TRES strings (job_desc.tres_per_node,
     `scontrol show job`'s TresPerNode): "gres/" from 23.11, else "gres:"."""
@@ -147,8 +167,14 @@ def _fail(where: Where, field: str, message: str) -> NoReturn:
     raise ConfigError([Issue(where[0], where[1], None, field, message)])
 
 
-def parse_options(argv: Sequence[str], where: Where) -> List[Tuple[str, Optional[str], Where]]:
-    """sbatch options -> [(long name, value, where)]; unknown options are skipped."""
+Stray = Tuple[str, str, Where]  # ("option" | "word", the token, where): what sbatch stops at
+
+
+def parse_options(
+    argv: Sequence[str], where: Where, strays: Optional[List[Stray]] = None
+) -> List[Tuple[str, Optional[str], Where]]:
+    """sbatch options -> [(long name, value, where)]; unknown options are skipped (and, with
+    `strays`, listed there with the words that are no option, which sbatch refuses)."""
     out: List[Tuple[str, Optional[str], Where]] = []
     i = 0
     argv = list(argv)
@@ -166,6 +192,10 @@ def parse_options(argv: Sequence[str], where: Where) -> List[Tuple[str, Optional
             name, eq, value = arg[2:].partition("=")
             canon = _canonical(name, where)
             if canon is None:
+                if strays is not None:
+                    strays.append(("option", arg, where))
+                    if not eq and i < len(argv) and not argv[i].startswith("-"):
+                        i += 1  # its value, most likely: not a second problem
                 continue
             if eq:
                 if canon in _NO_ARG:
@@ -191,7 +221,26 @@ def parse_options(argv: Sequence[str], where: Where) -> List[Tuple[str, Optional
                 out.append((_SHORT[letter], value, where))
             elif letter in _SHORT_NO_ARG:
                 out.append((_SHORT_NO_ARG[letter], None, where))
+            elif strays is not None:
+                strays.append(("option", arg, where))
+        elif strays is not None:
+            strays.append(("word", arg, where))
         # anything else (script arguments, stray words) is not an option
+    return out
+
+
+def script_strays(script: Union[str, bytes], path: str) -> List[Stray]:
+    """The words of the script's #SBATCH lines that sbatch refuses: unknown options and words
+    that are no option (sbatch: "Invalid directive found in batch script")."""
+    out: List[Stray] = []
+    for n, rest in header_lines(script):
+        if rest.strip() in _HET_SEPARATORS or (rest and not rest[0].isspace()):
+            continue
+        try:
+            words = shlex.split(rest, comments=True, posix=True)
+        except ValueError:
+            continue  # job_desc reports it
+        parse_options(words, (path, n), out)
     return out
 
 
@@ -318,6 +367,37 @@ def _export_env(export: Optional[str], env: Mapping[str, str], slurm_prefix: boo
     return out
 
 
+def option_sources(
+    script: Union[str, bytes],
+    sbatch_args: Sequence[str] = (),
+    env: Optional[Mapping[str, str]] = None,
+    script_path: str = "script.sh",
+    partition: Optional[str] = None,
+    het_component: Optional[int] = None,
+    strays: Optional[List[Stray]] = None,
+) -> List[Tuple[str, Optional[str], Where]]:
+    """Every sbatch option of a submission with where it was set, in sbatch's order of precedence
+    (script, SBATCH_* environment, command line: a later one wins). `strays` collects what the
+    command line has that sbatch cannot read (script_strays gives the script's)."""
+    env = env or {}
+    sources = _script_options(script, script_path, het_component)
+    for var, name in sorted(_ENV_INPUT.items()):
+        if var in env:
+            sources.append((name, env[var], ("environment", None)))
+    if het_component is not None:
+        groups: List[List[str]] = [[]]
+        for a in sbatch_args:
+            if a == ":":
+                groups.append([])
+            else:
+                groups[-1].append(a)
+        sbatch_args = groups[het_component] if het_component < len(groups) else []
+    sources.extend(parse_options(sbatch_args, ("command line", None), strays))
+    if partition:
+        sources.append(("partition", partition, ("--partition", None)))
+    return sources
+
+
 def job_desc(
     script: Union[str, bytes],
     sbatch_args: Sequence[str] = (),
@@ -350,21 +430,7 @@ def job_desc(
     ver = slurm_version_tuple(slurm_version)
     prefix = tres_prefix(slurm_version)
     opts: Dict[str, Tuple[Optional[str], Where]] = {}
-    sources = _script_options(script, script_path, het_component)
-    for var, name in sorted(_ENV_INPUT.items()):
-        if var in env:
-            sources.append((name, env[var], ("environment", None)))
-    if het_component is not None:
-        groups: List[List[str]] = [[]]
-        for a in sbatch_args:
-            if a == ":":
-                groups.append([])
-            else:
-                groups[-1].append(a)
-        sbatch_args = groups[het_component] if het_component < len(groups) else []
-    sources.extend(parse_options(sbatch_args, ("command line", None)))
-    if partition:
-        sources.append(("partition", partition, ("--partition", None)))
+    sources = option_sources(script, sbatch_args, env, script_path, partition, het_component)
     for name, value, where in sources:
         opts[name] = (value, where)
 

@@ -18,7 +18,7 @@
 #SBATCH --exclusive
 #
 # Layout: 16 GPUs = 4 nodes x 4 A100-SXM4-40GB; NVLink domain 4 GPUs (nvlink)
-#   TP=1   tensor parallel: 1 consecutive ranks, inside one NVLink domain
+#   TP=1   tensor parallel: none (each rank holds whole layers)
 #   PP=1   pipeline stages
 #   DP=16  data-parallel replicas
 #   CP=1   context parallel   EP=1 expert parallel   micro-batch 1
