@@ -7,9 +7,10 @@ Fixtures:
 
 * ``slurm_release`` (session, parametrised): each Slurm release the cluster
   tests run on (``testcluster.test_releases()``): the host's own, and the other
-  Debian release's in the chroot that contrib/testcluster/make-chroot.sh builds
-  (22.05 on Debian 12 plus 24.11 in a trixie chroot, or the reverse on Debian
-  13).  Test ids carry the release: ``test_x[slurm24.11]``.  A release that
+  Debian releases' in the chroots that contrib/testcluster/make-chroot.sh builds
+  (22.05 on Debian 12 plus 24.11 in a trixie chroot and 26.05 in a forky one; on
+  Debian 13 bookworm's 22.05 and forky's 26.05).  Test ids carry the release:
+  ``test_x[slurm24.11]``.  A release that
   cannot run is skipped -- a failure under ``SLURMGPU_REQUIRE_CLUSTER=1``.
 * ``slurm_cluster`` (session, one per release): a started ``TestCluster`` with the default
   layout (gpu: gpu[01-04] 8×h100; gpu4: g4n[01-02] 4×a100; pcie: pc[01-02]

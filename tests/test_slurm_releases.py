@@ -1,5 +1,5 @@
 """The Slurm release matrix of the cluster tests (contrib/testcluster: the host's Slurm plus the
-other Debian release's in a chroot) and what differs between the releases.
+other Debian releases' in chroots: 22.05, 24.11 and 26.05) and what differs between the releases.
 
 * the chroot release keeps to itself: its own /dev, /run/munge and munge key, nothing mounted
   in the host's namespace, nothing left running, the host's /dev/null intact;
@@ -10,8 +10,9 @@ other Debian release's in a chroot) and what differs between the releases.
   gres/gpu:N from 23.11);
 * block topology made from a site (tests/data/sites/testcluster-nvl.yaml, one BlockName per
   NVLink domain) on releases with topology/block (23.11+): the generated `--segment` keeps
-  every segment in one block, a segment larger than a block is refused; 22.05's sbatch has no
-  --segment at all.
+  every segment in one block, a segment larger than a block is refused up to 25.11 (26.05 ignores
+  a segment as large as the job and places it across blocks: the filter must refuse it); 22.05's
+  sbatch has no --segment at all.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
 import pytest
 
+from slurmgpu.policy import PolicyRunner
 from slurmgpu.site import Site, load_site
 from slurmgpu.slurm import parse_hostlist, tres_prefix
 from tests.cluster_fixtures import RELEASES, REQUIRE_ENV, testcluster
@@ -38,6 +41,8 @@ NVL_SITE = ROOT / "tests" / "data" / "sites" / "testcluster-nvl.yaml"
 MAKE_CHROOT = ROOT / "contrib" / "testcluster" / "make-chroot.sh"
 BLOCK_TOPOLOGY_FROM = (23, 11)  # topology/block
 SEGMENT_OPTION_FROM = (24, 5)  # sbatch --segment
+GRES_GPUS_PER_NODE_REFUSED_FROM = (26, 5)  # sbatch: --gres=gpu with --gpus-per-node is fatal
+SEGMENT_AS_LARGE_AS_JOB_IGNORED_FROM = (26, 5)  # slurmctld drops a --segment >= the node count
 
 
 def gen(*args: str) -> str:
@@ -67,13 +72,15 @@ def placed_nodes(sbatch_stderr: str) -> List[str]:
 # the matrix itself
 
 
-def test_ci_runs_both_releases():
-    """In CI (SLURMGPU_REQUIRE_CLUSTER=1) the matrix is the host's release plus the other one;
-    on a Debian 12 or 13 host that is 22.05 and 24.11."""
+def test_ci_runs_every_release():
+    """In CI (SLURMGPU_REQUIRE_CLUSTER=1) the matrix is the host's release plus the others; on a
+    Debian 12 or 13 host that is 22.05, 24.11 and 26.05 (unless SLURMGPU_TESTCLUSTER_RELEASES
+    narrows it, e.g. to run one release per process)."""
     majors = [r.major for r in RELEASES]
     assert len(set(majors)) == len(majors), RELEASES
-    if os.environ.get(REQUIRE_ENV) == "1" and testcluster.host_suite() in testcluster.SUITE_SLURM:
-        assert sorted(majors) == sorted(testcluster.SUITE_SLURM.values()), RELEASES
+    narrowed = os.environ.get(testcluster.RELEASES_ENV, "").strip()
+    if os.environ.get(REQUIRE_ENV) == "1" and testcluster.host_suite() in testcluster.SUITE_SLURM and not narrowed:
+        assert sorted(majors) == ["22.05", "24.11", "26.05"], RELEASES
 
 
 def test_make_chroot_reuses_the_cache_where_cluster_py_looks(slurm_release):
@@ -172,14 +179,21 @@ def test_generated_gpu_request_is_accepted_and_recorded(slurm_cluster, tmp_path,
 
 
 def test_typed_and_untyped_gpu_requests_do_not_mix(slurm_cluster):
-    """Both releases combine --gpus-per-node and an untyped --gres=gpu:N (TresPerNode lists
-    both), and both refuse a typed and an untyped request together: the generator writes one."""
-    rc, _, err = slurm_cluster.sbatch(None, "--test-only", "-N2", "--gpus-per-node=8", "--gres=gpu:8", "--wrap", "true")
-    assert rc == 0, err
+    """22.05 and 24.11 combine --gpus-per-node and an untyped --gres=gpu:N (TresPerNode lists
+    both) and refuse a typed and an untyped request together; 26.05's sbatch refuses any
+    --gres=gpu with --gpus-per-node before the controller sees it: the generator writes one."""
+    both = ("-N2", "--gpus-per-node=8", "--gres=gpu:8", "--wrap", "true")
+    rc, _, err = slurm_cluster.sbatch(None, "--test-only", *both)
+    if slurm_cluster.release.version_tuple >= GRES_GPUS_PER_NODE_REFUSED_FROM:
+        assert rc != 0 and "--gpus-per-node and --gres=gpu are mutually exclusive" in err, err
+    else:
+        assert rc == 0, err
     rc, _, err = slurm_cluster.sbatch(
         None, "--test-only", "-N2", "--gpus-per-node=4", "--gres=gpu:h100:8", "--wrap", "true"
     )
-    assert rc != 0 and "Invalid GRES specification (with and without type identification)" in err, err
+    assert rc != 0, err
+    if slurm_cluster.release.version_tuple < GRES_GPUS_PER_NODE_REFUSED_FROM:
+        assert "Invalid GRES specification (with and without type identification)" in err, err
 
 
 # ---------------------------------------------------------------------------
@@ -312,7 +326,17 @@ def test_segment_larger_than_a_block_is_refused(nvl, tmp_path):
     path = tmp_path / "job.sh"
     path.write_text(script)
     rc, _, err = cluster.sbatch(None, "--test-only", str(path))
-    assert rc != 0 and "Requested node configuration is not available" in err, err
+    if cluster.release.version_tuple >= SEGMENT_AS_LARGE_AS_JOB_IGNORED_FROM:
+        # 26.05 ignores a segment as large as the job: it runs across both racks, so the submit
+        # filter (and `check`) must refuse it, as they do on every release
+        assert rc == 0, err
+        placed = placed_nodes(err)
+        assert {n for n in placed if n in blocks["rack1"]} and {n for n in placed if n in blocks["rack2"]}, placed
+    else:
+        assert rc != 0 and "Requested node configuration is not available" in err, err
+    site26 = replace(site, slurm_version=cluster.release.version)
+    verdict = PolicyRunner(site26).check(script)
+    assert verdict.decision == "reject" and "--segment=8 does not keep each TP group" in " ".join(verdict.messages)
     rc, _, err = cluster.sbatch(None, "--test-only", "-N6", "--gpus-per-node=4", "--segment=3", "--wrap", "true")
     assert rc == 0, err
     placed = placed_nodes(err)

@@ -1534,6 +1534,13 @@ end
 
 local SPREAD_JOB = 256 -- job_desc.bitflags bit of --spread-job (SLURM_BIT(8) in slurm.h)
 
+-- job_desc.bitflags is 64 bits wide and users set bits 38-45 (--gres-flags, --stepmgr, 25.11's
+-- segment and requeue flags): any number exact as a double (below 2^53), not a 32-bit one.
+local function flagword(v)
+  if type(v) == "number" and v >= 0 and v < 9007199254740992 then return floor(v) end
+  return nil
+end
+
 local function pos32(v)
   if type(v) == "number" and v >= 0 and v < 4294967294 then return floor(v) end
   return nil
@@ -1587,7 +1594,7 @@ local function job_nodes(job, part, g, hw)
   end
   if nmin == nil or nmin < 1 then nmin = 1 end
   if nmax ~= nil and nmax < nmin then nmax = nmin end
-  if job.bitflags and floor((pos32(job.bitflags) or 0) / SPREAD_JOB) % 2 == 1 then
+  if job.bitflags and floor((flagword(job.bitflags) or 0) / SPREAD_JOB) % 2 == 1 then
     -- --spread-job: as many nodes as possible, up to one per task
     local most = posnum(part.nodes) or 2
     if nmax and nmax < most then most = nmax end

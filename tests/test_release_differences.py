@@ -1,0 +1,146 @@
+"""What changed between Slurm 24.11 and 26.05 that the filter and `check` must model, without a
+cluster (the real-controller side of each is in tests/test_policy_cluster.py and
+tests/test_slurm_releases.py, on every release of the matrix):
+
+* job_desc.bitflags is 64 bits wide: sbatch options set bits 38-45, and none may hide
+  --spread-job (bit 8) from the filter;
+* 25.11.2+ show a job without --segment as segment_size 0 (not NO_VAL16): no segment;
+* 26.05's sbatch refuses --gres=gpu with --gpus-per-node (also from the environment) and a
+  --segment that does not divide the node count, after cli_filter ran: `check` says so too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from slurmgpu.errors import ConfigError
+from slurmgpu.policy import PolicyRunner
+from slurmgpu.site import load_site
+from slurmgpu.slurm import job_desc
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTCLUSTER = ROOT / "tests" / "data" / "sites" / "testcluster.yaml"
+NVL = ROOT / "tests" / "data" / "sites" / "testcluster-nvl.yaml"
+TP8 = "#!/bin/bash\nsrun python train.py --tensor-model-parallel-size 8\n"
+SPREAD_JOB = 1 << 8
+
+
+@pytest.fixture(scope="module")
+def runner26():
+    return PolicyRunner(replace(load_site(str(TESTCLUSTER)), slurm_version="26.05"), backend="lupa")
+
+
+@pytest.mark.parametrize(
+    "option,bit",
+    [
+        ("--gres-flags=multiple-tasks-per-sharing", 39),
+        ("--gres-flags=one-task-per-sharing", 38),
+        ("--gres-flags=disable-binding", 19),
+        ("--stepmgr", 41),
+        ("--external", 24),
+        ("--spread-segments", 43),
+        ("--consolidate-segments", 44),
+        ("--requeue=expedite", 45),
+    ],
+)
+def test_options_set_their_bitflags_bit(option, bit):
+    desc = job_desc(TP8, ["--spread-job", option], slurm_version="26.05")
+    assert desc["bitflags"] == SPREAD_JOB | (1 << bit)
+
+
+def test_plain_requeue_sets_no_bit_and_allow_task_sharing_is_srun_only():
+    assert "bitflags" not in job_desc(TP8, ["--requeue"], slurm_version="26.05")
+    with pytest.raises(ConfigError, match="allow-task-sharing is for srun only"):
+        job_desc(TP8, ["--gres-flags=allow-task-sharing"], slurm_version="26.05")
+
+
+@pytest.mark.parametrize("bit", [32, 38, 39, 40, 41, 43, 44, 45, 52])
+def test_spread_job_is_read_next_to_any_bit_below_2_53(runner26, bit):
+    """--gpus=8 --ntasks=8 --spread-job: 4 nodes of 8 GPUs, so TP=8 crosses nodes, whatever
+    other bit is set (a 32-bit read of the field dropped --spread-job: a 1-node job)."""
+    desc = job_desc(TP8, ["--gpus=8", "--ntasks=8", "-p", "gpu"], slurm_version="26.05")
+    desc["bitflags"] = SPREAD_JOB | (1 << bit)
+    v = runner26.evaluate_desc(desc, uid=0)
+    assert v.decision == "reject" and "over 4 nodes" in " ".join(v.messages), v.messages
+    desc["bitflags"] = 1 << bit  # no --spread-job: one node, TP=8 inside it
+    assert runner26.evaluate_desc(desc, uid=0).decision == "accept"
+
+
+def test_bitflags_beyond_2_53_are_logged_not_guessed(runner26):
+    desc = job_desc(TP8, ["--gpus=8", "--ntasks=8", "-p", "gpu"], slurm_version="26.05")
+    desc["bitflags"] = float(2**60 + SPREAD_JOB)
+    rc, _, log = runner26.submit_desc_logged(desc, uid=0)
+    assert any("warning bitflags" in line and "not exact" in line for line in log), log
+
+
+def test_segment_size_zero_is_no_segment():
+    """26.05's controller shows a job without --segment as segment_size=0; the message must say
+    the job does not ask for a segment (it said "--segment=0 does not keep ...")."""
+    site = replace(load_site(str(NVL)), slurm_version="26.05")
+    r = PolicyRunner(site, backend="lupa")
+    script = "#!/bin/bash\n#SBATCH -N4 --gpus-per-node=4\nsrun python t.py --tensor-model-parallel-size 16\n"
+    desc = job_desc(script, [], slurm_version="26.05")
+    desc["segment_size"] = 0
+    v = r.evaluate_desc(desc, uid=0)
+    text = " ".join(v.messages)
+    assert v.decision == "reject" and "does not ask to stay inside one NVLink domain" in text and "=0" not in text
+
+
+# ---------------------------------------------------------------------------
+# 26.05's client checks after cli_filter (src/common/slurm_opt.c, validate_options_salloc_sbatch_srun)
+
+GRES_AND_GPN = "--gpus-per-node and --gres=gpu are mutually exclusive"
+
+
+@pytest.mark.parametrize(
+    "script_opts,args,env",
+    [
+        ("-N2 --gpus-per-node=8 --gres=gpu:4", [], {}),
+        ("-N2 --gres=gpu:h100:8", ["--gpus-per-node=8"], {}),
+        ("-N2 --gpus-per-node=8", [], {"SBATCH_GRES": "gpu:8"}),
+        ("-N2 --gres=gres/gpu:8", [], {"SBATCH_GPUS_PER_NODE": "8"}),
+    ],
+)
+def test_gres_gpu_with_gpus_per_node_is_refused_from_26_05(script_opts, args, env):
+    script = "#!/bin/bash\n#SBATCH %s\nsrun true\n" % script_opts
+    with pytest.raises(ConfigError, match=GRES_AND_GPN) as exc:
+        job_desc(script, args, env=env, slurm_version="26.05.5")
+    assert "Slurm 26.05's sbatch refuses" in str(exc.value)
+    for older in ("24.11", "25.11.2", None):
+        job_desc(script, args, env=env, slurm_version=older)  # no error
+
+
+def test_gres_none_or_other_gres_with_gpus_per_node_is_fine():
+    for gres in ("none", "shard:2", "nic:1"):
+        job_desc("#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8 --gres=%s\n" % gres, [], slurm_version="26.05")
+
+
+@pytest.mark.parametrize(
+    "nodes,segment,refused",
+    [("6", 4, True), ("8", 4, False), ("3", 4, False), ("4", 4, False), ("4-6", 4, True), ("2-8", 4, False)],
+)
+def test_segment_must_divide_the_node_count_from_26_05(nodes, segment, refused):
+    script = "#!/bin/bash\n#SBATCH -N%s --gpus-per-node=4 --segment=%d\n" % (nodes, segment)
+    job_desc(script, [], slurm_version="25.11.2")  # no client check before 26.05
+    if refused:
+        with pytest.raises(ConfigError, match="node count must be evenly divisible by segment size"):
+            job_desc(script, [], slurm_version="26.05")
+    else:
+        job_desc(script, [], slurm_version="26.05")
+
+
+def test_check_reports_the_26_05_refusal_as_an_error(tmp_path):
+    """`slurmgpu check` on a 26.05 site: exit 2 with sbatch's words, as sbatch would stop there."""
+    from click.testing import CliRunner
+
+    from slurmgpu.cli import main
+
+    site = tmp_path / "site.yaml"
+    site.write_text(TESTCLUSTER.read_text().replace('slurm_version: "22.05"', 'slurm_version: "26.05"'))
+    path = tmp_path / "job.sh"
+    path.write_text("#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8 --gres=gpu:8\nsrun true\n")
+    r = CliRunner().invoke(main, ["check", "--site", str(site), str(path)])
+    assert r.exit_code == 2 and GRES_AND_GPN in r.output, r.output
