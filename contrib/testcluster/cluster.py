@@ -1862,7 +1862,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument(
         "--release",
         default="native",
-        help="up: 'native' (default) or a chroot suite built by make-chroot.sh: 'trixie' (Slurm 24.11), 'forky' (26.05)",
+        help="up: 'native' (default) or a chroot suite built by make-chroot.sh: 'trixie' (24.11), 'forky' (26.05)",
     )
     args = ap.parse_args(argv)
     state_file = Path(args.state)
