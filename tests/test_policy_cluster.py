@@ -349,3 +349,46 @@ def test_spread_job_is_read_whatever_high_bitflags_are_set(slurm_cluster, job_su
     )
     assert p.returncode != 0 and "over 4 nodes" in p.stderr, p.stderr
     assert slurm_cluster.run(["scontrol", "ping"]).returncode == 0, "slurmctld died on srun --spread-job"
+
+
+# Faults planted inside the rendered filter (partition gpu4 only): a runtime error whose text names
+# a path, and an error object that even tostring() cannot print.
+PLANTED_FAULTS = {
+    "message": 'error("/etc/slurm/secret/policy.lua:12: attempt to index a nil value (planted)")',
+    "object": 'error(setmetatable({}, {__tostring = function() error("/etc/slurm/secret (planted)") end}))',
+}
+
+
+@pytest.mark.parametrize("choice", ["accept", "reject"])
+def test_internal_error_keeps_the_sites_choice_and_shows_no_internals(slurm_cluster, job_submit, site, choice):
+    """26.05 rejects a job whose job_submit raises and prints the raw Lua error (script path and
+    all) to the user; 22.05-25.11 accept it. The adapter catches every error itself, so on every
+    release the job follows policy.on_internal_error and the user sees at most the fixed
+    internal-error line; the controller log has the error."""
+    s = replace(site, policy=replace(site.policy, on_internal_error=choice))
+    text = render_filter(s, "job_submit")
+    anchor = "slurmgpu_filter = {"
+    assert text.count(anchor) == 1
+    for kind, fault in PLANTED_FAULTS.items():
+        plant = (
+            "local real_decide = P.decide\n"
+            "P.decide = function(job, topo)\n"
+            "  if job.partition == 'gpu4' then %s end\n"
+            "  return real_decide(job, topo)\n"
+            "end\n" % fault
+        )
+        job_submit(text.replace(anchor, plant + anchor))
+        mark = slurm_cluster.log_mark()
+        rc, _, err = slurm_cluster.sbatch(None, "--test-only", "-p", "gpu4", "--gpus-per-node=4", "--wrap", "true")
+        for leak in ("/etc/slurm/secret", "planted", "job_submit.lua", "attempt to", "stack traceback"):
+            assert leak not in err, (kind, err)
+        if choice == "accept":
+            assert rc == 0, (kind, err)
+        else:
+            assert rc != 0 and "internal error and this cluster rejects jobs" in err, (kind, err)
+        log = slurm_cluster.ctld_log(mark)
+        assert "decision=%s internal-error stage=submit" % choice in log, (kind, log)
+        if kind == "message":
+            assert "/etc/slurm/secret/policy.lua:12" in log  # the admin sees what failed
+        rc, _, err = slurm_cluster.sbatch(None, "--test-only", "-p", "gpu", "--gpus-per-node=8", "--wrap", "true")
+        assert rc == 0, (kind, err)  # other jobs are judged as usual

@@ -208,14 +208,30 @@ end
 local INTERNAL_REJECT = "slurmgpu: the GPU submit filter hit an internal error and this cluster rejects jobs when "
   .. "that happens; please tell the cluster admins (log tag " .. TAG .. ")."
 
+-- The site's choice and the code, read once at load: the path below runs after something failed
+-- and must not depend on anything that can fail again.
+local REJECT_ON_ERROR = TOPO.on_internal_error == "reject"
+local ERROR_CODE = P.ERROR_CODE
+
+local function fallback_logged(stage, err)
+  log(string.format(TAG .. " decision=%s internal-error stage=%s %s", REJECT_ON_ERROR and "reject" or "accept",
+    stage, P.clean(err, 300)))
+end
+
+-- Whatever went wrong inside the filter, slurmctld gets a number and the user at most the fixed
+-- INTERNAL_REJECT line: Slurm 26.05 rejects a job whose job_submit raises and shows the raw Lua
+-- error (file path included) to the user, and 22.05-25.11 accept it, whatever the site chose.
+-- Even describing the error may fail (an error object whose tostring raises): then the log line
+-- says so without it.
 local function fallback(stage, err)
-  local line = TAG .. " decision=%s internal-error stage=" .. stage .. " " .. P.clean(err, 300)
-  if TOPO.on_internal_error == "reject" then
-    log(string.format(line, "reject"))
-    user(INTERNAL_REJECT)
-    return P.ERROR_CODE
+  if not pcall(fallback_logged, stage, err) then
+    pcall(slurm.log_info, "%s", TAG .. " decision=" .. (REJECT_ON_ERROR and "reject" or "accept")
+      .. " internal-error stage=" .. stage .. " (the error itself could not be printed)")
   end
-  log(string.format(line, "accept"))
+  if REJECT_ON_ERROR then
+    user(INTERNAL_REJECT)
+    return ERROR_CODE
+  end
   return SUCCESS
 end
 
