@@ -28,9 +28,9 @@ from typing import Dict, List, Sequence, Tuple
 
 import pytest
 
-from slurmgpu.policy import PolicyRunner
+from slurmgpu.policy import PolicyRunner, render_filter
 from slurmgpu.site import Site, load_site
-from slurmgpu.slurm import parse_hostlist, tres_prefix
+from slurmgpu.slurm import parse_hostlist, slurm_version_tuple, tres_prefix
 from tests.cluster_fixtures import RELEASES, REQUIRE_ENV, testcluster
 
 pytestmark = pytest.mark.cluster
@@ -342,3 +342,51 @@ def test_segment_larger_than_a_block_is_refused(nvl, tmp_path):
     placed = placed_nodes(err)
     racks = [sum(1 for n in placed if n in members) for members in blocks.values()]
     assert sorted(racks) == [3, 3], (placed, blocks)  # 3-node segments, one per rack
+
+
+# ---------------------------------------------------------------------------
+# policy.repair_segment where job_desc.segment_size is writable (25.11.2+)
+
+SEGMENT_WRITABLE_FROM = (25, 11, 2)
+
+
+def test_repair_segment_on_the_real_controller(slurm_release, new_cluster, tmp_path):
+    """An 8-node TP=16 job on 4-GPU trays without --segment: the filter writes --segment=4 into
+    job_desc, the job runs with it (each 4-node segment in one block: 4 + 4 nodes) and its
+    AdminComment says the filter set it."""
+    if (slurm_version_tuple(slurm_release.version) or (0, 0, 0)) < SEGMENT_WRITABLE_FROM:
+        pytest.skip("job_desc.segment_size is writable from Slurm 25.11.2 (this is %s)" % slurm_release.version)
+    site_file = tmp_path / "nvl.yaml"
+    site_file.write_text(
+        NVL_SITE.read_text().replace('slurm_version: "24.11"', 'slurm_version: "%s"' % slurm_release.version)
+        + "  repair_segment: true\n"
+    )
+    site = load_site(str(site_file))
+    assert site.policy.repair_segment
+    p = site.partitions[site.default_partition]
+    nt = site.node_type_of(p.name)
+    part = testcluster.Partition(
+        p.name, testcluster.Partition.node_names("nvl", p.nodes), nt.gres_type, nt.gpus, default=True
+    )
+    topo = admin("topology", "--site", str(site_file), "--nodes", "nvl[01-%02d]" % p.nodes)
+    cluster = new_cluster(
+        [part], topology_conf=("topology/block", topo), job_submit_lua=render_filter(site, "job_submit")
+    )
+    cluster.start()
+    try:
+        script = (
+            "#!/bin/bash\n#SBATCH -N8 --gpus-per-node=4 --exclusive\n"
+            "# slurmgpu: site=testcluster-nvl tp=16 pp=1 dp=2 cp=1 ep=1 nodes=8 gpus_per_node=4\n"
+            "export NCCL_SOCKET_IFNAME=lo\nsrun --ntasks-per-node=1 hostname\n"
+        )
+        job = cluster.submit(script)
+        res = cluster.wait_job(job, timeout=120)
+        assert res.ok, (res, cluster.logs())
+        comment = res.info.get("AdminComment", "")
+        assert "slurmgpu: set --segment=4 (model-parallel groups inside one NVLink domain)" in comment, res.info
+        assert res.info.get("SegmentSize") == "4", res.info  # the segment the job ran with
+        blocks = blocks_from_site(site, p.name, part.nodes)
+        placed = parse_hostlist(res.info["NodeList"])
+        assert sorted(sum(1 for n in placed if n in members) for members in blocks.values()) == [4, 4], placed
+    finally:
+        cluster.stop()

@@ -132,13 +132,17 @@ _POLICY_FIELDS = {
 
 
 GROUP_KINDS = ("tp", "cp", "ep")  # groups that must stay inside one NVLink domain (plan/placement.py)
-SEGMENT_WRITABLE_FROM = (25, 11)  # job_desc.segment_size writable in job_submit/lua
+# job_desc.segment_size writable in job_submit/lua: 25.11.2 (a backport; 25.11.0 and 25.11.1
+# drop the write) and every 26.05
+SEGMENT_WRITABLE_FROM = (25, 11, 2)
 
 
-def _version_tuple(v: Optional[str]) -> Optional[Tuple[int, int]]:
+def _version_tuple(v: Optional[str]) -> Optional[Tuple[int, int, int]]:
+    """ "25.11.2" -> (25, 11, 2); "25.11" -> (25, 11, 0): a release named without its patch
+    level is taken as its first one (so a fact that arrived in a patch release is not assumed)."""
     parts = str(v or "").split(".")
     try:
-        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0, int(parts[2]) if len(parts) > 2 else 0
     except ValueError:
         return None
 
@@ -282,9 +286,10 @@ def site_from_data(data: Any, path: str) -> Site:
                 pol_raw,
                 "repair_segment",
                 "policy.repair_segment",
-                "job_submit.lua may write job_desc.segment_size only from Slurm 25.11; slurm_version is %s "
-                '(set slurm_version: "25.11" or later, or leave repair_segment off: jobs without --segment are '
-                "rejected with the exact --segment to add)" % (top["slurm_version"] or "not set"),
+                "job_submit.lua may write job_desc.segment_size only from Slurm 25.11.2 (25.11.0 and 25.11.1 "
+                'drop the write); slurm_version is %s (set slurm_version: "25.11.2", "26.05" or later, with the '
+                "patch level for 25.11, or leave repair_segment off: jobs without --segment are rejected with "
+                "the exact --segment to add)" % (top["slurm_version"] or "not set"),
             )
     ck.raise_if_any()
 
