@@ -28,6 +28,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import pytest
 
+from slurmgpu.errors import ConfigError
 from slurmgpu.policy import PolicyRunner, render_filter
 from slurmgpu.site import Site, load_site
 from slurmgpu.slurm import parse_hostlist, slurm_version_tuple, tres_prefix
@@ -176,6 +177,62 @@ def test_generated_gpu_request_is_accepted_and_recorded(slurm_cluster, tmp_path,
     job = slurm_cluster.submit(None, "-H", str(path))
     info = slurm_cluster.job_info(job)
     assert info is not None and info["TresPerNode"] == tres_prefix(slurm_cluster.release.version) + "gpu:8"
+
+
+@pytest.mark.parametrize("gpu_request", ["gpus-per-node", "gres"])
+def test_generated_script_passes_the_clients_checks_with_the_cli_filter(
+    slurm_cluster, cli_filter, tmp_path, gpu_request
+):
+    """What gen writes passes sbatch's own checks with slurmgpu's cli_filter installed (26.05's
+    sbatch checks the options again after cli_filter). A GPU request of the other form in the
+    submitting environment is refused by 26.05's sbatch, and `check` says so first."""
+    site = tmp_path / "site.yaml"
+    site.write_text(
+        TEST_SITE.read_text()
+        .replace("gpu_request: gpus-per-node", "gpu_request: " + gpu_request)
+        .replace('slurm_version: "22.05"', 'slurm_version: "%s"' % slurm_cluster.release.version)
+    )
+    cli_filter(render_filter(load_site(str(site)), "cli_filter"))
+    script = gen("--site", str(site), "--launcher", "srun", "--nodes", "2", "--tp", "8", "--no-preflight", "--", "true")
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    rc, _, err = slurm_cluster.sbatch(None, "--test-only", str(path))
+    assert rc == 0 and "fatal" not in err, err
+    other = {"SBATCH_GRES": "gpu:8"} if gpu_request == "gpus-per-node" else {"SBATCH_GPUS_PER_NODE": "8"}
+    env = dict(slurm_cluster.env, **other)
+    rc, _, err = slurm_cluster.sbatch(None, "--test-only", str(path), env=env)
+    p = subprocess.run(
+        [sys.executable, "-m", "slurmgpu.cli", "check", "--site", str(site), str(path)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, **other),
+        timeout=120,
+    )
+    if slurm_cluster.release.version_tuple >= GRES_GPUS_PER_NODE_REFUSED_FROM:
+        assert rc != 0 and "--gpus-per-node and --gres=gpu are mutually exclusive" in err, err
+        assert p.returncode == 2 and "--gpus-per-node and --gres=gpu are mutually exclusive" in p.stderr, p.stderr
+    else:
+        assert rc == 0, err
+        assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_segment_that_does_not_divide_the_nodes(nvl):
+    """-N6 --segment=4: 26.05's sbatch refuses it itself, and so does `check` on a 26.05 site;
+    before, the controller refuses it (topology/block finds no placement)."""
+    cluster, site, blocks = nvl
+    if cluster.release.version_tuple < SEGMENT_OPTION_FROM:
+        pytest.skip("Slurm %s's sbatch has no --segment" % cluster.release.major)
+    args = ["-N6", "--gpus-per-node=4", "--segment=4"]
+    rc, _, err = cluster.sbatch(None, "--test-only", *args, "--wrap", "true")
+    runner = PolicyRunner(replace(site, slurm_version=cluster.release.version))
+    script = "#!/bin/bash\nsrun true\n"
+    if cluster.release.version_tuple >= (26, 5):
+        assert rc != 0 and "sbatch: fatal: --segment=4 does not fit the job size (6)" in err, err
+        with pytest.raises(ConfigError, match="does not fit the job size"):
+            runner.check(script, args)
+    else:
+        assert rc != 0 and "Requested node configuration is not available" in err, err
+        runner.check(script, args)  # no client refusal to mirror
 
 
 def test_typed_and_untyped_gpu_requests_do_not_mix(slurm_cluster):
