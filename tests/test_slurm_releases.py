@@ -447,3 +447,56 @@ def test_repair_segment_on_the_real_controller(slurm_release, new_cluster, tmp_p
         assert sorted(sum(1 for n in placed if n in members) for members in blocks.values()) == [4, 4], placed
     finally:
         cluster.stop()
+
+
+# ---------------------------------------------------------------------------
+# CliFilterParameters=cli_filter_lua_path= (25.11+): where `admin install` puts the cli_filter
+
+CLI_FILTER_LUA_PATH_FROM = (25, 11)
+
+
+def test_admin_install_writes_the_cli_filter_where_slurm_conf_says(slurm_release, new_cluster, tmp_path):
+    """With cli_filter_lua_path= the clients read that file, not cli_filter.lua beside slurm.conf:
+    `admin install --kind cli_filter` must write there (a copy beside slurm.conf is ignored)."""
+    if slurm_release.version_tuple < CLI_FILTER_LUA_PATH_FROM:
+        pytest.skip("CliFilterParameters=cli_filter_lua_path= is Slurm 25.11+ (this is %s)" % slurm_release.version)
+    d = tmp_path / "clif"
+    d.mkdir()
+    os.chmod(d, 0o755)
+    target = d / "cli_filter.lua"
+    target.write_text(testcluster.PASSTHROUGH_CLI_FILTER_LUA)
+    os.chmod(target, 0o644)
+    cluster = new_cluster(
+        cli_filter_lua=testcluster.PASSTHROUGH_CLI_FILTER_LUA,
+        extra_config="CliFilterParameters=cli_filter_lua_path=%s" % target,
+    )
+    cluster.start()
+    try:
+        site = tmp_path / "site.yaml"
+        site.write_text(
+            TEST_SITE.read_text().replace('slurm_version: "22.05"', 'slurm_version: "%s"' % slurm_release.version)
+        )
+        beside = cluster.conf_dir / "cli_filter.lua"
+        before = beside.read_text()
+        p = subprocess.run(
+            [sys.executable, "-m", "slurmgpu.cli", "admin", "install", "--site", str(site)]
+            + ["--conf-dir", str(cluster.conf_dir), "--kind", "cli_filter", "--force"],
+            capture_output=True,
+            text=True,
+            env=dict(cluster.env, SLURMGPU_SITE="", SLURMGPU_SYSTEM_SITE="/nonexistent/site.yaml"),
+            timeout=120,
+        )
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "cli_filter_lua_path=%s" % target in p.stderr + p.stdout
+        assert target.read_text().startswith("-- cli_filter.lua for site") and beside.read_text() == before
+        rc, _, err = cluster.sbatch(
+            None,
+            "--test-only",
+            "-N2",
+            "--gpus-per-node=8",
+            "--wrap",
+            "srun python pretrain_gpt.py --tensor-model-parallel-size 16",
+        )
+        assert rc != 0 and "slurmgpu: TP=16" in err, err  # the installed filter ran in sbatch
+    finally:
+        cluster.stop()

@@ -651,13 +651,21 @@ def _partition_values(
                 "add one (Feature= in slurm.conf) and name it here" % nt,
                 todo=True,
             )
-    v["exclusive"] = Value(
-        True,
-        "Slurm OverSubscribe=EXCLUSIVE"
-        if p.exclusive
-        else "Slurm lets jobs share nodes here (OverSubscribe=%s); true makes generated jobs ask for "
-        "whole nodes (--exclusive)" % p.oversubscribe,
-    )
+    if p.exclusive:
+        why = "Slurm gives whole nodes here (%s)" % (
+            "Exclusive=%s" % p.exclusive_mode if p.exclusive_mode != "NO" else "OverSubscribe=EXCLUSIVE"
+        )
+    elif p.exclusive_mode == "USER":
+        why = (
+            "Slurm gives nodes to one user at a time here (Exclusive=USER / ExclusiveUser=YES), which still "
+            "lets that user's jobs share a node; true makes generated jobs ask for whole nodes (--exclusive)"
+        )
+    else:
+        why = (
+            "Slurm lets jobs share nodes here (OverSubscribe=%s); true makes generated jobs ask for "
+            "whole nodes (--exclusive)" % p.oversubscribe
+        )
+    v["exclusive"] = Value(True, why)
     return v
 
 
