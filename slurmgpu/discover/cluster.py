@@ -54,9 +54,26 @@ class PyslurmStatus:
     message: str
 
 
+# The Slurm releases PyPI has a pyslurm for (pip index versions pyslurm, 2026-12: 25.11.0 and
+# 25.11.2, plus 17.11.x and 18.8.x of 2018). Any other release: build pyslurm from source.
+PYPI_PYSLURM = {(25, 11), (18, 8), (17, 11)}
+
+
 def pyslurm_wanted(slurm: Version) -> str:
     """pyslurm numbers its releases after Slurm's: Slurm 23.11 -> pyslurm 23.11.*, 22.05 -> 22.5.*."""
     return "%d.%d.*" % (slurm[0], slurm[1])
+
+
+def pyslurm_advice(slurm: Version) -> str:
+    """How to get a pyslurm for Slurm `slurm`: the pip line where PyPI has one, else the source build
+    (never a pip line that cannot resolve)."""
+    want = pyslurm_wanted(slurm)
+    if (slurm[0], slurm[1]) in PYPI_PYSLURM:
+        return "pip install 'slurmgpu[pyslurm]' 'pyslurm==%s'" % want
+    return (
+        "PyPI has no pyslurm for Slurm %d.%02d (it has 25.11.x); build pyslurm %s from its source for this "
+        "release's headers, or keep the Slurm commands" % (slurm[0], slurm[1], want)
+    )
 
 
 def pyslurm_mismatch(installed: str, slurm: Version) -> Optional[str]:
@@ -64,13 +81,10 @@ def pyslurm_mismatch(installed: str, slurm: Version) -> Optional[str]:
     m = re.match(r"(\d+)\.(\d+)", installed or "")
     if m and (int(m.group(1)), int(m.group(2))) == (slurm[0], slurm[1]):
         return None
-    want = pyslurm_wanted(slurm)
     return (
         "pyslurm %s is installed but this cluster runs Slurm %s; pyslurm only works with the Slurm "
-        "release it was built for. Install the matching one: pip install 'pyslurm==%s' "
-        "(PyPI has builds only for recent Slurm releases; for older ones build pyslurm %s from source "
-        "against this Slurm's headers). Using the Slurm commands instead."
-        % (installed, "%d.%02d.%d" % slurm, want, want)
+        "release it was built for (%s). Using the Slurm commands instead."
+        % (installed, "%d.%02d.%d" % slurm, pyslurm_advice(slurm))
     )
 
 
@@ -79,8 +93,7 @@ def pyslurm_status(slurm: Version) -> PyslurmStatus:
         return PyslurmStatus(
             False,
             None,
-            "pyslurm is not installed (optional: pip install 'slurmgpu[pyslurm]' "
-            "'pyslurm==%s'); using the Slurm commands" % pyslurm_wanted(slurm),
+            "pyslurm is not installed (optional: %s); using the Slurm commands" % pyslurm_advice(slurm),
         )
     try:
         from importlib.metadata import version as dist_version
