@@ -144,3 +144,62 @@ def test_check_reports_the_26_05_refusal_as_an_error(tmp_path):
     path.write_text("#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8 --gres=gpu:8\nsrun true\n")
     r = CliRunner().invoke(main, ["check", "--site", str(site), str(path)])
     assert r.exit_code == 2 and GRES_AND_GPN in r.output, r.output
+
+
+# ---------------------------------------------------------------------------
+# NVL72 generation on 25.11+ (the real controller's side: tests/test_slurm_releases.py)
+
+
+def _nvl_site(tmp_path, version="26.05", imex=True, expedite=True, mnnvl=None):
+    text = NVL.read_text().replace('slurm_version: "24.11"', 'slurm_version: "%s"' % version)
+    extra = "    imex_per_segment: %s\n" % ("true" if imex else "false")
+    if mnnvl:
+        extra += '    mnnvl: "%s"\n' % mnnvl
+    text = text.replace("    socket_ifname: lo\n", "    socket_ifname: lo\n" + extra)
+    f = tmp_path / "nvl.yaml"
+    f.write_text(text + "requeue:\n  expedite: %s\n" % ("true" if expedite else "false"))
+    return f
+
+
+def _gen(site_file, *args):
+    from click.testing import CliRunner
+
+    from slurmgpu.cli import main
+
+    r = CliRunner().invoke(main, ["gen", "--site", str(site_file), "--launcher", "srun", "--no-preflight", *args])
+    assert r.exit_code == 0, r.output
+    return [ln for ln in r.stdout.splitlines() if ln.startswith("#SBATCH")]
+
+
+def test_one_imex_channel_per_segment_only_for_jobs_of_several_segments(tmp_path):
+    site = _nvl_site(tmp_path)
+    assert "#SBATCH --network=unique-channel-per-segment" in _gen(site, "--nodes", "8", "--tp", "16", "--", "true")
+    one = _gen(site, "--nodes", "4", "--tp", "16", "--", "true")  # a single segment: one channel anyway
+    assert "#SBATCH --segment=4" in one and not any("--network" in ln for ln in one)
+    off = _gen(_nvl_site(tmp_path, imex=False), "--nodes", "8", "--tp", "16", "--", "true")
+    assert not any("--network" in ln for ln in off)
+
+
+def test_expedited_requeue_only_where_the_site_enables_it(tmp_path):
+    args = ("--nodes", "8", "--tp", "16", "--requeue", "--time", "1:00:00", "--checkpoint-dir", str(tmp_path))
+    assert "#SBATCH --requeue=expedite" in _gen(_nvl_site(tmp_path), *args, "--", "true")
+    assert "#SBATCH --requeue" in _gen(_nvl_site(tmp_path, expedite=False), *args, "--", "true")
+
+
+@pytest.mark.parametrize(
+    "version,imex,expedite,mnnvl,error",
+    [
+        ("24.11", True, False, None, "needs Slurm 25.11 or later and topology: block"),
+        ("25.05", False, True, None, "--requeue=expedite needs Slurm 25.11"),
+        ("26.05", True, False, "off", "IMEX channels serve NVLink domains"),
+        ("25.11", True, True, None, None),
+    ],
+)
+def test_the_site_loader_checks_the_25_11_switches(tmp_path, version, imex, expedite, mnnvl, error):
+    f = _nvl_site(tmp_path, version, imex, expedite, mnnvl)
+    if error is None:
+        s = load_site(str(f))
+        assert s.requeue.expedite and s.node_type_of().imex_per_segment
+    else:
+        with pytest.raises(ConfigError, match=error):
+            load_site(str(f))

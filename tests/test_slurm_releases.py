@@ -500,3 +500,71 @@ def test_admin_install_writes_the_cli_filter_where_slurm_conf_says(slurm_release
         assert rc != 0 and "slurmgpu: TP=16" in err, err  # the installed filter ran in sbatch
     finally:
         cluster.stop()
+
+
+# ---------------------------------------------------------------------------
+# NVL72 generation on 25.11+: one IMEX channel per segment, expedited requeue
+
+
+def test_generated_network_and_expedited_requeue_are_what_the_release_takes(slurm_release, new_cluster, tmp_path):
+    """A site that gives each segment its own IMEX channel and enables expedited requeue
+    (Slurm 25.11+): the 8-node TP=16 job of two 4-node segments asks for
+    --network=unique-channel-per-segment and --requeue=expedite, which the controller takes when
+    SlurmctldParameters=enable_expedited_requeue is set and refuses otherwise (so gen writes
+    =expedite only where the site says so). Older releases: the site loader refuses both."""
+    site_file = tmp_path / "nvl.yaml"
+    text = NVL_SITE.read_text().replace('slurm_version: "24.11"', 'slurm_version: "%s"' % slurm_release.version)
+    text = text.replace("    socket_ifname: lo\n", "    socket_ifname: lo\n    imex_per_segment: true\n")
+    site_file.write_text(text + "requeue:\n  expedite: true\n")
+    if slurm_release.version_tuple < (25, 11):
+        with pytest.raises(ConfigError, match="needs Slurm 25.11"):
+            load_site(str(site_file))
+        return
+    site = load_site(str(site_file))
+    script = gen(
+        "--site",
+        str(site_file),
+        "--launcher",
+        "srun",
+        "--nodes",
+        "8",
+        "--tp",
+        "16",
+        "--no-preflight",
+        "--requeue",
+        "--time",
+        "1:00:00",
+        "--checkpoint-dir",
+        str(tmp_path),
+        "--",
+        "true",
+    )
+    lines = script.splitlines()
+    assert "#SBATCH --segment=4" in lines and "#SBATCH --network=unique-channel-per-segment" in lines
+    assert "#SBATCH --requeue=expedite" in lines
+    p = site.partitions[site.default_partition]
+    nt = site.node_type_of(p.name)
+    part = testcluster.Partition(
+        p.name, testcluster.Partition.node_names("nvl", p.nodes), nt.gres_type, nt.gpus, default=True
+    )
+    topo = admin("topology", "--site", str(site_file), "--nodes", "nvl[01-%02d]" % p.nodes)
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    for enabled in (True, False):
+        cluster = new_cluster(
+            [part],
+            topology_conf=("topology/block", topo),
+            extra_config="SlurmctldParameters=enable_expedited_requeue" if enabled else "",
+        )
+        cluster.start()
+        try:
+            rc, _, err = cluster.sbatch(None, "--test-only", str(path))
+            if enabled:
+                assert rc == 0, err
+                placed = placed_nodes(err)
+                blocks = blocks_from_site(site, p.name, part.nodes)
+                assert sorted(sum(1 for n in placed if n in m) for m in blocks.values()) == [4, 4], placed
+            else:
+                assert rc != 0 and "Requested operation not supported" in err, err
+        finally:
+            cluster.stop()

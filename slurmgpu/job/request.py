@@ -48,6 +48,8 @@ class Sbatch:
     dependency: Optional[str]
     extra: Tuple[str, ...] = ()
     switches: Optional[int] = None  # --switches=1: the job fits under one IB leaf switch of the site
+    network: Optional[str] = None  # unique-channel-per-segment: one IMEX channel per segment (25.11)
+    requeue_expedite: bool = False  # --requeue=expedite where the site enables it (25.11)
 
 
 @dataclass(frozen=True)
@@ -343,6 +345,7 @@ def _sbatch(
     layout = sizing.layout
     tpn = launcher.tasks_per_node(layout.gpus_per_node)
     full_node = layout.gpus_per_node == node.gpus
+    segment = segment_for(site, node, layout, spec.segment, getattr(sizing.plan, "segment", None))
     return Sbatch(
         job_name=spec.name or "%s-%s" % (_slug(spec.model) if spec.model else "job", launcher.name),
         nodes=layout.nodes,
@@ -359,13 +362,24 @@ def _sbatch(
         output=spec.output or "%x-%j.out",
         error=spec.error,
         exclusive=part.exclusive,
-        segment=segment_for(site, node, layout, spec.segment, getattr(sizing.plan, "segment", None)),
+        segment=segment,
         signal="B:USR2@%d" % requeue.grace if requeue else None,
         requeue=spec.requeue,
         dependency=spec.dependency,
         extra=tuple(spec.sbatch),
         switches=switches_for(site, part, layout.nodes),
+        network=network_for(node, layout.nodes, segment),
+        requeue_expedite=spec.requeue and site.requeue.expedite,
     )
+
+
+def network_for(node: NodeType, nodes: int, segment: Optional[int]) -> Optional[str]:
+    """--network=unique-channel-per-segment for a job of several segments on a node type whose site
+    gives each segment its own IMEX channel (node_types.X.imex_per_segment, Slurm 25.11+): one
+    channel for the whole job would span racks that share no NVLink."""
+    if node.imex_per_segment and segment and nodes // segment > 1:
+        return "unique-channel-per-segment"
+    return None
 
 
 def switches_for(site: Site, part: Partition, nodes: int) -> Optional[int]:

@@ -78,6 +78,7 @@ _NODE_FIELDS = {
     "roce_gid_index": Field("int", minimum=0),
     "roce_traffic_class": Field("int", minimum=0),
     "mnnvl": Field("str", default="auto", choices=MNNVL_MODES),
+    "imex_per_segment": Field("bool", default=False),
 }
 
 
@@ -113,6 +114,7 @@ _PREFLIGHT_FIELDS = {
 _REQUEUE_FIELDS = {
     "kill_wait": Field("int", default=SiteRequeue.kill_wait, minimum=0),
     "checkpoint_gbps": Field("num", positive=True),
+    "expedite": Field("bool", default=False),
 }
 
 
@@ -135,6 +137,8 @@ GROUP_KINDS = ("tp", "cp", "ep")  # groups that must stay inside one NVLink doma
 # job_desc.segment_size writable in job_submit/lua: 25.11.2 (a backport; 25.11.0 and 25.11.1
 # drop the write) and every 26.05
 SEGMENT_WRITABLE_FROM = (25, 11, 2)
+# sbatch --requeue=expedite and --network=unique-channel-per-segment
+SLURM_25_11 = (25, 11, 0)
 
 
 def _version_tuple(v: Optional[str]) -> Optional[Tuple[int, int, int]]:
@@ -279,6 +283,35 @@ def site_from_data(data: Any, path: str) -> Site:
             ck.error(
                 src, kind, join("policy.groups", kind), "must be one of %s, got %r" % (", ".join(POLICY_MODES), mode)
             )
+    ver_words = top["slurm_version"] or "not set"
+    if rq["expedite"] and (_version_tuple(top["slurm_version"]) or (0, 0, 0)) < SLURM_25_11:
+        ck.error(
+            data.get("requeue") if isinstance(data, dict) else None,
+            "expedite",
+            "requeue.expedite",
+            "--requeue=expedite needs Slurm 25.11 or later (and SlurmctldParameters=enable_expedited_requeue); "
+            "slurm_version is %s" % ver_words,
+        )
+    for nt in node_types.values():
+        if not nt.imex_per_segment:
+            continue
+        where = join("node_types", nt.name) + ".imex_per_segment"
+        raw_nt = (data.get("node_types") or {}).get(nt.name) if isinstance(data, dict) else None
+        if not nt.multi_node_nvlink or nt.mnnvl == "off":
+            ck.error(
+                raw_nt,
+                "imex_per_segment",
+                where,
+                "IMEX channels serve NVLink domains larger than a node with IMEX running (mnnvl on or auto)",
+            )
+        elif (_version_tuple(top["slurm_version"]) or (0, 0, 0)) < SLURM_25_11 or top["topology"] != "block":
+            ck.error(
+                raw_nt,
+                "imex_per_segment",
+                where,
+                "one IMEX channel per segment (--network=unique-channel-per-segment) needs Slurm 25.11 or later "
+                "and topology: block; slurm_version is %s, topology %s" % (ver_words, top["topology"]),
+            )
     if pol["repair_segment"]:
         ver = _version_tuple(top["slurm_version"])
         if ver is None or ver < SEGMENT_WRITABLE_FROM:
@@ -332,6 +365,7 @@ def site_from_data(data: Any, path: str) -> Site:
         requeue=SiteRequeue(
             kill_wait=int(rq["kill_wait"]),
             checkpoint_gbps=float(rq["checkpoint_gbps"]) if rq["checkpoint_gbps"] is not None else None,
+            expedite=bool(rq["expedite"]),
         ),
     )
 
@@ -438,6 +472,7 @@ def _node_type(ck: Checker, name: str, raw: Any, parent: Any) -> Optional[NodeTy
         roce_gid_index=v["roce_gid_index"],
         roce_traffic_class=v["roce_traffic_class"],
         mnnvl=v["mnnvl"],
+        imex_per_segment=bool(v["imex_per_segment"]),
     )
 
 

@@ -73,6 +73,9 @@ class NodeType:
     # multi-node NVLink (nvlink_domain > gpus): "on" = IMEX channels are set up, NCCL must use the
     # rack's NVLink across trays; "off" = no IMEX, NCCL stays on the network; "auto" = NCCL decides
     mnnvl: str = "auto"
+    # Slurm 25.11+ with switch/nvidia_imex and topology/block: a job of several segments asks for
+    # one IMEX channel per segment (--network=unique-channel-per-segment) instead of one per job
+    imex_per_segment: bool = False
 
     @property
     def multi_node_nvlink(self) -> bool:
@@ -112,6 +115,7 @@ class NodeType:
             "roce_gid_index": self.roce_gid_index,
             "roce_traffic_class": self.roce_traffic_class,
             "mnnvl": self.mnnvl,
+            "imex_per_segment": self.imex_per_segment,
         }
 
 
@@ -212,9 +216,12 @@ class SiteRequeue:
 
     kill_wait: int = 30
     checkpoint_gbps: Optional[float] = None
+    # Slurm 25.11+ with SlurmctldParameters=enable_expedited_requeue: generated jobs ask for
+    # --requeue=expedite (requeued at once, at the highest priority); elsewhere Slurm refuses it
+    expedite: bool = False
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"kill_wait": self.kill_wait, "checkpoint_gbps": self.checkpoint_gbps}
+        return {"kill_wait": self.kill_wait, "checkpoint_gbps": self.checkpoint_gbps, "expedite": self.expedite}
 
 
 @dataclass(frozen=True)
