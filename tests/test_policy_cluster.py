@@ -392,3 +392,29 @@ def test_internal_error_keeps_the_sites_choice_and_shows_no_internals(slurm_clus
             assert "/etc/slurm/secret/policy.lua:12" in log  # the admin sees what failed
         rc, _, err = slurm_cluster.sbatch(None, "--test-only", "-p", "gpu", "--gpus-per-node=8", "--wrap", "true")
         assert rc == 0, (kind, err)  # other jobs are judged as usual
+
+
+EXTERNAL_FROM = (25, 5)  # sbatch --external
+
+
+def test_external_gpu_job_across_nodes_is_refused(slurm_cluster, job_submit, site):
+    """sbatch --external: no script or environment reaches the filter, and the job's processes
+    never pass slurmstepd (no SPANK either): a multi-node GPU job of that kind cannot be checked,
+    so an enforced partition refuses it (`check` too); on one node, or exempt, it passes."""
+    if slurm_cluster.release.version_tuple < EXTERNAL_FROM:
+        pytest.skip("Slurm %s's sbatch has no --external" % slurm_cluster.release.major)
+    job_submit(render_filter(site, "job_submit"))
+    runner = PolicyRunner(replace(site, slurm_version=slurm_cluster.release.version))
+    two = ["--external", "-N2", "--gpus-per-node=8", "-p", "gpu"]
+    rc, _, err = slurm_cluster.sbatch(None, "--test-only", *two)
+    assert rc != 0 and REJECTED in err and "external job (sbatch --external)" in err, err
+    v = runner.check("", two, user="root", uid=0)
+    assert v.decision == "reject" and "external-gpu-job" in v.rules, v.rules
+    one = ["--external", "-N1", "--gpus-per-node=8", "-p", "gpu"]
+    rc, _, err = slurm_cluster.sbatch(None, "--test-only", *one)
+    assert rc == 0, err
+    assert runner.check("", one, user="root", uid=0).decision == "accept"
+    exempt = replace(site, policy=replace(site.policy, exempt_users=("root",)))
+    job_submit(render_filter(exempt, "job_submit"))
+    rc, _, err = slurm_cluster.sbatch(None, "--test-only", *two)
+    assert rc == 0, err

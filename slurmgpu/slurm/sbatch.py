@@ -554,6 +554,9 @@ def job_desc(
         desc["shared"] = 1
     if val("wrap"):
         desc["script"] = "#!/bin/sh\n# This script was created by sbatch --wrap.\n\n%s\n" % val("wrap")
+    if "external" in opts:  # sbatch --external (25.05+) sends no batch script (seen on 26.05)
+        desc.pop("script", None)
+        desc["argv"] = []
     desc["environment"] = _export_env(val("export"), env, slurm_prefix=bool(ver and ver >= EXPORT_SLURM_PREFIX_FROM))
     if user:
         desc["user_name"] = user

@@ -4,10 +4,9 @@
 
 local import = ...
 local format = string.format
-local floor = math.floor
 local parse_gpus = import("gpus", "parse_gpus")
 local host_count = import("hostlist", "host_count")
-local ceil_div, pos32, posnum = import("util", "ceil_div", "pos32", "posnum")
+local ceil_div, flag_set, pos32, posnum = import("util", "ceil_div", "flag_set", "pos32", "posnum")
 
 
 -- GPUs per node the job gets on this partition, or why that is unknown.
@@ -64,13 +63,6 @@ end
 
 local SPREAD_JOB = 256 -- job_desc.bitflags bit of --spread-job (SLURM_BIT(8) in slurm.h)
 
--- job_desc.bitflags is 64 bits wide and users set bits 38-45 (--gres-flags, --stepmgr, 25.11's
--- segment and requeue flags): any number exact as a double (below 2^53), not a 32-bit one.
-local function flagword(v)
-  if type(v) == "number" and v >= 0 and v < 9007199254740992 then return floor(v) end
-  return nil
-end
-
 -- The nodes Slurm must give the job on a partition, computed as slurmctld does: --nodes
 -- min[-max], raised to the --nodelist host count, to ceil(tasks / --ntasks-per-node), to the
 -- CPUs asked for (tasks x --cpus-per-task, --mincpus/NumCPUs) over the node's CPUs, to a
@@ -119,7 +111,7 @@ local function job_nodes(job, part, g, hw)
   end
   if nmin == nil or nmin < 1 then nmin = 1 end
   if nmax ~= nil and nmax < nmin then nmax = nmin end
-  if job.bitflags and floor((flagword(job.bitflags) or 0) / SPREAD_JOB) % 2 == 1 then
+  if flag_set(job.bitflags, SPREAD_JOB) then
     -- --spread-job: as many nodes as possible, up to one per task
     local most = posnum(part.nodes) or 2
     if nmax and nmax < most then most = nmax end
