@@ -203,3 +203,90 @@ def test_the_site_loader_checks_the_25_11_switches(tmp_path, version, imex, expe
     else:
         with pytest.raises(ConfigError, match=error):
             load_site(str(f))
+
+
+# ---------------------------------------------------------------------------
+# Node-rank order (the real controllers: tests/test_rank_order_cluster.py)
+
+
+def _interleaved(tmp_path, version, order=None, follow=False):
+    text = NVL.read_text().replace(
+        'slurm_version: "24.11"',
+        'slurm_version: "%s"\nblocks_follow_names: %s%s'
+        % (version, "true" if follow else "false", "\nnode_rank_order: %s" % order if order else ""),
+    )
+    f = tmp_path / ("il-%s-%s.yaml" % (version, order))
+    f.write_text(text)
+    return load_site(str(f))
+
+
+@pytest.mark.parametrize(
+    "version,order,want", [("24.11", None, "name"), ("25.11.2", None, "name"), ("26.05", None, "tasks-block")]
+)
+def test_node_rank_order_defaults_to_the_releases(tmp_path, version, order, want):
+    assert _interleaved(tmp_path, version, order).node_rank_order == want
+
+
+@pytest.mark.parametrize("version,order", [("24.11", "block"), ("25.11", "tasks-block")])
+def test_node_rank_order_the_release_cannot_have_is_refused(tmp_path, version, order):
+    with pytest.raises(ConfigError, match="node_rank_order"):
+        _interleaved(tmp_path, version, order)
+
+
+@pytest.mark.parametrize(
+    "order,follow,procid,nodeid,hostname",
+    [
+        ("name", True, True, True, True),  # blocks are runs of names: every order walks them
+        ("name", False, False, False, False),
+        ("tasks-block", False, True, False, False),  # 26.05's default
+        ("block", False, True, True, False),  # BlockAsNodeRank; torchrun still sorts host names
+    ],
+)
+def test_which_rank_sources_walk_the_blocks(tmp_path, order, follow, procid, nodeid, hostname):
+    s = _interleaved(tmp_path, "26.05", order, follow)
+    assert [s.ranks_follow_blocks(x) for x in ("procid", "nodeid", "hostname")] == [procid, nodeid, hostname]
+
+
+SRUN_TP16 = (
+    "#!/bin/bash\n#SBATCH -N8 --gpus-per-node=4 --ntasks-per-node=4 --segment=4\nexport NCCL_SOCKET_IFNAME=lo\n"
+    "srun python pretrain_gpt.py --tensor-model-parallel-size 16\n"
+)
+TORCHRUN_TP16 = (
+    "#!/bin/bash\n#SBATCH -N8 --gpus-per-node=4 --segment=4\nexport NCCL_SOCKET_IFNAME=lo\n"
+    "srun torchrun --nproc-per-node=4 pretrain_gpt.py --tensor-model-parallel-size 16\n"
+)
+
+
+@pytest.mark.parametrize(
+    "version,script,decision",
+    [
+        ("26.05", SRUN_TP16, "accept"),  # srun's tasks in topology order
+        ("26.05", TORCHRUN_TP16, "reject"),  # torchrun's rendezvous sorts host names
+        ("24.11", SRUN_TP16, "reject"),  # srun's tasks by host name
+    ],
+)
+def test_the_filter_checks_the_rank_order_where_names_interleave(tmp_path, version, script, decision):
+    site = _interleaved(tmp_path, version)
+    v = PolicyRunner(site, backend="lupa").check(script, [])
+    assert v.decision == decision, v.messages
+    assert ("rank-order" in v.rules) == (decision == "reject"), v.rules
+    # where the blocks are runs of names, the same jobs pass
+    assert PolicyRunner(_interleaved(tmp_path, version, follow=True), backend="lupa").check(script, []).accepted
+
+
+def test_preflight_places_the_groups_in_the_launchers_order():
+    """Records carry the task rank and node id each node had in the preflight step; the job check
+    orders the nodes by the launcher's rank source, else by the --nodes list (the old way)."""
+    from slurmgpu.node import preflight as pf
+
+    names = ["nvl01", "nvl02", "nvl03", "nvl04"]
+    task = {"nvl01": 0, "nvl03": 1, "nvl02": 2, "nvl04": 3}  # 26.05: topology order
+    agg = pf.Aggregate(
+        reports=[pf.NodeReport(n, "s", (), "c", task_rank=task[n], node_id=names.index(n)) for n in names]
+    )
+    assert pf.rank_node_order(agg, names, "procid") == ["nvl01", "nvl03", "nvl02", "nvl04"]
+    assert pf.rank_node_order(agg, names, "nodeid") == names
+    assert pf.rank_node_order(agg, list(reversed(names)), "hostname") == names
+    assert pf.rank_node_order(agg, names, None) == names
+    rec = pf.NodeReport.from_dict(pf.NodeReport("nvl03", "s", (), task_rank=1, node_id=2).to_dict())
+    assert (rec.task_rank, rec.node_id) == (1, 2)

@@ -14,6 +14,7 @@ from .model import (
     GPU_REQUESTS,
     LINKS,
     MNNVL_MODES,
+    NODE_RANK_ORDERS,
     POLICY_MODES,
     TOPOLOGIES,
     VENDORS,
@@ -38,6 +39,9 @@ _SITE_FIELDS = {
     "qos": Field("str"),
     "gpu_request": Field("str", default="gpus-per-node", choices=GPU_REQUESTS),
     "topology": Field("str", default="flat", choices=TOPOLOGIES),
+    # node-rank order (plan/placement.py): default from slurm_version (26.05: tasks-block)
+    "node_rank_order": Field("str", choices=NODE_RANK_ORDERS),
+    "blocks_follow_names": Field("bool", default=True),
     "partitions": Field("map", required=True),
     "node_types": Field("map", required=True),
     "container": Field("map"),
@@ -137,8 +141,18 @@ GROUP_KINDS = ("tp", "cp", "ep")  # groups that must stay inside one NVLink doma
 # job_desc.segment_size writable in job_submit/lua: 25.11.2 (a backport; 25.11.0 and 25.11.1
 # drop the write) and every 26.05
 SEGMENT_WRITABLE_FROM = (25, 11, 2)
-# sbatch --requeue=expedite and --network=unique-channel-per-segment
+# sbatch --requeue=expedite and --network=unique-channel-per-segment; TopologyParam=BlockAsNodeRank
 SLURM_25_11 = (25, 11, 0)
+# step tasks distributed in topology order by default
+SLURM_26_05 = (26, 5, 0)
+
+
+def default_node_rank_order(slurm_version: Optional[str], topology: str) -> str:
+    """What Slurm does without TopologyParam/SelectTypeParameters saying otherwise: 26.05 puts a
+    step's tasks in topology order when a topology plugin is configured; earlier releases use the
+    node names."""
+    ver = _version_tuple(slurm_version)
+    return "tasks-block" if topology == "block" and ver and ver >= SLURM_26_05 else "name"
 
 
 def _version_tuple(v: Optional[str]) -> Optional[Tuple[int, int, int]]:
@@ -284,6 +298,18 @@ def site_from_data(data: Any, path: str) -> Site:
                 src, kind, join("policy.groups", kind), "must be one of %s, got %r" % (", ".join(POLICY_MODES), mode)
             )
     ver_words = top["slurm_version"] or "not set"
+    order = top["node_rank_order"] or default_node_rank_order(top["slurm_version"], top["topology"])
+    need = {"block": (SLURM_25_11, "TopologyParam=BlockAsNodeRank"), "tasks-block": (SLURM_26_05, "Slurm 26.05")}
+    if top["node_rank_order"] in need:
+        least, what = need[top["node_rank_order"]]
+        if (_version_tuple(top["slurm_version"]) or (0, 0, 0)) < least:
+            ck.error(
+                data,
+                "node_rank_order",
+                "node_rank_order",
+                "%s needs Slurm %d.%02d or later (%s); slurm_version is %s"
+                % (top["node_rank_order"], least[0], least[1], what, ver_words),
+            )
     if rq["expedite"] and (_version_tuple(top["slurm_version"]) or (0, 0, 0)) < SLURM_25_11:
         ck.error(
             data.get("requeue") if isinstance(data, dict) else None,
@@ -342,6 +368,8 @@ def site_from_data(data: Any, path: str) -> Site:
         qos=top["qos"],
         gpu_request=top["gpu_request"],
         topology=top["topology"],
+        node_rank_order=order,
+        blocks_follow_names=bool(top["blocks_follow_names"]),
         container=Container(
             runtime=container["runtime"], image=container["image"], mounts=tuple(container["mounts"] or ())
         ),

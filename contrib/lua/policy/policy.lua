@@ -33,7 +33,7 @@ once per Lua state). All its strings are printable ASCII.
 Where each rule lives (the rule id a rejection names -> module):
   tp-exceeds-domain, tp-spans-nodes          rule_tp.lua
   gpus-per-node-unknown, gpu-request-unreadable  rule_gpus.lua
-  tp-/cp-/ep-exceeds-domain, -needs-segment  rule_groups.lua (multi-node NVLink domains)
+  tp-/cp-/ep-exceeds-domain, -needs-segment, rank-order  rule_groups.lua (multi-node NVLink domains)
   scan-truncated                              rule_scan.lua
   tp-branch-spans, gpus-below-layout, world-mismatch, no-gpus, pcie-multinode,
   nccl-env-missing (warnings only)            rule_advice.lua
