@@ -57,6 +57,7 @@ __all__ = [
     "cli_filter",
     "ScriptSwap",
     "pytest_configure",
+    "pytest_collection_modifyitems",
     "pytest_runtest_makereport",
     "pytest_terminal_summary",
     "_slurm_cluster_cleanup",
@@ -101,6 +102,26 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "cluster: runs against the local Slurm test cluster (root + Debian slurm packages; see contrib/testcluster)",
     )
+
+
+PER_RELEASE_ONLY_ENV = "SLURMGPU_TESTCLUSTER_PER_RELEASE_ONLY"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    """SLURMGPU_TESTCLUSTER_PER_RELEASE_ONLY=1: leave out the cluster tests that do not run per
+    release (the accounting cluster's, the matrix check...), so that `make test`, which runs one
+    pytest per release at once, runs those only once (in the native release's process)."""
+    if os.environ.get(PER_RELEASE_ONLY_ENV) != "1":
+        return
+    keep, drop = [], []
+    for item in items:
+        once = item.get_closest_marker("cluster") is not None and "slurm_release" not in getattr(
+            item, "fixturenames", ()
+        )
+        (drop if once else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1849,9 +1849,10 @@ def _ensure_munge() -> None:
 # -------------------------------------------------------------------- CLI
 def _main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(
-        description="Start or stop a local fake-GPU Slurm test cluster (for debugging; the test suite starts its own)."
+        description="Start or stop a local fake-GPU Slurm test cluster (for debugging; the test suite starts its own), "
+        "or list the releases the cluster tests run on."
     )
-    ap.add_argument("action", choices=("up", "down"))
+    ap.add_argument("action", choices=("up", "down", "releases"))
     ap.add_argument(
         "--state", default=_DEFAULT_STATE_FILE, help=f"where 'up' records pids (default {_DEFAULT_STATE_FILE})"
     )
@@ -1865,6 +1866,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         help="up: 'native' (default) or a chroot suite built by make-chroot.sh: 'trixie' (24.11), 'forky' (26.05)",
     )
     args = ap.parse_args(argv)
+    if args.action == "releases":  # the matrix, one release a line: name, Slurm version, why it cannot run
+        for r in test_releases():
+            print("\t".join((r.name, r.version or "-", "; ".join(r.missing()) or "ok")))
+        return 0
     state_file = Path(args.state)
     if args.action == "up":
         if state_file.exists():
