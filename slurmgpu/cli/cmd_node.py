@@ -47,6 +47,13 @@ from .common import OUTPUT_FILE, _emit_json, _load_site, complete_files
     "on multi-node NVLink sites (NVL72) every TP/CP/EP group must then report one ClusterUUID/CliqueId.",
 )
 @click.option(
+    "--rank-source",
+    type=click.Choice(("procid", "nodeid", "hostname")),
+    help="With --aggregate --stamp: what the launcher numbers its ranks by (srun tasks, SLURM_NODEID, "
+    "torchrun's host-name order); the groups are placed on the nodes in that order as each node's "
+    "record reports it (default: the --nodes order).",
+)
+@click.option(
     "--bandwidth",
     is_flag=True,
     help="Run a short NCCL all-reduce instead (one task per GPU, needs "
@@ -117,6 +124,7 @@ def preflight_cmd(
     aggregate: Optional[str],
     expect_nodes: Optional[str],
     stamp_line: Optional[str],
+    rank_source: Optional[str],
     bandwidth: bool,
     bandwidth_size_mb: int,
     min_bandwidth_fraction: Optional[float],
@@ -158,7 +166,9 @@ def preflight_cmd(
             "bandwidth check is the preflight step that starts one (or `slurmgpu gen --nccl-diag` for the launch)"
         )
     if aggregate:
-        _preflight_aggregate(pf, aggregate, expect_nodes, as_json, site_name, strict, stamp_line, partition)
+        _preflight_aggregate(
+            pf, aggregate, expect_nodes, as_json, site_name, strict, stamp_line, partition, rank_source
+        )
         return
     node = pf.node_name(os.environ)
     try:
@@ -228,6 +238,7 @@ def _preflight_aggregate(
     strict: bool,
     stamp_line: Optional[str] = None,
     partition: Optional[str] = None,
+    rank_source: Optional[str] = None,
 ) -> None:
     from ..slurm import parse_hostlist
     from ..stamp import parse_stamp
@@ -251,6 +262,7 @@ def _preflight_aggregate(
             words,
             parse_hostlist(expect_nodes) if expect_nodes else (),
             partition or os.environ.get("SLURM_JOB_PARTITION"),
+            rank_source,
         )
     site_label = site_name or next((r.site for r in agg.reports if r.site), "")
     if as_json:

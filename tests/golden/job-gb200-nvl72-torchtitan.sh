@@ -56,10 +56,11 @@ MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
 export MASTER_ADDR MASTER_PORT
 
 # --- preflight: check every node (GPUs, fabric, environment) before the launch ---
-srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=0 \
+srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --distribution=block \
+    --kill-on-bad-exit=0 \
     "${SLURMGPU_BIN:-slurmgpu}" preflight --site gb200-nvl72 --record \
   | "${SLURMGPU_BIN:-slurmgpu}" preflight --site gb200-nvl72 --aggregate - --nodes "$SLURM_JOB_NODELIST" \
-      --stamp '# slurmgpu: site=gb200-nvl72 tp=8 pp=1 dp=2 cp=1 ep=1 nodes=4 gpus_per_node=4' \
+      --stamp '# slurmgpu: site=gb200-nvl72 tp=8 pp=1 dp=2 cp=1 ep=1 nodes=4 gpus_per_node=4' --rank-source hostname \
   || { echo "slurmgpu: preflight failed on this allocation; the launcher was not started" >&2; exit 1; }
 
 # --- launch: torchtitan via torchrun, one task per node ---
