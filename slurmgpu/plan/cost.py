@@ -7,20 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from .hardware import (
-    ATTN_S0,
-    DP_EXPOSED,
-    EP_A2A_EFF,
-    FP8_CAST_BYTES,
-    GEMM_T0,
-    GEMM_W0,
-    LATENCY_S,
-    LAYER_OVERHEAD_S,
-    LINK_WORDS,
-    MEM_PASSES,
-    TP_EXPOSED,
-    Hardware,
-)
+from .hardware import LATENCY_S, LINK_WORDS, Hardware
 from .layout import Layout, expert_tp
 from .memory import (
     NF4_BYTES,
@@ -123,13 +110,17 @@ class _Ctx:
         # it has no weights, so LoRA does not shrink its backward
         self.attn_time_flops = 6.0 * self.seq * m.attn_width
         # memory-bound bytes per token of one layer (fwd + bwd): passes over what the layer stores
-        cast = FP8_CAST_BYTES * m.hidden if req.precision == "fp8" and hw.peak > hw.peak_bf16 else 0.0
-        self.mem_dense = MEM_PASSES * layer_act_base(m, False) * m.hidden + cast
-        self.mem_moe = MEM_PASSES * layer_act_base(m, True) * m.hidden + cast if m.is_moe else 0.0
+        t = hw.terms
+        cast = t.fp8_cast_bytes * m.hidden if req.precision == "fp8" and hw.peak > hw.peak_bf16 else 0.0
+        self.mem_dense = t.mem_passes * layer_act_base(m, False) * m.hidden + cast
+        self.mem_moe = t.mem_passes * layer_act_base(m, True) * m.hidden + cast if m.is_moe else 0.0
         self._counts: Dict[int, List[int]] = {}
         self._stages: Dict[int, List[StageParams]] = {}
         self._lora: Dict[Tuple[int, int], float] = {}
         self._groups: Dict[Tuple[int, ...], Tuple[float, float, int]] = {}
+        # calibrate sets a list here to record every training candidate a search evaluates: which ones
+        # fit in memory does not depend on the cost terms, so a fit re-times them instead of searching
+        self.trace: Optional[List[Tuple[Any, ...]]] = None
 
     def counts(self, pp: int) -> List[int]:
         c = self._counts.get(pp)
@@ -179,12 +170,13 @@ class _Ctx:
 def _eff(ctx: _Ctx, tp: int, tokens: float, width: Optional[float] = None) -> float:
     """GEMM efficiency: large-GEMM share of peak, less for narrow (TP-split) or short (few-token) GEMMs."""
     w = (width or ctx.model.hidden) / tp
-    return ctx.hw.gemm_eff * w / (w + GEMM_W0) * tokens / (tokens + GEMM_T0)
+    t = ctx.hw.terms
+    return ctx.hw.gemm_eff * w / (w + t.gemm_w0) * tokens / (tokens + t.gemm_t0)
 
 
 def _attn_rate(ctx: _Ctx, keys: float) -> float:
     """FlashAttention FLOP/s: BF16 (FP8 does not apply), lower for short sequences (fewer tiles)."""
-    return ctx.hw.peak_bf16 * ctx.hw.attn_eff * keys / (keys + ATTN_S0)
+    return ctx.hw.peak_bf16 * ctx.hw.attn_eff * keys / (keys + ctx.hw.terms.attn_s0)
 
 
 def _eff_expert(ctx: _Ctx, tp: int, ep: int, tokens: float) -> float:
@@ -213,7 +205,10 @@ def _train_candidate(
     seg: Optional[int],
     vp: int = 1,
 ) -> _Cand:
+    if ctx.trace is not None:
+        ctx.trace.append((lay, batch, zero, recompute, memory, seg, vp))
     m, hw = ctx.model, ctx.hw
+    terms = hw.terms
     tp, pp, dp, cp, ep, mb = lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.micro_batch
     gpn = lay.gpus_per_node
     s = ctx.seq
@@ -261,7 +256,7 @@ def _train_candidate(
     ep_t_layer = 0.0
     if ep > 1:
         near = (ep_k - 1) / (ep - 1)
-        ep_t_layer = (ep_payload * near / hw.link_bw + ep_payload * (1 - near) / (hw.nic_node / gpn)) / EP_A2A_EFF
+        ep_t_layer = (ep_payload * near / hw.link_bw + ep_payload * (1 - near) / (hw.nic_node / gpn)) / terms.ep_a2a_eff
 
     worst = None
     for i in sorted({0, counts.index(max(counts)), pp - 1}):
@@ -273,12 +268,12 @@ def _train_candidate(
         )
         rc = tok * (sp_.dense_layers * rc_dense + sp_.moe_layers * rc_moe)
         tp_bytes = n_i * n_ar * 2.0 * (tp - 1) / tp * ar_payload if tp > 1 else 0.0
-        t_tp = TP_EXPOSED * (tp_bytes / tp_bw + n_i * n_ar * LATENCY_S) if tp > 1 else 0.0
+        t_tp = terms.tp_exposed * (tp_bytes / tp_bw + n_i * n_ar * LATENCY_S) if tp > 1 else 0.0
         cp_bytes = n_i * cp_layer
         t_cp = n_i * max(0.0, cp_layer / cp_bw - attn_layer_t) if cp > 1 else 0.0
         t_ep = sp_.moe_layers * ep_t_layer
         ep_bytes = sp_.moe_layers * ep_payload
-        comp += n_i * LAYER_OVERHEAD_S
+        comp += n_i * terms.layer_overhead_s
         t_mb = comp + rc + t_tp + t_cp + t_ep
         row = (t_mb, i, sp_, comp, rc, t_tp, t_cp, t_ep, tp_bytes, cp_bytes, ep_bytes)
         if worst is None or t_mb > worst[0]:
@@ -319,7 +314,7 @@ def _train_candidate(
                 bucket = 2.0 * max(40e6, 1e6 * n_dp)  # + all-gather ring of n - 1 hops each
                 t_sync += 2 * math.ceil((dense_b + exp_b) / bucket) * (n_dp - 1) * LATENCY_S
             # hidden behind the backward pass except the last bucket and what compute cannot cover
-            exposed = max(0.0, t_sync - (comp + rc)) + DP_EXPOSED * min(t_sync, comp + rc)
+            exposed = max(0.0, t_sync - (comp + rc)) + terms.dp_exposed * min(t_sync, comp + rc)
         if exposed >= dp_exposed:
             dp_exposed, t_dp_total = exposed, t_sync
             dp_bytes_total = vol + vol_e

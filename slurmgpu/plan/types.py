@@ -12,6 +12,7 @@ from .memory import (
     usable_gb,
 )
 from .models import ModelSpec
+from .terms import CostTerms
 
 TASK_ALIASES = {
     "serve": "inference",
@@ -66,6 +67,10 @@ class PlanRequest:
     target_days: Optional[float] = None  # with tokens: smallest allocation that trains in time
     virtual_stages: Optional[int] = None  # interleaved pipeline chunks per GPU (Megatron VPP); default: searched
     caps: Capabilities = Capabilities()  # what the launcher can run (default: anything)
+    terms: Optional[CostTerms] = None  # the cost model's fitted terms (default: terms.DEFAULT_TERMS)
+    # a published, tuned layout for this model and allocation (keys: PIN_KEYS): the free choice may claim a
+    # gain over it only inside the out-of-sample error band; beyond it the plan keeps this layout
+    reference: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
