@@ -486,7 +486,11 @@ def test_model_file_without_gated_says_so(tmp_path):
 
 def test_plan_states_its_error_band_and_fp8_mfu_basis():
     p = plan(preset("dgx-h100"), "llama3-70b", nodes=8, precision="fp8")
-    assert any("+-25% on published runs of this class" in n for n in p.notes)
+    from slurmgpu.plan.accuracy import ERROR_BANDS
+
+    runs, band = ERROR_BANDS[("dense", "fp8")]
+    assert any("+-%d%% (dense FP8; 90th percentile over %d published runs" % (band, runs) in n for n in p.notes)
+    assert any("fitted without its source" in n for n in p.notes)  # out of sample, never in sample
     assert any("MFU is against the FP8 peak" in n for n in p.notes)
     assert 0 < p.mfu < 1
 

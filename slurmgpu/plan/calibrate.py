@@ -57,6 +57,12 @@ class Prepared:
     calls: Tuple[Tuple[Any, ...], ...]  # _train_candidate arguments after the context
     gpus: int
 
+    @property
+    def forced(self) -> bool:
+        """The run states no recomputation, yet the planner's memory model fits it only with full
+        recomputation: its prediction carries the memory model's error, so a fit leaves it out."""
+        return self.request.recompute is None and all(c[3] == "full" for c in self.calls)
+
 
 @dataclass(frozen=True)
 class Holdout:
@@ -140,6 +146,7 @@ def fit_prepared(
         if n not in BOUNDS:
             raise ValueError("unknown cost term %r; expected one of: %s" % (n, ", ".join(FITTED)))
     terms = replace(start, **{n: _clip(n, getattr(start, n)) for n in names})
+    prepared = [p for p in prepared if not p.forced]
     if not prepared:
         return terms
     weights = _weights(prepared)
@@ -169,7 +176,8 @@ def fit_terms(
     Minimises the mean of min(|log(predicted / measured)|, 0.5) over the runs, each weighted
     1/sqrt(runs from its source), plus a small pull towards `start`'s prior so a term no run
     informs keeps its physical default; coordinate search, `rounds` passes. Runs whose layout the
-    planner refuses are left out (`prepare` says why). Only `names` move.
+    planner refuses (`prepare` says why) or fits only by adding recomputation the run did not state
+    (`Prepared.forced`) are left out. Only `names` move.
     """
     prepared = []
     for r in runs:

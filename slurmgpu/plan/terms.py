@@ -25,7 +25,11 @@ class CostTerms:
     gemm_blackwell_bf16: float = 0.75
     gemm_blackwell_fp8: float = 0.55
     gemm_other: float = 0.60  # GPUs of no known architecture
-    attn: float = 0.33  # FlashAttention's share of the BF16 peak (attention stays BF16 under FP8)
+    attn: float = 0.33  # fused attention's share of the BF16 peak (attention stays BF16 under FP8)
+    # PyTorch SDPA's FlashAttention-2 kernels / the fused kernels frameworks like Transformer Engine run
+    # (cuDNN, FlashAttention-3) on Hopper and newer, whose tensor-core paths FlashAttention-2 does not
+    # use; on Ampere both are FlashAttention-2 class (1)
+    attn_sdpa: float = 0.6
     # knees of eff = ceiling x w/(w + gemm_w0) x t/(t + gemm_t0): w the TP-sharded width, t the tokens
     # of one micro-batch on one rank (small GEMMs do not fill the SMs)
     gemm_w0: float = 500.0
@@ -38,7 +42,15 @@ class CostTerms:
     layer_overhead_s: float = 8e-6  # kernel launches and host latency per layer per micro-batch
     tp_exposed: float = 0.175  # share of TP collective time not hidden behind GEMMs
     dp_exposed: float = 0.05  # share of the gradient sync not hidden behind backward (last bucket)
-    ep_a2a_eff: float = 0.98  # all-to-all bandwidth / ring bandwidth
+    fsdp_exposed: float = 0.05  # share of FSDP's per-micro-batch gathers and reduce-scatters not prefetched
+    cp_exposed: float = 0.1  # share of the CP ring exchange on the critical path even when attention covers it
+    # MoE: all-to-all time on the critical path per unit of ring-bandwidth time (the share not
+    # overlapped with the other micro-batch's compute, over all-to-all vs ring efficiency)
+    ep_exposed: float = 1.0
+    grouped_gemm: float = 1.0  # routed experts' grouped GEMMs / a dense GEMM of the same shape
+    # per MoE layer per micro-batch (fwd + bwd): router, token counting (a device-to-host sync for
+    # dropless grouped GEMMs), permutation and all-to-all setup: host-bound, the same for any batch
+    moe_layer_overhead_s: float = 1e-4
 
     def gemm_ceiling(self, arch: str, fp8: bool) -> float:
         """The large-GEMM efficiency of an architecture at BF16 or (where it has it) FP8."""
@@ -65,6 +77,7 @@ BOUNDS: Dict[str, Tuple[float, float]] = {
     "gemm_blackwell_fp8": (0.3, 0.95),
     "gemm_other": (0.3, 0.95),
     "attn": (0.15, 0.75),
+    "attn_sdpa": (0.3, 1.0),
     "gemm_w0": (50.0, 4000.0),
     "gemm_t0": (8.0, 1000.0),
     "attn_s0": (200.0, 16000.0),
@@ -73,7 +86,11 @@ BOUNDS: Dict[str, Tuple[float, float]] = {
     "layer_overhead_s": (1e-6, 100e-6),
     "tp_exposed": (0.0, 1.0),
     "dp_exposed": (0.0, 1.0),
-    "ep_a2a_eff": (0.2, 1.0),
+    "fsdp_exposed": (0.0, 1.0),
+    "cp_exposed": (0.0, 1.0),
+    "ep_exposed": (0.05, 2.0),  # 2: nothing hidden and all-to-alls at half the ring bandwidth
+    "grouped_gemm": (0.3, 1.0),
+    "moe_layer_overhead_s": (0.0, 3e-3),
 }
 
 
@@ -85,4 +102,26 @@ PRIOR_TERMS = CostTerms()
 
 # The terms every plan uses unless the request carries its own: fit_terms over every run of
 # bench/data/calibration_runs.tsv (bench/plan_accuracy.py --fit prints them).
-DEFAULT_TERMS = CostTerms()
+DEFAULT_TERMS = CostTerms(
+    gemm_ampere_bf16=0.8,
+    gemm_hopper_bf16=0.7853,
+    gemm_hopper_fp8=0.6798,
+    gemm_blackwell_bf16=0.6975,
+    gemm_blackwell_fp8=0.5885,
+    gemm_other=0.6,
+    attn=0.3201,
+    attn_sdpa=0.618,
+    gemm_w0=485,
+    gemm_t0=68.63,
+    attn_s0=2800,
+    mem_passes=9.7,
+    fp8_cast_bytes=10.82,
+    layer_overhead_s=8e-06,
+    tp_exposed=0.2529,
+    dp_exposed=0.06315,
+    fsdp_exposed=0.04995,
+    cp_exposed=0.1302,
+    ep_exposed=0.425,
+    grouped_gemm=0.8245,
+    moe_layer_overhead_s=0.000113,
+)

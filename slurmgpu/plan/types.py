@@ -45,6 +45,15 @@ class Capabilities:
     serving_dp: bool = True  # serving: data-parallel replicas inside one server (False: one TP x PP server)
     serving_dp_nodes: bool = True  # serving: those replicas may span several nodes (False: DP only on one node)
     launcher: str = ""  # whose capabilities these are, for the errors that name it
+    # what the launcher's `selective` recomputation keeps (memory.SELECTIVE_POLICIES): "attention"
+    # (Megatron: the attention core only) or "op" (PyTorch op-level checkpointing, torchtitan 'op')
+    selective: str = "attention"
+    # the attention kernels the framework runs: "fused" (Transformer Engine: cuDNN / FlashAttention-3)
+    # or "sdpa" (PyTorch scaled_dot_product_attention: FlashAttention-2), which the cost model times
+    attention: str = "fused"
+    # EP groups come only out of the sharded data-parallel ranks x CP x TP (torchtitan's ParallelDims),
+    # and ZeRO-1/2 shard inside one node (HSDP, layout.node_shard): EP must divide that
+    ep_within_shard: bool = False
 
 
 @dataclass(frozen=True)
