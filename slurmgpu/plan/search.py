@@ -286,7 +286,11 @@ def _train_layouts(
     mbs = [pins["micro_batch"]] if "micro_batch" in pins else list(MICRO_BATCHES)
     strategies = _strategies(ctx, pp, dp * cp, ep)
     if ep > 1 and ctx.req.caps.ep_within_shard and (node_shard(dp, cp, tp, gpn) * cp * tp) % ep:
-        strategies = [(z, r) for z, r in strategies if z >= 3]  # only full sharding spans DP for EP
+        # only full sharding spans DP for EP (torchtitan: EP out of dp_shard x CP x TP; FSDP + PP runs)
+        caps = ctx.req.caps
+        full = 3 in caps.zero and (pp == 1 or caps.zero3_with_pp) and caps.zero3_with_ep
+        recs = sorted({r for _, r in strategies}, key=[r for _, r in strategies].index)
+        strategies = [(3, r) for r in recs] if full and ctx.req.zero in (None, 3) else []
     counts = ctx.counts(pp)
     leanest: Optional[Tuple[float, Layout, MemoryBreakdown]] = None
     any_batch = False
