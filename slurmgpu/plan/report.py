@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Tuple
 
+from .accuracy import error_band
 from .cost import COST_WORDS, _Ctx
 from .memory import (
     GB,
@@ -82,9 +83,15 @@ def format_plan(plan: Plan, diagram: bool = False) -> str:
             % (_t(plan.step_time_s), _count(plan.tokens_per_s), _t(plan.prefill_s or 0), 100 * plan.mfu)
         )
     else:
+        band = error_band(plan.model.is_moe, plan.precision)
         lines.append(
-            "Speed    step %s, %s tokens/s, MFU %.1f%%"
-            % (_t(plan.step_time_s), _count(plan.tokens_per_s), 100 * plan.mfu)
+            "Speed    step %s, %s tokens/s%s, MFU %.1f%%"
+            % (
+                _t(plan.step_time_s),
+                _count(plan.tokens_per_s),
+                " (+-%d%% out of sample)" % band[1] if band else " (error unknown)",
+                100 * plan.mfu,
+            )
         )
         parts = ["%s %s" % (COST_WORDS[k], _t(v)) for k, v in plan.time_breakdown.items() if v > 0]
         lines.extend(_wrap("         ", "; ".join(parts)))
