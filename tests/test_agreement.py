@@ -150,9 +150,10 @@ def _bare_verdict(name: str, pname: str, nodes: int, tp: int, segment: Optional[
     g = site.node_types[site.partitions[pname].node_type].gpus
     lay = Layout(tp=tp, pp=1, dp=nodes * g // tp, nodes=nodes, gpus_per_node=g)
     args = ["--partition", pname, "--nodes=%d" % nodes, "--gpus-per-node=%d" % g, "--ntasks-per-node=%d" % g]
-    if segment:
-        args.append("--segment=%d" % segment)
-    return _runner(name).check("#!/bin/bash\n%s\nsrun true\n" % lay.stamp(site.name), args)
+    # an #SBATCH line, as generated scripts carry it: the NVL72 presets' Slurm (24.05) hands a
+    # command-line --segment to sbatch but not to job_submit.lua, so the filter would never see it
+    directive = "#SBATCH --segment=%d\n" % segment if segment else ""
+    return _runner(name).check("#!/bin/bash\n%s%s\nsrun true\n" % (directive, lay.stamp(site.name)), args)
 
 
 def test_block_cases_exist_and_the_policy_names_segments():
@@ -170,14 +171,28 @@ def test_only_block_sites_are_told_to_add_a_segment():
 
 @pytest.mark.parametrize("case", BLOCK_CASES, ids=["%s-%s-n%d-tp%d" % c for c in BLOCK_CASES])
 def test_every_segment_the_policy_names_in_a_fix_is_accepted_by_gen(case, tmp_path, monkeypatch):
+    """Where the policy proposes no segment, it says why: the job passes (no TP group leaves a
+    tray), TP is larger than the domain, or no segment of whole TP groups tiles the job (the
+    planner finds none either)."""
     monkeypatch.setenv("SLURMGPU_CACHE_DIR", str(tmp_path / "cache"))
-    for msg in _bare_verdict(*case).messages:
-        for m in _FIX_SEGMENT.finditer(msg):
-            seg = int(m.group(1))
-            kind, text = _generate(*case, segment=seg)
-            assert kind == "written", (seg, text)
-            assert "#SBATCH --segment=%d\n" % seg in text
-            assert check_script(_SITES[case[0]], text).decision == "accept"
+    name, pname, nodes, tp = case
+    nt = _SITES[name].node_types[_SITES[name].partitions[pname].node_type]
+    v = _bare_verdict(*case)
+    named = [int(m.group(1)) for msg in v.messages for m in _FIX_SEGMENT.finditer(msg)]
+    for seg in named:
+        kind, text = _generate(*case, segment=seg)
+        assert kind == "written", (seg, text)
+        assert "#SBATCH --segment=%d\n" % seg in text
+        assert check_script(_SITES[name], text).decision == "accept"
+    tn = tp // math.gcd(tp, nt.gpus)  # trays one TP group spans
+    planned, err = segment_for(nt, tp, nodes, nt.gpus)
+    if tp > nt.nvlink_domain:
+        assert not named and "tp-exceeds-domain" in v.rules, (v.rules, v.messages)
+    elif tn == 1 or nodes == 1:
+        assert not named and v.decision == "accept", (v.rules, v.messages)
+    else:  # groups span trays: the policy names a segment exactly when the planner finds one
+        assert bool(named) == (err is None), (named, planned, err, v.messages)
+        assert v.decision == "reject" and "tp-needs-segment" in v.rules
 
 
 @pytest.mark.parametrize("case", BLOCK_CASES, ids=["%s-%s-n%d-tp%d" % c for c in BLOCK_CASES])
@@ -189,16 +204,23 @@ def test_gen_accepts_an_explicit_segment_only_where_the_policy_does(case, tmp_pa
     nt = _SITES[name].node_types[_SITES[name].partitions[pname].node_type]
     planner, _, _ = _verdicts(*case)
     tp_over_domain = tp > nt.nvlink_domain
+    tn = tp // math.gcd(tp, nt.gpus)  # trays one TP group spans
+    kept = 0  # segments the policy accepts that keep tray-spanning TP groups inside one of several segments
     for seg in range(1, nt.domain_nodes + 1):
         kind, text = _generate(name, pname, nodes, tp, segment=seg)
+        accepted = _bare_verdict(name, pname, nodes, tp, seg).decision == "accept"
+        # rule_groups.lua: a segment inside one domain holds whole TP groups (a multiple of the
+        # groups' span), or holds the whole job
+        assert accepted == (not tp_over_domain and (nodes <= seg or seg % tn == 0)), (seg, tn, accepted)
         if kind == "written":
-            assert check_script(_SITES[name], text).decision == "accept", (seg, text)
-        elif not tp_over_domain and _bare_verdict(name, pname, nodes, tp, seg).decision == "accept":
-            # the policy would take it (a job inside one segment passes there whatever its size):
-            # gen is stricter only for a segment of part TP groups, or one that does not cut the
-            # job into whole segments
-            tn = tp // math.gcd(tp, nt.gpus)
+            assert accepted and check_script(_SITES[name], text).decision == "accept", (seg, text)
+        elif accepted:
+            # the policy takes a job inside one segment whatever the segment's size: gen is stricter
+            # only for a segment of part TP groups, or one that does not cut the job into whole segments
             assert seg % tn or (seg < nodes and nodes % seg), (seg, text)
+        kept += accepted and tn > 1 and seg < nodes
+    if not tp_over_domain and 1 < tn < nodes and tn <= nt.domain_nodes:
+        assert kept, "no segment of several was accepted for TP groups spanning %d trays" % tn
     if not planner:
         # the segment gen picks by itself is one of those it accepts
         kind, text = _generate(name, pname, nodes, tp)
