@@ -167,6 +167,58 @@ def test_deepseek_v3_gets_its_yarn_rope_and_grouped_experts() -> None:
     assert ns.rotary_base == 10000 and ns.moe_grouped_gemm and ns.multi_latent_attention
 
 
+def _expert_mesh(ns, world: int):  # type: ignore[no-untyped-def]
+    """Megatron-core's expert mesh at the pin (parallel_state.initialize_model_parallel): expert TP
+    defaults to TP, and etp x EP x PP must divide the world (else RuntimeError at start-up).
+    Returns (expert TP, expert DP, whether Megatron starts)."""
+    etp = ns.expert_tensor_parallel_size or ns.tensor_model_parallel_size
+    mp = etp * ns.expert_model_parallel_size * ns.pipeline_model_parallel_size
+    return etp, world // mp, world % mp == 0
+
+
+def test_deepseek_v3_tp2_ep64_over_dp32_gets_expert_tp_one() -> None:
+    """NeMo's DeepSeek-V3 layout, TP2 EP64 over DP32 (PP2, 32 GB200 trays): EP does not divide DP x CP,
+    so the experts run unsplit (expert TP 1, one 64-rank EP group per stage). Written as TP (2), the
+    expert mesh would need 2 x 64 x 2 = 256 ranks of 128 and Megatron would refuse to start; and the
+    submit filter would see 128-rank EP groups, more than a rack (it refused gen's own script)."""
+    site = load_site(str(preset_dir() / "gb200-nvl72.yaml"))
+    js = JobSpec(
+        launcher="megatron",
+        model="deepseek-v3",
+        nodes=32,
+        time="01:00:00",
+        smoke=True,
+        parallel={"tp": 2, "ep": 64, "pp": 2},
+    )
+    g = generate(site, js, search_path(None, None, site))
+    lay = g.request.layout
+    assert (lay.tp, lay.dp, lay.ep, lay.pp) == (2, 32, 64, 2)
+    ns, broken = M.check(CAT, [str(a) for a in g.request.launch.program][1:], lay.world)
+    assert not broken
+    assert ns.expert_tensor_parallel_size == 1
+    assert _expert_mesh(ns, lay.world) == (1, 1, True)
+    assert "#SBATCH --segment=16\n" in g.script  # one EP group: 16 trays of one rack
+
+
+def test_expert_tp_follows_the_layout_megatron_can_start() -> None:
+    """Where EP divides DP x CP the experts keep TP (Megatron's default, the memory model's split);
+    the flag says so and the expert mesh tiles the world."""
+    site = load_site(str(preset_dir() / "dgx-h100.yaml"))
+    js = JobSpec(
+        launcher="megatron",
+        model="mixtral-8x7b",
+        nodes=4,
+        time="01:00:00",
+        smoke=True,
+        parallel={"tp": 2, "ep": 4, "pp": 1, "cp": 1},
+    )
+    g = generate(site, js, search_path(None, None, site))
+    lay = g.request.layout
+    ns, broken = M.check(CAT, [str(a) for a in g.request.launch.program][1:], lay.world)
+    assert not broken and (lay.tp, lay.dp, lay.ep) == (2, 16, 4)
+    assert _expert_mesh(ns, lay.world) == (2, 4, True)
+
+
 def test_a_gated_mlp_megatron_has_no_flag_for_is_refused_by_name() -> None:
     """Gemma 2's GeGLU (tanh-GELU): pretrain_gpt.py's only gated MLP is --swiglu, so it would have
     trained another network; gen refuses and names the launcher that has the recipe."""

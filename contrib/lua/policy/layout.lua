@@ -38,7 +38,7 @@ end
 
 -- The layout the rules check, for one partition's GPUs per node: per parameter the visible
 -- flags' value (the largest), else the stamp's, else SLURMGPU_*'s.
-local LAYOUT_KEYS = {"tp", "pp", "cp", "ep", "dp"}
+local LAYOUT_KEYS = {"tp", "pp", "cp", "ep", "dp", "etp"}
 local function layout_for(det, gpn)
   local L = {tp = 1, pp = 1, cp = 1, ep = 1}
   -- a stamp or SLURMGPU_* layout whose TP the flags contradict describes another job: unused

@@ -15,6 +15,8 @@ local NAMES = {
   ["expert-model-parallel-size"] = "ep", ["expert-parallel-size"] = "ep",
   ["expert-parallel-degree"] = "ep", ["ep"] = "ep", ["ep-size"] = "ep",
   ["data-parallel-size"] = "dp", ["dp"] = "dp", ["dp-size"] = "dp",
+  -- Megatron's --expert-tensor-parallel-size (NeMo: model.expert_tensor_parallel_size); unset: TP
+  ["expert-tensor-parallel-size"] = "etp",
   ["model-parallel-size"] = "tp", -- Megatron's spelling before tensor-/pipeline- split
   -- accelerate's Megatron-LM plugin (config key megatron_lm_tp_degree, flag --megatron_lm_tp_degree)
   ["megatron-lm-tp-degree"] = "tp", ["megatron-lm-pp-degree"] = "pp",

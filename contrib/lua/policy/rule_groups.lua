@@ -13,8 +13,9 @@ local gcd, plural = import("util", "gcd", "plural")
 
 -- A multi-node NVLink domain (GB200 NVL72): every TP, CP and EP group must stay inside one
 -- domain, i.e. one --segment; PP and DP may cross racks. The spans are plan/placement.py's:
--- TP groups are blocks of tp ranks, CP groups of tp*cp, EP groups (Megatron's expert mesh,
--- expert TP = TP; torchtitan alike) of tp*ep; a block needs block / gcd(block, rpn) nodes.
+-- TP groups are blocks of tp ranks, CP groups of tp*cp, EP groups (Megatron's expert mesh) of
+-- etp*ep, with the expert TP the launch sets (--expert-tensor-parallel-size; Megatron's default,
+-- and torchtitan's block alike: TP); a block needs block / gcd(block, rpn) nodes.
 -- What the launch numbers its ranks by (plan/placement.py RANK_SOURCES): an explicit node rank
 -- from SLURM_NODEID, torchrun's rendezvous (node ranks in host-name order), else srun's tasks.
 local function rank_source(det)
@@ -54,7 +55,8 @@ local function domain_groups(ctx, f, out)
       tp_fix(tp, L.pp, function(t) return t <= dom and (t % rpn == 0 or rpn % t == 0) end, fx_of(ctx))))
     return
   end
-  local list = {{"tp", tp, tp}, {"cp", L.cp, tp * L.cp}, {"ep", L.ep, tp * L.ep}}
+  local etp = L.etp or tp
+  local list = {{"tp", tp, tp}, {"cp", L.cp, tp * L.cp}, {"ep", L.ep, etp * L.ep}}
   local unit, need = 1, {}
   for i = 1, #list do
     local kind, size, block = list[i][1], list[i][2], list[i][3]
@@ -76,8 +78,8 @@ local function domain_groups(ctx, f, out)
     local n = need[i]
     local gm = group_mode(ctx.topo, n.kind)
     local name = n.kind == "tp" and format("TP=%d%s", tp, where_of(ctx))
-      or format("%s=%d (%s groups of %d ranks with TP=%d)", string.upper(n.kind), n.size, GROUP_WORDS[n.kind],
-                n.block, tp)
+      or format("%s=%d (%s groups of %d ranks with %sTP=%d)", string.upper(n.kind), n.size, GROUP_WORDS[n.kind],
+                n.block, (n.kind == "ep" and etp ~= tp) and "expert " or "", n.kind == "ep" and etp or tp)
     if n.block > dom then
       add_finding(out, "reject", n.kind .. "-exceeds-domain", format(
         "%s spans %s, more than the NVLink domain on %s: its collectives would run over the network. "
