@@ -38,7 +38,7 @@ def test_the_span_formula_matches_the_explicit_placement(tp, cp, ep, rpn):
     for seg in range(1, nodes + 1):
         if nodes % seg:
             continue
-        crossed = crossings(lay, nodes, seg, rpn)
+        crossed = crossings(lay, nodes, seg)
         assert (not crossed) == (seg % unit == 0), (seg, unit, crossed)
 
 
@@ -103,3 +103,24 @@ def test_ep_set_to_warn_is_preferred_not_required(tmp_path):
     assert any("EP groups may cross NVLink domains" in n for n in plan.notes)
     free = make_plan(warn, PlanRequest(model=get_model("deepseek-v3"), nodes=256))
     assert free.layout.tp * free.layout.ep <= 72
+
+
+def test_expert_groups_follow_the_plans_expert_tp():
+    """TP2 EP64 over DP32 (DeepSeek-V3 on 32 GB200 trays, PP2): EP does not divide DP x CP, so the
+    experts run with expert TP 1 (what megatron.py writes): one EP group is 64 consecutive ranks, 16
+    trays of one rack, and the rules, the segment and the crossings all agree. Before, placement took
+    expert TP = TP unless a caller passed it (none did): groups() raised, spans() said 32 trays."""
+    site = _gb200(32)
+    nt = site.node_types["gb200-tray"]
+    lay = Layout(tp=2, pp=2, dp=32, ep=64, nodes=32, gpus_per_node=4)
+    assert groups(lay, "ep")[0] == list(range(64))
+    assert [(s.block, s.unit) for s in spans(lay) if s.kind == "ep"] == [(64, 16)]
+    assert group_nodes(lay, "ep")[0] == list(range(16))
+    assert segment_for_layout(nt, lay) == (16, None)
+    assert layout_segment_error(nt, lay, 16) is None and layout_segment_error(nt, lay, 8)
+    assert not crossings(lay, nt.domain_nodes, 16) and crossings(lay, nt.domain_nodes, 8) == {"ep": 2}
+    assert check_layout_rules(site, "gpu", get_model("deepseek-v3"), lay) == []
+    # EP dividing DP x CP: the experts keep TP, an EP group strides over TP's ranks
+    keep = Layout(tp=2, dp=16, ep=4, nodes=8, gpus_per_node=4)
+    assert groups(keep, "ep")[:2] == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert [s.unit for s in spans(keep) if s.kind == "ep"] == [2]

@@ -396,7 +396,7 @@ def _check_rank_order(site: Site, node: NodeType, layout: Layout, launch: Launch
     if site.ranks_follow_blocks(launch.rank_source):
         return
     kinds = strict_kinds(site.policy.groups)
-    crossing = [s for s in spans(layout, layout.gpus_per_node, kinds) if s.unit > 1]
+    crossing = [s for s in spans(layout, kinds) if s.unit > 1]
     if not crossing:
         return
     fix = (

@@ -1035,7 +1035,7 @@ def check_domain_groups(
         if mode == "off":
             continue
         try:
-            per_group = group_nodes(layout, kind, layout.gpus_per_node)
+            per_group = group_nodes(layout, kind)
         except ValueError as exc:
             out.append(CheckResult(compress_hostlist(order), "nvl-domain", "warn", str(exc), "", ""))
             continue

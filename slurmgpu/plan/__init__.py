@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .models import ModelSpec, aliases_of, catalogue, fmt_params, get_model, load_model_file, model_from_params
     from .planner import make_plan
     from .report import format_plan
-    from .rules import check_layout_rules, segment_error, segment_for
+    from .rules import check_layout_rules, segment_for
     from .types import Capabilities, PlanRequest
 
 # A name that is also a submodule's name is bound now: once any sibling imported the
@@ -57,7 +57,6 @@ _EXPORTS = {
     "model_from_params": (".models", "model_from_params"),
     "model_states_bytes": (".memory", "model_states_bytes"),
     "render": (".diagram", "render"),
-    "segment_error": (".rules", "segment_error"),
     "segment_for": (".rules", "segment_for"),
     "stage_layers": (".memory", "stage_layers"),
     "tp_group_nodes": (".layout", "tp_group_nodes"),
@@ -87,7 +86,6 @@ __all__ = [
     "model_states_bytes",
     "node_shard",
     "render",
-    "segment_error",
     "segment_for",
     "stage_layers",
     "tp_group_nodes",

@@ -8,8 +8,9 @@ by tests/test_agreement.py.
 Rank orders (innermost first; ranks fill nodes in order, `ranks_per_node` per node):
 
 * ``megatron``: Megatron-LM's default ``tp-cp-ep-dp-pp`` for dense groups, and its separate expert
-  mesh ``etp-ep-edp-pp`` (expert TP defaults to TP) that carves EP out of CP x DP. An EP group is
-  then `ep` ranks with stride `etp`, inside a block of ``etp * ep`` consecutive ranks.
+  mesh ``etp-ep-edp-pp`` that carves EP out of CP x DP. Expert TP is the plan's (`layout.expert_tp`:
+  TP, or 1 where EP does not divide DP x CP; the launchers write it), so an EP group is `ep` ranks
+  with stride `etp`, inside a block of ``etp * ep`` consecutive ranks.
 * ``torchtitan``: the device mesh ``[pp, dp_replicate, dp_shard, cp, tp]`` (outermost first); EP
   borrows ``dp_shard x cp`` (and TP when expert TP is 1), so its block is again ``tp * ep`` ranks.
 
@@ -23,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .layout import Layout
+from .layout import Layout, expert_tp
 
 ORDERS = ("megatron", "torchtitan")
 
@@ -60,12 +61,18 @@ DOMAIN_KINDS = ("tp", "cp", "ep")
 KINDS = ("tp", "cp", "ep", "pp", "dp")
 
 
-def _mesh(layout: Layout, kind: str, order: str, etp: Optional[int]) -> List[Tuple[str, int]]:
+def _etp(layout: Layout) -> int:
+    """The expert TP the plan runs: the one value the memory and cost model, the launchers' flags and
+    every placement here share (TP 2 x EP 64 over DP 32: 1, so an EP group is 64 ranks, not 128)."""
+    return expert_tp(layout.tp, layout.dp, layout.cp, layout.ep)
+
+
+def _mesh(layout: Layout, kind: str, order: str) -> List[Tuple[str, int]]:
     """The rank mesh that defines `kind`'s groups, innermost axis first."""
     if order not in ORDERS:
         raise ValueError("unknown rank order %r; expected one of %s" % (order, ", ".join(ORDERS)))
     if kind == "ep":
-        e_tp = etp or layout.tp
+        e_tp = _etp(layout)
         rest = layout.tp * layout.cp * layout.dp
         if layout.ep < 1 or rest % (e_tp * layout.ep):
             raise ValueError(
@@ -76,9 +83,9 @@ def _mesh(layout: Layout, kind: str, order: str, etp: Optional[int]) -> List[Tup
     return [("tp", layout.tp), ("cp", layout.cp), ("dp", layout.dp), ("pp", layout.pp)]
 
 
-def groups(layout: Layout, kind: str, order: str = "megatron", etp: Optional[int] = None) -> List[List[int]]:
+def groups(layout: Layout, kind: str, order: str = "megatron") -> List[List[int]]:
     """Global ranks of every `kind` group: the ranks that differ only along that mesh axis."""
-    mesh = _mesh(layout, kind, order, etp)
+    mesh = _mesh(layout, kind, order)
     axis = kind if kind != "ep" else "ep"
     sizes = [s for _, s in mesh]
     names = [n for n, _ in mesh]
@@ -102,7 +109,7 @@ def strict_kinds(groups: Mapping[str, str]) -> Tuple[str, ...]:
 
 
 def group_index(
-    layout: Layout, order: str = "megatron", etp: Optional[int] = None, kinds: Sequence[str] = KINDS
+    layout: Layout, order: str = "megatron", kinds: Sequence[str] = KINDS
 ) -> Dict[str, List[Tuple[int, int]]]:
     """For each kind, every global rank's (group number, position inside the group), from `groups`.
 
@@ -112,29 +119,28 @@ def group_index(
     out: Dict[str, List[Tuple[int, int]]] = {}
     for kind in kinds:
         where = [(0, 0)] * layout.world
-        for g, ranks in enumerate(groups(layout, kind, order, etp)):
+        for g, ranks in enumerate(groups(layout, kind, order)):
             for pos, r in enumerate(ranks):
                 where[r] = (g, pos)
         out[kind] = where
     return out
 
 
-def group_nodes(
-    layout: Layout, kind: str, ranks_per_node: Optional[int] = None, order: str = "megatron", etp: Optional[int] = None
-) -> List[List[int]]:
-    """For each `kind` group, the distinct node indices (0-based, job order) its ranks land on."""
-    rpn = ranks_per_node or layout.gpus_per_node
-    return [sorted({r // rpn for r in g}) for g in groups(layout, kind, order, etp)]
+def group_nodes(layout: Layout, kind: str, order: str = "megatron") -> List[List[int]]:
+    """For each `kind` group, the distinct node indices (0-based, job order) its ranks land on
+    (`layout.gpus_per_node` ranks per node, in rank order)."""
+    rpn = layout.gpus_per_node
+    return [sorted({r // rpn for r in g}) for g in groups(layout, kind, order)]
 
 
-def group_block(layout: Layout, kind: str, etp: Optional[int] = None) -> int:
+def group_block(layout: Layout, kind: str) -> int:
     """Consecutive ranks that hold whole `kind` groups (TP: tp, CP: tp*cp, EP: etp*ep)."""
     if kind == "tp":
         return layout.tp
     if kind == "cp":
         return layout.tp * layout.cp
     if kind == "ep":
-        return (etp or layout.tp) * layout.ep
+        return _etp(layout) * layout.ep
     if kind == "pp":
         return layout.world
     if kind == "dp":
@@ -164,15 +170,13 @@ class Span:
     unit: int  # fewest nodes holding whole groups
 
 
-def spans(
-    layout: Layout, ranks_per_node: Optional[int] = None, kinds: Sequence[str] = DOMAIN_KINDS, etp: Optional[int] = None
-) -> List[Span]:
+def spans(layout: Layout, kinds: Sequence[str] = DOMAIN_KINDS) -> List[Span]:
     """The span of each kind in `kinds` that has more than one rank per group."""
-    rpn = ranks_per_node or layout.gpus_per_node
+    rpn = layout.gpus_per_node
     out = []
     for k in kinds:
         if _size(layout, k) > 1:
-            b = group_block(layout, k, etp)
+            b = group_block(layout, k)
             out.append(Span(k, _size(layout, k), b, group_unit(b, rpn)))
     return out
 
@@ -226,10 +230,8 @@ def crossings(
     layout: Layout,
     domain_nodes: int,
     segment: Optional[int],
-    ranks_per_node: Optional[int] = None,
     order: str = "megatron",
     kinds: Sequence[str] = DOMAIN_KINDS,
-    etp: Optional[int] = None,
 ) -> Dict[str, int]:
     """Groups of each kind that would cross an NVLink domain, counted from the actual placement.
 
@@ -244,7 +246,7 @@ def crossings(
     for k in kinds:
         if _size(layout, k) <= 1:
             continue
-        n = sum(1 for g in group_nodes(layout, k, ranks_per_node, order, etp) if len({x // per for x in g}) > 1)
+        n = sum(1 for g in group_nodes(layout, k, order) if len({x // per for x in g}) > 1)
         if n:
             out[k] = n
     return out

@@ -8,7 +8,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 from ..site import NodeType, Partition, Site
 from .hardware import Hardware, hardware
-from .layout import Layout, expert_tp
+from .layout import Layout
 from .models import ModelSpec
 from .placement import DOMAIN_KINDS, choose_segment, spans
 
@@ -48,62 +48,28 @@ def segment_for(nt: NodeType, tp: int, nodes: int, gpn: int) -> Tuple[Optional[i
     )
 
 
-def segment_error(nt: NodeType, tp: int, nodes: int, gpn: int, segment: int) -> Optional[str]:
-    """Why an explicit --segment does not keep each TP group inside one NVLink domain (None: it does).
-
-    A segment must hold whole TP groups (a multiple of tp / gcd(tp, gpn) nodes), fit in one
-    domain, and cut the job into whole segments (divide the node count, or hold the whole job).
-    """
-    dn = nt.domain_nodes
-    tn = segment_unit(tp, gpn)
-    if segment >= 1 and segment % tn == 0 and segment <= dn and (segment >= nodes or nodes % segment == 0):
-        return None
-    return (
-        "--segment=%d does not keep TP groups inside one %d-node NVLink domain for a %d-node job: TP=%d on "
-        "%d GPUs per node needs %d node%s per group (tp / gcd(tp, %d)), so the segment must be a multiple of "
-        "%d, divide %d and be at most %d" % (segment, dn, nodes, tp, gpn, tn, "s" if tn > 1 else "", gpn, tn, nodes, dn)
-    )
-
-
 def segment_for_layout(
-    nt: NodeType,
-    layout: Layout,
-    ranks_per_node: Optional[int] = None,
-    etp: Optional[int] = None,
-    kinds: Sequence[str] = DOMAIN_KINDS,
+    nt: NodeType, layout: Layout, kinds: Sequence[str] = DOMAIN_KINDS
 ) -> Tuple[Optional[int], Optional[str]]:
     """The --segment that keeps every TP, CP and EP group of `layout` inside one NVLink domain.
 
     Dense and MoE alike: the unit is the least common multiple of each group's span in nodes
-    (`placement.group_unit`: TP tp, CP tp*cp, EP etp*ep ranks); PP and DP may cross domains.
+    (`placement.group_unit`: TP tp, CP tp*cp, EP etp*ep ranks, with the plan's expert TP); PP and DP
+    may cross domains.
     For MLPerf's Llama 3.1 405B (TP4 CP2 on 4-GPU trays, 1,280 nodes) that is 16-node segments.
     """
     if nt.nvlink_domain <= nt.gpus or layout.nodes <= 1:
         return None, None
-    etp = _etp(layout, etp)
-    return choose_segment(
-        nt.domain_nodes, nt.nvlink_domain, layout.nodes, spans(layout, ranks_per_node, kinds=kinds, etp=etp)
-    )
-
-
-def _etp(layout: Layout, etp: Optional[int]) -> int:
-    """The expert TP the plan runs: given, else what the memory and cost model assume (layout.expert_tp),
-    so an EP group of TP 2 x EP 64 over DP 32 spans 64 ranks, not 128."""
-    return etp if etp is not None else expert_tp(layout.tp, layout.dp, layout.cp, layout.ep)
+    return choose_segment(nt.domain_nodes, nt.nvlink_domain, layout.nodes, spans(layout, kinds=kinds))
 
 
 def layout_segment_error(
-    nt: NodeType,
-    layout: Layout,
-    segment: int,
-    ranks_per_node: Optional[int] = None,
-    etp: Optional[int] = None,
-    kinds: Sequence[str] = DOMAIN_KINDS,
+    nt: NodeType, layout: Layout, segment: int, kinds: Sequence[str] = DOMAIN_KINDS
 ) -> Optional[str]:
     """Why an explicit --segment lets some TP/CP/EP group of `layout` leave its NVLink domain."""
     from .placement import segment_unit_of
 
-    sp = spans(layout, ranks_per_node, kinds=kinds, etp=_etp(layout, etp))
+    sp = spans(layout, kinds=kinds)
     unit = segment_unit_of(sp)
     dn, nodes = nt.domain_nodes, layout.nodes
     if segment >= 1 and segment % unit == 0 and segment <= dn and (segment >= nodes or nodes % segment == 0):

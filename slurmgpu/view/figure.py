@@ -14,7 +14,7 @@ from functools import lru_cache
 from html import escape
 from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
-from ..plan.layout import GROUP_KINDS, Layout, expert_tp, tp_groups
+from ..plan.layout import GROUP_KINDS, Layout, tp_groups
 from ..plan.placement import group_index
 from ..site import NodeType
 
@@ -354,15 +354,14 @@ class Membership:
 
 @lru_cache(maxsize=8)
 def membership(lay: Layout) -> Membership:
-    """Expert TP as the cost model assumes it (plan.layout.expert_tp: TP, or 1 when EP does not
-    divide DP x CP), so an EP layout the planner prices is an EP layout the picture draws."""
-    etp = expert_tp(lay.tp, lay.dp, lay.cp, lay.ep)
+    """Each rank's group of every kind; EP with the plan's expert TP (plan.placement: TP, or 1 when
+    EP does not divide DP x CP), so an EP layout the planner prices is an EP layout the picture draws."""
     index: Dict[str, List[int]] = {}
     counts: Dict[str, int] = {}
     missing: Dict[str, str] = {}
     for k in GROUP_KINDS:
         try:
-            where = group_index(lay, etp=etp, kinds=(k,))[k]
+            where = group_index(lay, kinds=(k,))[k]
         except ValueError as e:
             missing[k] = str(e)
             counts[k] = 0
