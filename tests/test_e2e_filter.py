@@ -29,11 +29,11 @@ import pytest
 import yaml
 
 from slurmgpu.errors import ConfigError
-from slurmgpu.policy import PolicyRunner, render_filter
+from slurmgpu.policy import PolicyRunner, lua_literal, part_list, render_filter
 from slurmgpu.site import Site, load_site, resolve_site_ref
-from slurmgpu.slurm import het_count, tres_prefix
+from slurmgpu.slurm import het_count, job_desc, tres_prefix
 from tests.cluster_fixtures import testcluster
-from tests.policy_cases.cases import PolicyCase, load_cases
+from tests.policy_cases.cases import PolicyCase, load_cases, problems
 
 pytestmark = pytest.mark.cluster
 
@@ -574,12 +574,14 @@ class _CaseClusters:
         self.release = release
         self.clusters: Dict[str, object] = {}
         self.runners: Dict[str, PolicyRunner] = {}
+        self.filters: Dict[str, Tuple[Site, str]] = {}  # the job_submit.lua each controller loaded
 
     def get(self, case: PolicyCase):
         if case.site_ref not in self.clusters:
             # the site as run by this release: `slurmgpu check` models its sbatch
             s = replace(load_site(resolve_site_ref(case.site_ref)), slurm_version=self.release.version)
-            c = self.new_cluster(_partitions_for(s), job_submit_lua=render_filter(s, "job_submit"))
+            self.filters[case.site_ref] = (s, render_filter(s, "job_submit"))
+            c = self.new_cluster(_partitions_for(s), job_submit_lua=self.filters[case.site_ref][1])
             self.clusters[case.site_ref] = c
             c.start()
             self.runners[case.site_ref] = PolicyRunner(s)
@@ -613,6 +615,26 @@ def test_cases_left_to_the_python_side_are_only_other_users():
     assert len(HET_CASES) <= 3 and all(c.name.startswith("s5-het-") for c in HET_CASES)
 
 
+def _filter_directly(case: PolicyCase, site: Site, rendered: str, tmp: Path) -> None:
+    """A case this release's sbatch refuses for --segment (22.05 has none) still has its filter
+    verdict checked: the job_submit.lua this controller loaded, under Debian's lua5.1 driven as
+    slurmctld drives it (contrib/lua/slurm_stub.lua), given the job_desc of a release whose sbatch
+    takes --segment (24.11). Otherwise the case would check only sbatch's refusal."""
+    from tests.test_policy_lua import run_lua
+
+    desc = job_desc(
+        case.script, case.args, env=case.env, user="root", script_path=case.path.name, slurm_version="24.11"
+    )
+    body = "local rc, msgs = S.submit(%s, %s, 0)\nout({rc = rc, msgs = msgs})\n" % (
+        lua_literal(desc),
+        lua_literal(part_list(site)),
+    )
+    (res,) = run_lua(tmp / "direct", body, rendered)
+    decision = {0: "accept", 2072: "reject"}.get(res["rc"], "rc=%s" % res["rc"])
+    found = problems(case, decision, res["msgs"], res["msgs"], slurm_version="24.11")
+    assert not found, (case.name, found, res["msgs"])
+
+
 @pytest.mark.parametrize("case", ROOT_CASES, ids=[c.name for c in ROOT_CASES])
 def test_policy_case_verdict_from_real_slurmctld(case_clusters, case, tmp_path):
     cluster, runner = case_clusters.get(case)
@@ -641,6 +663,8 @@ def test_policy_case_verdict_from_real_slurmctld(case_clusters, case, tmp_path):
         if expect == "sbatch":  # ... and `slurmgpu check` refuses it as that sbatch does
             with pytest.raises(ConfigError, match="Slurm %s's sbatch refuses" % cluster.release.major):
                 runner.check(case.script, case.args, env=env, user="root", uid=0, script_path=str(path))
+        elif "--segment" in reason:  # the filter is still judged: see _filter_directly
+            _filter_directly(case, *case_clusters.filters[case.site_ref], tmp_path)
         return
 
     # `slurmgpu check`'s verdict: same script path, options, environment and user
