@@ -4,6 +4,7 @@
 # expect: reject
 # message: TP=16
 # message: 8 GPUs per node
+# not-rule: world-mismatch
 #SBATCH -N2 --ntasks-per-node=8 --gpus-per-task=1
 export NCCL_IB_HCA==mlx5_0,mlx5_3
 export NCCL_SOCKET_IFNAME=bond0

@@ -3,6 +3,7 @@
 # site: dgx-h100
 # expect: reject
 # message: TP=16
+# not-rule: world-mismatch
 #SBATCH -N2 --exclusive
 export NCCL_IB_HCA==mlx5_0,mlx5_3
 export NCCL_SOCKET_IFNAME=bond0

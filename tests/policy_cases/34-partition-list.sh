@@ -5,6 +5,7 @@
 # expect: reject
 # message: partition 'quad'
 # message: 4 GPUs per node
+# message: across nodes 0-1
 #SBATCH -N2 --gpus-per-node=8
 export NCCL_IB_HCA==mlx5_0,mlx5_1
 srun python train.py --tensor-model-parallel-size 8
