@@ -6,8 +6,8 @@ from dataclasses import replace
 import pytest
 
 from slurmgpu.plan import Layout, PlanRequest, get_model, make_plan
-from slurmgpu.plan.placement import choose_segment, crossings, group_nodes, groups, segment_unit_of, spans
-from slurmgpu.plan.rules import check_layout_rules, layout_segment_error, segment_for_layout
+from slurmgpu.plan.placement import Span, choose_segment, crossings, group_nodes, groups, segment_unit_of, spans
+from slurmgpu.plan.rules import check_layout_rules, layout_segment_error, segment_for, segment_for_layout
 from slurmgpu.site import load_site
 from slurmgpu.site.presets import preset_dir
 
@@ -124,3 +124,47 @@ def test_expert_groups_follow_the_plans_expert_tp():
     keep = Layout(tp=2, dp=16, ep=4, nodes=8, gpus_per_node=4)
     assert groups(keep, "ep")[:2] == [[0, 2, 4, 6], [1, 3, 5, 7]]
     assert [s.unit for s in spans(keep) if s.kind == "ep"] == [2]
+
+
+def test_an_explicit_segment_must_be_a_multiple_of_the_span_and_fit_one_domain():
+    """TP=12 on 4-GPU trays spans 3 trays: --segment=4 is larger than a group but cuts groups (issue
+    35's NVL72 mutation: 'a multiple' read as 'at least'); a 36-node segment holds whole groups and the
+    whole job but is two racks."""
+    nt = _gb200(36).node_types["gb200-tray"]
+    lay = Layout(tp=12, dp=4, nodes=12, gpus_per_node=4)
+    assert layout_segment_error(nt, lay, 3) is None and layout_segment_error(nt, lay, 6) is None
+    assert "be a multiple of 3" in (layout_segment_error(nt, lay, 4) or "")
+    assert layout_segment_error(nt, lay, 5)
+    whole = Layout(tp=12, dp=12, nodes=36, gpus_per_node=4)
+    assert layout_segment_error(nt, whole, 18) is None
+    assert "be at most 18" in (layout_segment_error(nt, whole, 36) or "")
+
+
+def test_the_planners_segment_holds_whole_tp_groups_of_trays():
+    """rules.segment_for: TP=9 (9 trays per group: 9 / gcd(9, 4)) on 9 trays is one 9-node segment;
+    TP=6 (3 trays) on 2 trays has none; on 12 trays a whole-job 12-node segment; on 30 trays 15."""
+    nt = _gb200(36).node_types["gb200-tray"]
+    assert segment_for(nt, 9, 9, 4) == (9, None)
+    seg, err = segment_for(nt, 6, 2, 4)
+    assert seg is None and "segments of 3 nodes" in (err or "")
+    assert segment_for(nt, 6, 12, 4) == (12, None)
+    assert segment_for(nt, 6, 30, 4) == (15, None)
+    assert segment_for(nt, 8, 20, 4) == (10, None)  # not 18: it must divide the node count
+    assert segment_for(nt, 8, 19, 4)[0] is None
+
+
+def test_choose_segment_never_leaves_nodes_over():
+    two = [Span("tp", 8, 8, 2)]
+    assert choose_segment(18, 72, 20, two) == (10, None)
+    seg, err = choose_segment(18, 72, 19, two)
+    assert seg is None and "18 or 20 nodes would work" in (err or "")
+
+
+def test_tp_larger_than_the_domain_and_ep_not_dividing_are_named():
+    site = _gb200(72)
+    errs = check_layout_rules(site, "gpu", get_model("llama3.1-405b"), Layout(tp=144, dp=2, nodes=72, gpus_per_node=4))
+    assert any("TP=144 is larger than the 72-GPU NVLink domain" in e for e in errs), errs
+    errs = check_layout_rules(
+        site, "gpu", get_model("deepseek-v3"), Layout(tp=1, dp=24, ep=16, nodes=6, gpus_per_node=4)
+    )
+    assert any("EP=16 must divide DP x CP x TP = 24" in e for e in errs), errs
