@@ -4,6 +4,6 @@
 # expect: reject
 # rule: tp-needs-segment
 # message: --segment=20 does not keep each TP group inside one domain
-#SBATCH -p nvl72 -N36 --gpus-per-node=4 --segment=20
+#SBATCH -p nvl72 -N40 --gpus-per-node=4 --segment=20
 export NCCL_IB_HCA==mlx5_0,mlx5_1
 srun python train.py --tensor-model-parallel-size 8
