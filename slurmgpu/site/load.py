@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from ..errors import ConfigError, Issue
 from ..schema import Checker, Field, join
 from ..vocab import FABRICS, LAUNCHERS, RUNTIMES
+from .affinity import parse_affinity
 from .model import (
     GPU_REQUESTS,
     LINKS,
@@ -78,6 +79,7 @@ _NODE_FIELDS = {
     "roce_gid_index": Field("int", minimum=0),
     "roce_traffic_class": Field("int", minimum=0),
     "mnnvl": Field("str", default="auto", choices=MNNVL_MODES),
+    "affinity": Field("map"),  # GPU -> NUMA node, CPUs, NICs (site/affinity.py)
 }
 
 
@@ -411,6 +413,7 @@ def _node_type(ck: Checker, name: str, raw: Any, parent: Any) -> Optional[NodeTy
             path + ".socket_ifname",
             "fabric %s needs socket_ifname (the interface NCCL should use, e.g. hsn0 or eth0)" % fabric,
         )
+    affinity = parse_affinity(ck, v["affinity"], path + ".affinity", raw, gpus, [n.name for n in nics])
     if len(ck.issues) > n_before:
         return None
     return NodeType(
@@ -433,6 +436,7 @@ def _node_type(ck: Checker, name: str, raw: Any, parent: Any) -> Optional[NodeTy
         roce_gid_index=v["roce_gid_index"],
         roce_traffic_class=v["roce_traffic_class"],
         mnnvl=v["mnnvl"],
+        affinity=affinity,
     )
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ..errors import ConfigError, Issue
+from .affinity import AffinityMap
 
 LINKS = ("nvlink", "xgmi", "pcie")
 
@@ -73,6 +74,8 @@ class NodeType:
     # multi-node NVLink (nvlink_domain > gpus): "on" = IMEX channels are set up, NCCL must use the
     # rack's NVLink across trays; "off" = no IMEX, NCCL stays on the network; "auto" = NCCL decides
     mnnvl: str = "auto"
+    # GPU -> NUMA node -> CPUs -> nearest NIC(s) (site/affinity.py); None: the site says nothing
+    affinity: Optional[AffinityMap] = None
 
     @property
     def multi_node_nvlink(self) -> bool:
@@ -112,6 +115,7 @@ class NodeType:
             "roce_gid_index": self.roce_gid_index,
             "roce_traffic_class": self.roce_traffic_class,
             "mnnvl": self.mnnvl,
+            "affinity": self.affinity.to_dict() if self.affinity is not None else None,
         }
 
 
