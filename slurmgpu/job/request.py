@@ -15,6 +15,7 @@ from ..nccl import FabricEnv, fabric_env
 from ..plan import Layout
 from ..render import PATH_VARS, TemplateDir, comment, render
 from ..site import NodeType, Partition, Site, preset_dir
+from .binding import Binding, plan_binding
 from .launchers import Launcher, Options, get_launcher
 from .sizing import Sizing, _check_size, segment_for
 
@@ -115,6 +116,7 @@ class RenderRequest:
     export_srun_cpus: bool = True
     about: Tuple[str, ...] = ()
     model: Optional[str] = None  # catalogue name, read by `slurmgpu doctor` for out-of-memory advice
+    binding: Optional[Binding] = None  # CPU/NUMA binding per launcher from the site's map (job/binding.py)
 
     def context(self) -> Dict[str, Any]:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -174,6 +176,11 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         runner_args=L.runner_args(launcher, layout, opts, user_argv),
     )
     ver = _version_tuple(site.slurm_version)
+    sbatch = _sbatch(site, part, node, spec, sizing, launcher, requeue)
+    binding = plan_binding(
+        site.name, node, launcher.name, launcher.runner, layout.gpus_per_node, sbatch.cpus_per_task, tpn, user_argv
+    )
+    warnings.extend("site %s: %s" % (site.name, n) for n in (node.affinity.notes if node.affinity else ()))
     req = RenderRequest(
         version=__version__,
         template=spec.template,
@@ -183,7 +190,7 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         stamp=layout.stamp(site.name),
         layout=layout,
         node=node,
-        sbatch=_sbatch(site, part, node, spec, sizing, launcher, requeue),
+        sbatch=sbatch,
         fabric=fab,
         launch=launch,
         container=container,
@@ -194,6 +201,7 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         export_srun_cpus=ver is None or ver < (23, 11),
         about=about_lines(site, node, layout, launcher, fab, sizing),
         model=getattr(sizing.model, "name", None),
+        binding=binding,
     )
     return req, tuple(warnings)
 
