@@ -752,8 +752,12 @@ class TestCluster:
         block_sizes: Sequence[int] = (),
         topology_conf: Optional[Tuple[str, str]] = None,
         accounting: bool = False,
+        task_plugin: str = "task/none",
     ) -> None:
         self.release = release or native_release()
+        # TaskPlugin: task/none by default; task/affinity makes slurmd bind tasks (--cpu-bind) for
+        # the affinity tests (give such a cluster nodes with this machine's real CPU count)
+        self.task_plugin = task_plugin
         self.accounting = accounting
         self.dbd_port = 0
         self.db_port = 0
@@ -1190,7 +1194,7 @@ class TestCluster:
             f"SlurmdDebug={self.debug_level}",
             "SlurmdParameters=config_overrides",
             "ProctrackType=proctrack/linuxproc",
-            "TaskPlugin=task/none",
+            f"TaskPlugin={self.task_plugin}",
             "SwitchType=switch/none",
             "MpiDefault=none",
             "SelectType=select/cons_tres",
