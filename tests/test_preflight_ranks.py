@@ -56,7 +56,7 @@ def test_an_unbound_rank_fails_with_the_fix():
     rep, _ = pf.rank_report(site(), env(2), "srun", affinity=cpus("0-223"))
     (fail,) = [r for r in rep.results if r.status == "fail"]
     assert fail.found == "rank 10 (local 2): CPUs 0-223" and "CPUs 0-55,112-167 (GPU 2, NUMA node 0)" in fail.expected
-    assert "TaskPlugin" in fail.fix and "--cpus-per-task 28" in fail.fix
+    assert "TaskPlugin" in fail.fix and "--cpus-per-task 28" in fail.fix and "task/affinity" in fail.fix
 
 
 def test_a_rank_on_the_far_socket_fails():

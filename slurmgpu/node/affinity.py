@@ -279,9 +279,10 @@ def check_rank(
     if exact and plan.cpus:
         if set(facts.cpus) != set(plan.cpus):
             bind_fix = (
-                "Slurm did not apply the job's --cpu-bind=mask_cpu (TaskPlugin without task/affinity or "
-                "task/cgroup, or the step lacks some of these CPUs): run the launch step as generated, check "
-                "`scontrol show config | grep TaskPlugin`, or give --cpus-per-task %d" % (nt.cpus // max(1, nt.gpus))
+                "Slurm did not apply the job's --cpu-bind=mask_cpu: the cluster's TaskPlugin needs task/affinity "
+                "or task/cgroup (`scontrol show config | grep TaskPlugin`; srun then warns \"lacks support for cpu "
+                "binding\"), and the step every CPU of the node (--cpus-per-task %d with one task per GPU)"
+                % (nt.cpus // max(1, nt.gpus))
             )
             out.append(
                 Finding(
