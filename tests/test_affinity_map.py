@@ -53,6 +53,8 @@ def test_every_preset_has_a_documented_map_or_says_why_not():
                 if amap.numa_cpus:
                     assert set(g.cpus) <= set(amap.numa_cpus[g.numa]), (name, g)
                 assert set(g.nics) <= {n.name for n in nt.nics}
+                # the NIC NCCL should use for the GPU is one of its compute NICs
+                assert not g.nics or g.nics[0] in {n.name for n in nt.compute_nics}, (name, g)
     assert seen >= 15
 
 
