@@ -520,6 +520,21 @@ CATALOGUE: Tuple[Signature, ...] = (
         "wording: SchedMD/slurm src/plugins/task/affinity/dist_tasks.c",
     ),
     Signature(
+        id="preflight-affinity",
+        title="Preflight: a rank is not bound where the site map says",
+        category="scheduler",
+        priority=8,
+        patterns=(r"^(?P<node>\S+)\s+affinity\s+FAIL\s+(?P<what>rank \d+ \(local \d+\): .*?)\s*$",),
+        cause="The preflight's rank step found {what}[[ on {node}]], against the site's affinity map; the job "
+        "stopped before the launcher (docs/affinity.md).",
+        fixes=(
+            "Follow the `fix:` line under the row in the preflight table: enable task affinity in Slurm "
+            "(TaskPlugin=task/affinity or task/cgroup), give the step the node's CPUs (--cpus-per-task), or "
+            "correct node_types.NAME.affinity in the site config (`slurmgpu probe` on the node prints the map).",
+        ),
+        source="preflight table rows recorded from the local test cluster (tests/test_affinity_cluster.py)",
+    ),
+    Signature(
         id="cpu-bind-unsupported",
         title="--cpu-bind ignored: Slurm here does not bind tasks",
         category="scheduler",
