@@ -524,9 +524,12 @@ CATALOGUE: Tuple[Signature, ...] = (
         title="Preflight: a rank is not bound where the site map says",
         category="scheduler",
         priority=8,
-        patterns=(r"^(?P<node>\S+)\s+affinity\s+FAIL\s+(?P<what>rank \d+ \(local \d+\): .*?)\s*$",),
-        cause="The preflight's rank step found {what}[[ on {node}]], against the site's affinity map; the job "
-        "stopped before the launcher (docs/affinity.md).",
+        patterns=(
+            r"^(?P<node>\S+)\s+affinity\s+FAIL\s+(?P<what>rank \d+ \(local \d+\): \S+(?: \S+)*)"
+            r"(?:\s{2,}(?P<expected>\S.*?))?\s*$",
+        ),
+        cause="The preflight's rank step found {what}[[ on {node}]][[ where the site's affinity map says {expected}]]; "
+        "the job stopped before the launcher (docs/affinity.md).",
         fixes=(
             "Follow the `fix:` line under the row in the preflight table: enable task affinity in Slurm "
             "(TaskPlugin=task/affinity or task/cgroup), give the step the node's CPUs (--cpus-per-task), or "
