@@ -130,6 +130,7 @@ _POLICY_FIELDS = {
     "on_internal_error": Field("str", default="accept", choices=("accept", "reject")),
     "groups": Field("strmap", default=dict),
     "repair_segment": Field("bool", default=False),
+    "unbound_ranks": Field("str", default="auto", choices=("auto", "warn", "off")),  # rule_binding.lua
 }
 
 
@@ -322,6 +323,7 @@ def site_from_data(data: Any, path: str) -> Site:
             on_internal_error=pol["on_internal_error"],
             groups=dict(pol["groups"] or {}),
             repair_segment=bool(pol["repair_segment"]),
+            unbound_ranks=pol["unbound_ranks"],
         ),
         preflight=SitePreflight(
             min_bandwidth_fraction=float(pre["min_bandwidth_fraction"]), min_free_gb=float(pre["min_free_gb"])

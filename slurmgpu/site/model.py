@@ -179,12 +179,16 @@ class SitePolicy:
     groups: Mapping[str, str] = field(default_factory=dict)
     # Slurm 25.11+: job_submit sets a missing --segment instead of rejecting (AdminComment says so)
     repair_segment: bool = False
+    # multi-node GPU jobs whose steps bind no rank, on nodes of several NUMA nodes: warn | off |
+    # auto (warn where the node type's affinity map is verified, i.e. read from the site's own nodes)
+    unbound_ranks: str = "auto"
 
     def to_dict(self) -> Dict[str, Any]:
         return {
             "mode": self.mode,
             "groups": dict(self.groups),
             "repair_segment": self.repair_segment,
+            "unbound_ranks": self.unbound_ranks,
             "launchers": dict(self.launchers),
             "exempt_users": list(self.exempt_users),
             "exempt_accounts": list(self.exempt_accounts),
