@@ -237,3 +237,31 @@ def test_preflight_stops_a_job_whose_ranks_are_not_bound(new_cluster, tmp_path):
     rows = [ln for ln in out.splitlines() if " affinity " in ln and "FAIL" in ln]
     assert len(rows) >= 2 * GPUS - 1, out  # every rank's own row (identical rows of two nodes merge)
     assert "fix: Slurm did not apply the job's --cpu-bind=mask_cpu" in out and "TaskPlugin" in out
+
+
+def test_the_controller_warns_an_unbound_multi_node_job(slurm_cluster, job_submit, tmp_path):
+    """Rule unbound-ranks in the job_submit.lua slurmctld runs: the test cluster's site with a verified
+    two-NUMA-node map on partition gpu warns a job that binds nothing, not one that binds."""
+    from dataclasses import replace
+
+    from slurmgpu.policy import render_filter
+    from slurmgpu.site import load_site
+
+    text = (ROOT / "tests" / "data" / "sites" / "testcluster.yaml").read_text()
+    text = text.replace(
+        "    socket_ifname: lo\n",
+        "    socket_ifname: lo\n    affinity:\n      source: test\n      verified: true\n"
+        '      numa: {0: "0-7", 1: "8-15"}\n      gpus: [{numa: 0}, {numa: 0}, {numa: 0}, {numa: 0}, '
+        "{numa: 1}, {numa: 1}, {numa: 1}, {numa: 1}]\n",
+        1,
+    )
+    p = tmp_path / "site.yaml"
+    p.write_text(text)
+    site = load_site(str(p))
+    job_submit(render_filter(replace(site, slurm_version=slurm_cluster.release.version), "job_submit"))
+    head = "#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8 -H\nexport NCCL_SOCKET_IFNAME=lo\n"
+    rc, _, err = slurm_cluster.sbatch(head + "srun python train.py --tensor-model-parallel-size 8\n")
+    assert rc == 0, err
+    assert "sbatch: slurmgpu: multi-node job on partition 'gpu' binds no rank to CPUs, and its nodes have 2 NUMA" in err
+    rc, _, err = slurm_cluster.sbatch(head + "srun --cpu-bind=map_ldom:0,0,0,0,1,1,1,1 python train.py\n")
+    assert rc == 0 and "binds no rank" not in err, err
