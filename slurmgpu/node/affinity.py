@@ -280,8 +280,8 @@ def check_rank(
         if set(facts.cpus) != set(plan.cpus):
             bind_fix = (
                 "Slurm did not apply the job's --cpu-bind=mask_cpu: the cluster's TaskPlugin needs task/affinity "
-                "or task/cgroup (`scontrol show config | grep TaskPlugin`; srun then warns \"lacks support for cpu "
-                "binding\"), and the step every CPU of the node (--cpus-per-task %d with one task per GPU)"
+                'or task/cgroup (`scontrol show config | grep TaskPlugin`; srun then warns "lacks support for cpu '
+                'binding"), and the step every CPU of the node (--cpus-per-task %d with one task per GPU)'
                 % (nt.cpus // max(1, nt.gpus))
             )
             out.append(

@@ -114,9 +114,7 @@ class Topology:
 
 def binding_rows(ranks: Sequence[RankPlan]) -> Tuple[Tuple[int, str, str, str], ...]:
     """(GPU, NUMA node, CPUs, NICs) per local rank, as the binding table prints them."""
-    return tuple(
-        (r.gpu, "-" if r.numa is None else str(r.numa), r.cpulist, ", ".join(r.nics) or "-") for r in ranks
-    )
+    return tuple((r.gpu, "-" if r.numa is None else str(r.numa), r.cpulist, ", ".join(r.nics) or "-") for r in ranks)
 
 
 @dataclass(frozen=True)
