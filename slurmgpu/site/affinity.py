@@ -18,7 +18,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
-from ..errors import Issue
 from ..schema import Checker, Field, describe, join
 
 _CPULIST = re.compile(r"^\s*\d+(\s*-\s*\d+)?(\s*,\s*\d+(\s*-\s*\d+)?)*\s*$")
@@ -321,8 +320,3 @@ def _numa_table(ck: Checker, raw: Any, path: str, table: Mapping[Any, Any]) -> D
             seen[c] = key
         out[key] = cpus
     return out
-
-
-def affinity_issue(source: str, path: str, message: str) -> Issue:
-    """A located problem about a map built outside YAML (probe results), for the same error type."""
-    return Issue(source, None, None, path, message)
