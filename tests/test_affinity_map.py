@@ -154,3 +154,14 @@ def test_a_derived_site_with_its_own_nics_keeps_the_cpu_map_and_says_which_nics_
     amap = load_site(path).node_type_of().affinity
     assert amap.known and amap.gpus[0].nics == ("mlx5_0",) and amap.gpus[1].nics == ()
     assert len(amap.notes) == 7 and "mlx5_3 is not one of the node type's nics" in amap.notes[0]
+
+
+def test_site_show_prints_the_map_or_why_not():
+    from click.testing import CliRunner
+
+    from slurmgpu.cli import main
+
+    out = CliRunner().invoke(main, ["site", "show", "gb200-nvl72"]).output
+    assert "    GPU -> NUMA node: 0,0,1,1 (unverified)" in out
+    out = CliRunner().invoke(main, ["site", "show", "aws-p5"]).output
+    assert "    GPU -> NUMA node: unknown (no public p5.48xlarge" in out
