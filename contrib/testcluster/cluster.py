@@ -20,7 +20,8 @@ The nodes claim their CPUs, memory and GPUs through
 ``SlurmdParameters=config_overrides``; each GPU is a character device
 ``<dir>/dev/nvidiaN`` (a copy of /dev/null: slurmd ignores plain files) named
 in gres.conf, so jobs get a real ``CUDA_VISIBLE_DEVICES``.  No cgroups (``proctrack/linuxproc``,
-``task/none``), no accounting (unless ``accounting=True``, below), ``select/cons_tres`` with ``CR_Core``.
+``task/none``; ``task_plugin="task/affinity"`` makes slurmd bind tasks, for nodes that claim this
+machine's real CPU count), no accounting (unless ``accounting=True``, below), ``select/cons_tres`` with ``CR_Core``.
 Node names are added to /etc/hosts as 127.0.0.1 (needed for MASTER_ADDR).
 
 Accounting (``accounting=True``, native release only): a private MariaDB
