@@ -264,7 +264,10 @@ def test_hostile_values_reach_the_program_verbatim(tmp_path, stubs, launcher, co
     pre = [x for x in recs if x["prog"] == "slurmgpu"]
     # the per-node records and the aggregation run as the two ends of one pipe, in either order
     stamp = next(ln for ln in text.splitlines() if ln.startswith("# slurmgpu: "))
+    from slurmgpu.plan.placement import RANK_SOURCES
+
     agg = ["preflight", "--site", "dgx-h100", "--aggregate", "-", "--nodes", "node[001-002]", "--stamp", stamp]
+    agg += ["--rank-source", RANK_SOURCES[launcher]]
     want_pre = [agg, ["preflight", "--site", "dgx-h100", "--record"]]
     if req.binding is not None and req.binding.bound:  # the rank step (docs/affinity.md)
         want_pre = [agg + ["--ranks-per-node", "8"], want_pre[1]]

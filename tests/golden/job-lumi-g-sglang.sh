@@ -58,12 +58,13 @@ MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
 export MASTER_ADDR MASTER_PORT
 
 # --- preflight: check every node (GPUs, fabric, environment) and every rank's CPU/NUMA/NIC binding before the launch ---
-{ srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=0 \
+{ srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --distribution=block \
+    --kill-on-bad-exit=0 \
     "${SLURMGPU_BIN:-slurmgpu}" preflight --site lumi-g --record
   srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$((SLURM_JOB_NUM_NODES * 8))" --ntasks-per-node=8 --kill-on-bad-exit=0 \
     --cpus-per-task=7 --cpu-bind=none "${SLURMGPU_BIN:-slurmgpu}" preflight --site lumi-g --ranks sglang --record; } \
   | "${SLURMGPU_BIN:-slurmgpu}" preflight --site lumi-g --aggregate - --nodes "$SLURM_JOB_NODELIST" \
-      --stamp '# slurmgpu: site=lumi-g tp=8 pp=2 dp=1 cp=1 ep=1 nodes=2 gpus_per_node=8' --ranks-per-node 8 \
+      --stamp '# slurmgpu: site=lumi-g tp=8 pp=2 dp=1 cp=1 ep=1 nodes=2 gpus_per_node=8' --rank-source nodeid --ranks-per-node 8 \
   || { echo "slurmgpu: preflight failed on this allocation; the launcher was not started" >&2; exit 1; }
 
 # --- CPU/NUMA binding: SGLang --numa-node: each GPU's scheduler process on its GPU's NUMA node (libnuma), from the map of site lumi-g, node type lumi-g (unverified: LUMI lumig-job.md (map_cpu list) and OLCF frontier_user_guide.rst (same node design)) ---
