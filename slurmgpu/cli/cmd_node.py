@@ -117,7 +117,7 @@ from .common import OUTPUT_FILE, _emit_json, _load_site, complete_files
     type=click.Choice(("srun", "torchrun", "deepspeed", "accelerate", "vllm", "sglang")),
     help="Check this task as one rank (one task per GPU, launched with the job's binding): its real CPUs "
     "(sched_getaffinity), memory policy, its GPU's NUMA node and NIC against the site's affinity map, for a "
-    "job whose launcher binds as HOW (docs/affinity.md).",
+    "job whose launcher binds as HOW (`slurmgpu docs affinity`).",
 )
 @click.option(
     "--ranks-per-node",

@@ -529,7 +529,7 @@ CATALOGUE: Tuple[Signature, ...] = (
             r"(?:\s{2,}(?P<expected>\S.*?))?\s*$",
         ),
         cause="The preflight's rank step found {what}[[ on {node}]][[ where the site's affinity map says {expected}]]; "
-        "the job stopped before the launcher (docs/affinity.md).",
+        "the job stopped before the launcher (`slurmgpu docs affinity`).",
         fixes=(
             "Follow the `fix:` line under the row in the preflight table: enable task affinity in Slurm "
             "(TaskPlugin=task/affinity or task/cgroup), give the step the node's CPUs (--cpus-per-task), or "

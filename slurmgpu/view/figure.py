@@ -99,7 +99,10 @@ class Topology:
         elif not ranks:
             note = "the job uses part of a node: which GPUs it gets (and so their CPUs) is known only at run time"
         else:
-            note = "the site map (%s: %s); how each launcher applies it: docs/affinity.md" % (amap.label(), amap.source)
+            note = "the site map (%s: %s); how each launcher applies it: `slurmgpu docs affinity`" % (
+                amap.label(),
+                amap.source,
+            )
         return cls(
             gpus_per_node=gpus_per_node,
             domain_nodes=dn,

@@ -68,7 +68,7 @@ local function unbound_ranks(ctx, f, out)
     "multi-node job on partition '%s' binds no rank to CPUs, and its nodes have %d NUMA nodes: a rank may run "
       .. "on the far socket from its GPU (slower copies and collectives). Bind each rank to its GPU's CPUs "
       .. "(srun --cpu-bind=mask_cpu, torchrun --numa-binding=node, ...: `slurmgpu gen` writes them from the site "
-      .. "map; docs/affinity.md).",
+      .. "map; `slurmgpu docs affinity`).",
     f.pname, numa))
 end
 
