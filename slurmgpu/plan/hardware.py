@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from ..site import NodeType, Partition, Site
+from ..site.calibration import Factors
 from .placement import strict_kinds
 
 # Cost-model constants; docs/planner.md says where each comes from.
@@ -88,6 +89,7 @@ class Hardware:
     notes: Tuple[str, ...]
     # kinds whose groups must stay in one NVLink domain (rules.strict_kinds of the site's policy.groups)
     strict_kinds: Tuple[str, ...] = ("tp", "cp", "ep")
+    calibration: Optional[Factors] = None  # the site's fitted efficiency in effect (plan.calibration)
 
     @property
     def link_words(self) -> str:
@@ -143,7 +145,7 @@ def hardware(site: Site, partition: Optional[str], precision: str = "bf16") -> H
     hbm = facts.hbm_for(nt.gpu_memory_gb) if facts is not None else 0.0
     if not hbm:
         hbm = nt.bf16_tflops * 3.39  # H100's ratio (3.35 TB/s per 989 TFLOP/s)
-    return Hardware(
+    hw = Hardware(
         site=site.name,
         partition=part,
         nt=nt,
@@ -157,6 +159,11 @@ def hardware(site: Site, partition: Optional[str], precision: str = "bf16") -> H
         notes=tuple(notes),
         strict_kinds=strict_kinds(site.policy.groups),
     )
+    if site.calibration is not None:
+        from .calibration import calibrated
+
+        hw = calibrated(hw, site.calibration, precision)
+    return hw
 
 
 def _hbm_known(hw: Hardware) -> bool:
