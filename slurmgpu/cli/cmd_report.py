@@ -224,7 +224,7 @@ def _diff(results: List[Tuple[Any, Any]], as_json: bool) -> None:
     if d["spec"]:
         click.echo("  not the same spec:")
         for c, a, b in d["spec"]:
-            click.echo("    %-18s %s -> %s" % (c, a or "-", b or "-"))
+            click.echo("    %-24s %s -> %s" % (c, a or "-", b or "-"))
     else:
         click.echo(
             "  same spec (%s, %s GPUs, %s)"
@@ -242,7 +242,7 @@ def _diff(results: List[Tuple[Any, Any]], as_json: bool) -> None:
                 extra = "  (%+.1f%%)" % (100 * (float(b) / float(a) - 1)) if key == "figures" else ""
             except (ValueError, ZeroDivisionError):
                 pass
-            click.echo("    %-18s %s -> %s%s" % (c, a or "-", b or "-", extra))
+            click.echo("    %-24s %s -> %s%s" % (c, a or "-", b or "-", extra))
 
 
 @main.command("calibrate")

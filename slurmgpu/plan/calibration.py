@@ -81,7 +81,7 @@ def stated_band(hw: Hardware, moe: bool, precision: str) -> Optional[Tuple[int, 
     """
     f = hw.calibration
     if f is not None and f.loo_p90 is not None and f.runs:
-        return f.runs, int(-(-f.loo_p90 // 1)), "site"
+        return f.runs, max(1, int(-(-f.loo_p90 // 1))), "site"  # rounded up to a whole percent, at least 1
     band = error_band(moe, precision)
     if band is None:
         return None

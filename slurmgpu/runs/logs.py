@@ -349,8 +349,8 @@ def _serving(line: int, vals: Dict[str, str]) -> Serving:
 
 
 _VLLM_STATS = re.compile(
-    r"(?:Engine (\d+): )?Avg prompt throughput: " + _NUM + r" tokens/s, Avg generation throughput: " + _NUM
-    + r" tokens/s, Running: (\d+) reqs"
+    r"(?:Engine (\d+): |(\d+ Engines Aggregated): )?Avg prompt throughput: " + _NUM + r" tokens/s, Avg generation "
+    r"throughput: " + _NUM + r" tokens/s, Running: (\d+) reqs"
 )  # fmt: skip
 _VLLM_LOAD = re.compile(r"Model loading took " + _NUM + r" GiB memory")
 
@@ -359,18 +359,18 @@ def read_vllm(lines: Sequence[str]) -> Optional[Measured]:
     """vLLM 0.33: the `vllm bench serve` summary (vllm/benchmarks/serve.py: '====== Serving
     Benchmark Result ======', 'Output token throughput (tok/s):', 'Median TPOT (ms):', ...), the
     engines' periodic stats (vllm/v1/metrics/loggers.py: 'Engine 000: Avg prompt throughput: X
-    tokens/s, Avg generation throughput: Y tokens/s, Running: N reqs, ...') and the workers'
-    'Model loading took X GiB memory' (gpu_model_runner.py)."""
+    tokens/s, Avg generation throughput: Y tokens/s, Running: N reqs, ...', or 'K Engines Aggregated:'
+    under --aggregate-engine-logging) and the workers' 'Model loading took X GiB memory'
+    (gpu_model_runner.py)."""
     samples: List[Sample] = []
     memory: List[Memory] = []
     evidence: List[Tuple[int, str]] = []
     for n, line in enumerate(lines, 1):
         if "Avg generation throughput" in line:
             m = _VLLM_STATS.search(line)
-            if m and int(m.group(4)) > 0:  # an engine with requests running (idle ones log at debug)
-                samples.append(
-                    Sample(step=len(samples), line=n, tokens_per_s_gpu=_f(m.group(3)), key=m.group(1) or "0")
-                )
+            if m and int(m.group(5)) > 0:  # an engine with requests running (idle ones log at debug)
+                key = m.group(1) or m.group(2) or "0"  # --aggregate-engine-logging: one line for all engines
+                samples.append(Sample(step=len(samples), line=n, tokens_per_s_gpu=_f(m.group(4)), key=key))
                 if len(evidence) < MAX_EVIDENCE:
                     evidence.append((n, line.strip()))
         elif "Model loading took" in line:
@@ -546,7 +546,8 @@ def read_versions(text: str) -> Versions:
     me = _ENV.search(text)
     if me:
         for k, v in re.findall(r"([A-Za-z0-9_.-]+)=(\S*)", me.group(1)):
-            env[k] = v
+            # distribution names as PEP 503 normalises them (megatron_core and megatron-core are one)
+            env[k if k in ("nodes", "env_hash", "image") else re.sub(r"[-_.]+", "-", k.lower())] = v
     return Versions(nccl=nccl, framework=fw, env=env)
 
 

@@ -287,7 +287,7 @@ def record_of(r: RunReport, site: Optional[Site], when: str) -> RunRecord:
     fw_ver = ver.framework or next(
         ("%s %s" % (k, env[k]) for k in ("megatron-core", "megatron-bridge", "deepspeed", "torchtitan", "vllm",
                                            "sglang", "accelerate", "transformers") if k in env), "")  # fmt: skip
-    nccl = ver.nccl or env.get("nvidia-nccl-cu12") or env.get("nvidia-nccl-cu13") or ""
+    nccl = ver.nccl or next((v for k, v in sorted(env.items()) if "nccl" in k), "")
     v.update(
         name="%s-%s" % (f.model or "run", ("job" + r.job_id) if r.job_id else when.replace(":", "")),
         source="slurmgpu report %s" % r.source,

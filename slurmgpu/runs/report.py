@@ -529,7 +529,8 @@ def resolve_report_site(wanted: Optional[str], stamp_site: Optional[str], enviro
         return resolve_site(wanted, environ)
     if stamp_site:
         try:
-            return resolve_site(stamp_site, environ)
+            site, notice = resolve_site(stamp_site, environ)
+            return site, notice.replace("(--site: ", "(named by the job's stamp: ", 1)
         except SlurmgpuError:
             pass
     try:

@@ -41,12 +41,13 @@ MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
 export MASTER_ADDR MASTER_PORT
 
 # --- fingerprint: what this run ran with (one line in the log, read by `slurmgpu report`) ---
-SLURMGPU_ENV=$(python3 -c 'import hashlib,importlib.metadata as m
-d=sorted({(x.metadata["Name"] or "").lower():x.version for x in m.distributions()}.items())
-v=dict(d)
-h=hashlib.sha256("\n".join("%s==%s"%p for p in d).encode()).hexdigest()[:16]
-k=("torch","megatron-core","megatron-bridge","deepspeed","accelerate","transformers","torchtitan","vllm","sglang","nvidia-nccl-cu12","nvidia-nccl-cu13")
-print(" ".join(["env_hash="+h]+["%s=%s"%(n,v[n]) for n in k if n in v]))' 2>/dev/null) || SLURMGPU_ENV="env_hash=unknown"
+SLURMGPU_ENV=$(python3 -c 'import hashlib,importlib.metadata as m,re
+d,t={},set()
+for x in m.distributions():
+    n=(x.metadata["Name"] or "").lower();d[n]=x.version
+    if any(re.match(r"torch\b",r) for r in x.requires or ()):t.add(n)
+h=hashlib.sha256("\n".join("%s==%s"%p for p in sorted(d.items())).encode()).hexdigest()[:16]
+print(" ".join(["env_hash="+h]+["%s=%s"%(n,d[n]) for n in sorted(d) if n=="torch" or "nccl" in n or n in t]))' 2>/dev/null) || SLURMGPU_ENV="env_hash=unknown"
 echo "# slurmgpu-env: nodes=$SLURM_JOB_NODELIST $SLURMGPU_ENV"
 
 # --- launch: srun, one task per GPU; RANK/LOCAL_RANK/WORLD_SIZE from Slurm ---

@@ -62,12 +62,13 @@ srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per
   || { echo "slurmgpu: preflight failed on this allocation; the launcher was not started" >&2; exit 1; }
 
 # --- fingerprint: what this run ran with (one line in the log, read by `slurmgpu report`) ---
-SLURMGPU_ENV=$(python3 -c 'import hashlib,importlib.metadata as m
-d=sorted({(x.metadata["Name"] or "").lower():x.version for x in m.distributions()}.items())
-v=dict(d)
-h=hashlib.sha256("\n".join("%s==%s"%p for p in d).encode()).hexdigest()[:16]
-k=("torch","megatron-core","megatron-bridge","deepspeed","accelerate","transformers","torchtitan","vllm","sglang","nvidia-nccl-cu12","nvidia-nccl-cu13")
-print(" ".join(["env_hash="+h]+["%s=%s"%(n,v[n]) for n in k if n in v]))' 2>/dev/null) || SLURMGPU_ENV="env_hash=unknown"
+SLURMGPU_ENV=$(python3 -c 'import hashlib,importlib.metadata as m,re
+d,t={},set()
+for x in m.distributions():
+    n=(x.metadata["Name"] or "").lower();d[n]=x.version
+    if any(re.match(r"torch\b",r) for r in x.requires or ()):t.add(n)
+h=hashlib.sha256("\n".join("%s==%s"%p for p in sorted(d.items())).encode()).hexdigest()[:16]
+print(" ".join(["env_hash="+h]+["%s=%s"%(n,d[n]) for n in sorted(d) if n=="torch" or "nccl" in n or n in t]))' 2>/dev/null) || SLURMGPU_ENV="env_hash=unknown"
 echo "# slurmgpu-env: nodes=$SLURM_JOB_NODELIST $SLURMGPU_ENV"
 
 # --- launch: torchrun, one task per node, c10d rendezvous on the first node ---
