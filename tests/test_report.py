@@ -388,23 +388,26 @@ def test_the_generated_deepspeed_config_makes_deepspeed_print_its_throughput(tmp
     assert got is not None and len(got.samples) >= 2, records
 
 
-@pytest.mark.parametrize("launcher", ["torchrun", "srun", "accelerate", "megatron"])
+@pytest.mark.parametrize("launcher", ["torchrun", "srun", "accelerate", "megatron", "deepspeed", "nemo", "torchtitan"])
 def test_the_fingerprint_line_does_not_change_the_launcher_the_filter_sees(launcher, tmp_path):
     """The submit filter reads launcher words anywhere in a script (outside comments): a fingerprint
     that named frameworks (it once listed 'sglang', 'vllm', ... in its Python) made a torchrun job
-    look like SGLang to the filter, which then suggested SGLang's flags."""
+    look like SGLang to the filter, which then suggested SGLang's flags. Neither it nor the echoed
+    plan line (which names the job's own launcher) may change what the filter sees."""
     from slurmgpu.policy import check_script
     from slurmgpu.site import load_site, preset_dir
 
     out = tmp_path / "job.sh"
-    extra = ["--smoke"] if launcher == "megatron" else ["--", "train.py"]
+    extra = ["--smoke"] if launcher in ("megatron", "nemo", "torchtitan") else ["--", "train.py"]
     code, text = _cli("gen", "--site", "dgx-h100", "--model", "llama3.1-8b", "--launcher", launcher, "--nodes", "2",
                       "--no-preflight", "-o", str(out), *extra)  # fmt: skip
     assert code == 0, text
     script = out.read_text()
     assert "# slurmgpu-env:" in script
     body = script.replace(script[script.index("# --- fingerprint") : script.index("# slurmgpu-env:")], "")
+    body = "\n".join(ln for ln in body.splitlines() if not ln.startswith("echo '# slurmgpu-plan:")) + "\n"
+    assert "slurmgpu-plan" in script and "echo '# slurmgpu-plan" not in body
     site = load_site(str(preset_dir() / "dgx-h100.yaml"))
     with_fp = check_script(site, script, partition="gpu")
     without = check_script(site, body, partition="gpu")
-    assert with_fp.launcher == without.launcher, (with_fp.launcher, without.launcher)
+    assert (with_fp.launcher, with_fp.decision, with_fp.layout) == (without.launcher, without.decision, without.layout)
