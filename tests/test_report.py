@@ -298,6 +298,9 @@ def test_html_has_the_measured_values_beside_the_plan(tmp_path):
     assert "Plan vs measured" in html and "59.89" in html and "<svg" in html
     assert "%.4g" % (statistics.median([ms for it, ms in _iter_ms("megatron-lm.log") if it > 5]) / 1000) in html
     assert "<script" not in html
+    from tests.explain_util import html_problems
+
+    assert html_problems(html) == []
 
 
 # ---------------------------------------------------------------------------

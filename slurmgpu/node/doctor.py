@@ -94,7 +94,7 @@ def find_job_log(job_id: str, runner: Optional[Runner] = None) -> LogSource:
     if not info:
         raise SlurmError(
             "job %s: scontrol does not know it (%s) and sacct has no record of its output; pass the "
-            "log file instead: slurmgpu doctor PATH" % (job_id, res.why() if not res.ok else "no record")
+            "log file instead (its path in place of the job id)" % (job_id, res.why() if not res.ok else "no record")
         )
     script, script_from = batch_script(job_id, runner)
     paths: List[str] = []
