@@ -22,6 +22,7 @@ from .base import (
     Options,
     check_caps,
     check_conflicts,
+    check_precision,
     given_keys,
     option_key,
     program,
@@ -38,6 +39,7 @@ LAUNCHERS: Dict[str, Launcher] = {n: _MODULES[n].LAUNCHER for n in NAMES if n in
 
 def framework_args(launcher: Launcher, layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[str, ...]:
     """What the framework must be told about the planned model, precision and layout."""
+    check_precision(launcher, opts)
     out: Tuple[str, ...] = _MODULES[launcher.name].args(layout, opts, user_argv)
     return out
 
@@ -89,6 +91,7 @@ __all__ = [
     "Options",
     "check_caps",
     "check_conflicts",
+    "check_precision",
     "framework_args",
     "framework_files",
     "get_launcher",

@@ -9,7 +9,7 @@ from ...errors import ConfigError, Issue
 from ...plan import Capabilities, Layout
 from ...plan.layout import expert_tp
 from ...render import PathArg
-from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, field_error, given_keys
+from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, field_error, given_keys, train_iters
 
 # Flags and rules checked against tests/data/contract/megatron-d98e8a64.json (recorded from this commit by
 # contrib/contract/record_megatron.py); re-record it when this pin moves.
@@ -65,7 +65,7 @@ def run_args(layout: Layout, opts: Options, user_argv: Sequence[str]) -> Tuple[s
         return tuple(out)
     data = opts.data or ("--data-path" in given or "--mock-data" in given)
     tok = opts.tokenizer or "--tokenizer-model" in given or "--tokenizer-type" in given
-    iters = opts.train_iters or _iters_from_tokens(opts)
+    iters = train_iters(opts)
     have_iters = iters or "--train-iters" in given or "--train-samples" in given
     lr = opts.lr or "--lr" in given
     need = []
@@ -97,13 +97,6 @@ def run_args(layout: Layout, opts: Options, user_argv: Sequence[str]) -> Tuple[s
         add("--lr-decay-style", "cosine")
         add("--min-lr", "%g" % (float(opts.lr) / 10))  # Llama 3 recipe: decay to 10% of the peak
     return tuple(out)
-
-
-def _iters_from_tokens(opts: Options) -> int:
-    tokens = opts.tokens
-    if not tokens or not opts.global_batch or not opts.seq:
-        return 0
-    return max(1, int(-(-float(tokens) // (opts.global_batch * opts.seq))))
 
 
 def model_args(opts: Options, user_argv: Sequence[str]) -> Tuple[str, ...]:
@@ -237,10 +230,10 @@ def pipeline_args(layout: Layout, opts: Options) -> Tuple[str, ...]:
         if vp > 1:
             out += ["--num-virtual-stages-per-pipeline-rank", str(vp)]
         return tuple(out)
-    return ("--pipeline-model-parallel-layout", _layout_string(counts, vp))
+    return ("--pipeline-model-parallel-layout", layout_string(counts, vp))
 
 
-def _layout_string(counts: Sequence[int], vp: int) -> str:
+def layout_string(counts: Sequence[int], vp: int) -> str:
     """Stage v*pp+r holds rank r's v-th chunk; E (embedding) first, L (loss) last, t per layer."""
     pp = len(counts)
     chunks = []

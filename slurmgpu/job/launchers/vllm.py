@@ -11,9 +11,16 @@ from __future__ import annotations
 from typing import Sequence, Tuple
 
 from ...plan import Capabilities, Layout
-from .base import Launcher, Options
+from .base import Launcher, Options, given_keys
 
 # Flags the template adds per node at run time (node rank, rendezvous address): the user may not pass them.
+# vLLM starts one API server process per DP rank on node 0 when --api-server-count is not given
+# (serve.py: api_server_count defaults to data_parallel_size), 512 for DP 512 on 64 nodes: node
+# 0's CPUs would go to HTTP front-ends instead of its own engines. A few front-ends keep every
+# replica fed (each balances over all DP engines); more only when tokenization or HTTP is the
+# bottleneck, which the user can say with --api-server-count.
+API_SERVERS = 4
+
 RUNTIME = ("--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless")
 
 LAUNCHER = Launcher(
@@ -51,6 +58,8 @@ def args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[
     out: Tuple[str, ...] = ("--tensor-parallel-size", str(layout.tp), "--pipeline-parallel-size", str(layout.pp))
     if layout.dp > 1:
         out += ("--data-parallel-size", str(layout.dp))
+        if "--api-server-count" not in given_keys(user_argv) and "-asc" not in given_keys(user_argv):
+            out += ("--api-server-count", str(min(layout.dp, API_SERVERS)))
     if layout.ep > 1:
         out += ("--enable-expert-parallel",)  # EP = TP x DP (base.serving_layout_ok checks the plan agrees)
     if layout.nodes > 1:
