@@ -23,14 +23,16 @@ def fp8_gemms(hw: Hardware) -> bool:
 
 
 def with_factors(hw: Hardware, f: Factors) -> Hardware:
-    """`hw` with the factors that are set replacing the cost model's own."""
+    """`hw` with the factors that are set replacing the cost model's own. Bandwidths are recomputed
+    from the data sheet (not scaled), so applying a calibration twice changes nothing."""
     gemm = f.gemm_fp8 if fp8_gemms(hw) else f.gemm_bf16
+    gbps = hw.nt.fabric_gbps if hw.nt.fabric_gbps > 0 else 100.0  # hardware()'s assumption when unknown
     return replace(
         hw,
         gemm_eff=gemm if gemm is not None else hw.gemm_eff,
         attn_eff=f.attn if f.attn is not None else hw.attn_eff,
-        link_bw=hw.link_bw * (f.link / LINK_EFF) if f.link is not None else hw.link_bw,
-        nic_node=hw.nic_node * (f.nic / NIC_EFF) if f.nic is not None else hw.nic_node,
+        link_bw=hw.nt.link_gbs / 2 * f.link * 1e9 if f.link is not None else hw.link_bw,
+        nic_node=gbps / 8 * f.nic * 1e9 if f.nic is not None else hw.nic_node,
         calibration=f,
     )
 

@@ -3,10 +3,13 @@
 The fit asks the planner itself for each run's tokens/s/GPU with the run's own layout pinned
 (TP/PP/DP/CP/EP, micro-batch, batch, precision, sharding, recompute, virtual stages) and moves the
 `Factors` of slurmgpu.site.calibration (GEMM and attention shares of peak, NVLink and NIC
-efficiency) until log(predicted / measured) is smallest. The loss is the shape
-bench/plan_fit.py uses for the published calibration set (log error, runs further off than
-0.5 counted linearly so one bad record cannot steer the fit), minimised by damped Gauss-Newton in
-log-factor space rather than a grid, so a factor lands within a fraction of a percent.
+efficiency) until log(predicted / measured) is smallest. The loss has the shape slurmgpu.plan.calibrate
+uses for the published calibration set (log error, runs further off than its LOSS_CAP counted
+linearly so one bad record cannot steer the fit), and the same multiplicative moves (its STEPS) find
+the right piece of the cost model first; damped Gauss-Newton in log-factor space then lands each
+factor within a fraction of a percent. (calibrate.py fits the global CostTerms over many sources;
+this fits the few factors a site's own runs can pin down, including NVLink and NIC efficiency, which
+are not CostTerms.)
 
 Honesty rules:
 * a factor is fitted only when enough runs depend on it (`SENSITIVE` in at least `MIN_SENSITIVE`
@@ -30,16 +33,17 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ..errors import PlanError
 from ..site import Site
 from ..site.calibration import FACTORS, Calibration, Factors
+from .calibrate import LOSS_CAP, STEPS
 from .models import ModelSpec
 from .types import PlanRequest
 
 MIN_RUNS = 5  # fewer runs than this: refused
 MIN_SENSITIVE = 2  # runs that must depend on a factor before it is fitted
 SENSITIVE = 0.03  # |d log(tokens/s) / d log(factor)| from which a run depends on a factor
-HUBER = 0.5  # log errors beyond this count linearly (bench/plan_fit.py caps them at 0.5)
+HUBER = LOSS_CAP  # log errors beyond this count linearly (plan.calibrate caps them there)
 MAX_ITER = 60
 STEP = 1e-3  # finite-difference step in log(factor)
-GRID = (0.5, 0.7, 0.85, 0.93, 0.97, 1.03, 1.07, 1.18, 1.4, 2.0)  # the coarse pass's multipliers
+GRID = STEPS  # the coarse pass's multipliers, plan.calibrate's
 MAX_STEP = 0.3  # largest move of one log(factor) per iteration (a trust region)
 
 
@@ -296,7 +300,7 @@ def _minimise(prob: _Problem, names: Sequence[str], x0: Sequence[float], runs: S
 def _coordinate(
     prob: _Problem, names: Sequence[str], x0: Sequence[float], runs: Sequence[MeasuredRun], rounds: int = 3
 ) -> List[float]:
-    """bench/plan_fit.py's search: each factor in turn over a multiplicative grid around its value.
+    """plan.calibrate's search: each factor in turn over a multiplicative grid around its value.
 
     The cost model has hinges (a collective hidden behind compute until it is not; a group's
     bandwidth the lesser of NVLink's and the NICs'), so the loss is only piecewise smooth and
