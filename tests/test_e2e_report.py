@@ -102,7 +102,7 @@ def test_report_finds_the_plan_of_a_real_job_and_reads_both_formats(slurm_cluste
 
     (row,) = read_runs(str(runs[0]))
     assert row.get("job_id") == job and row.get("nodes") == "g4n[01-02]" and len(row.get("env_hash")) == 16
-    assert row.get("gpus") == "8" and row.get("model") == "llama3.1-8b"
+    assert row.get("gpus") == "8" and row.get("catalogue_model") == "llama3.1-8b"
 
 
 def test_report_reads_the_script_from_sacct_once_the_controller_forgot_the_job(accounting_cluster, tmp_path):

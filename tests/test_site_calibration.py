@@ -81,8 +81,8 @@ def write_runs_file(path: Path, runs: List[MeasuredRun], site_name: str = "dgx-h
                 "tp": str(r.tp), "pp": str(r.pp), "cp": "1", "ep": "1", "vp": "1", "dp": str(r.dp),
                 "zero": str(r.zero), "recompute": r.recompute or "", "metric_kind": "tokens/s/GPU (synthetic)",
                 "metric_value": "%.6g" % r.measured, "measured_tokens_s_gpu": "%.9g" % r.measured,
-                "layout_only": "False", "uncertain": "False", "model": m.name, "site": site_name,
-                "partition": "gpu", "job_id": str(1000 + int(r.name[3:])),
+                "layout_only": "False", "uncertain": "False", "catalogue_model": m.name, "source_id": r.name,
+                "site": site_name, "partition": "gpu", "job_id": str(1000 + int(r.name[3:])),
             }
         )  # fmt: skip
         ok, msg = append_run(str(path), rec, site_name)
@@ -126,7 +126,10 @@ def test_report_record_appends_one_row_per_job(tmp_path, monkeypatch):
     assert len(rows) == 1
     row = rows[0]
     assert (
-        row.get("model") == "llama3.1-8b" and row.get("tp") == "1" and row.get("pp") == "2" and row.get("gpus") == "8"
+        row.get("catalogue_model") == "llama3.1-8b"
+        and row.get("tp") == "1"
+        and row.get("pp") == "2"
+        and row.get("gpus") == "8"
     )
     assert row.get("layers") == "32" and row.get("hidden") == "4096" and row.get("precision") == "bf16"
     assert row.get("framework") == "megatron" and row.get("nccl_version") == "2.27.7+cuda12.9"

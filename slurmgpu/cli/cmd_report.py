@@ -10,8 +10,9 @@ import click
 
 from .. import vocab
 from ..errors import SlurmgpuError
-from .app import main
-from .common import _emit_json
+from .app import exits, main
+from .common import OUTPUT_FILE, _emit_json
+from .complete import complete_files
 
 
 def _percent(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[Tuple[str, float]]:
@@ -31,7 +32,7 @@ def _percent(ctx: click.Context, param: click.Parameter, value: Optional[str]) -
 
 
 @main.command("report")
-@click.argument("targets", metavar="JOBID|LOGFILE...", nargs=-1, required=True)
+@click.argument("targets", metavar="JOBID|LOGFILE...", nargs=-1, required=True, shell_complete=complete_files)
 @click.option(
     "--site",
     "site_name",
@@ -84,10 +85,15 @@ def _percent(ctx: click.Context, param: click.Parameter, value: Optional[str]) -
     "--html",
     "html_file",
     metavar="FILE",
-    type=click.Path(dir_okay=False),
+    type=OUTPUT_FILE,
     help="Also write the explain view with the measured figures beside the plan's (one run).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (a list, one object per run).")
+@exits(
+    (0, "reported (with --expect-within: every measured term inside)"),
+    (1, "a term outside --expect-within (or none it could check), or a log without any progress line report reads"),
+    (2, "the job, its log or its plan cannot be found or read, or a usage error"),
+)
 def report_cmd(
     targets: Tuple[str, ...],
     site_name: Optional[str],
@@ -109,10 +115,7 @@ def report_cmd(
     torchtitan's metrics, DeepSpeed's throughput timer, the HF Trainer's train metrics, vLLM and
     SGLang benchmark summaries and engine stats), leaves out warm-up, and prints plan vs measured:
     step time, tokens/s per GPU, MFU and peak memory per GPU, with the plan's stated error band.
-
-    Exit status: 0 reported (with --expect-within: every term inside), 1 a term outside
-    --expect-within (or none it could check), or a log without any progress line report
-    reads, 2 usage or input error.
+    docs/report.md (`slurmgpu docs report`) has the formats and a worked example.
 
     \b
     Examples:
@@ -228,7 +231,7 @@ def _diff(results: List[Tuple[Any, Any]], as_json: bool) -> None:
     else:
         click.echo(
             "  same spec (%s, %s GPUs, %s)"
-            % (recs[0].get("model") or "?", recs[0].get("gpus"), recs[0].get("precision"))
+            % (recs[0].get("catalogue_model") or "?", recs[0].get("gpus"), recs[0].get("precision"))
         )
     for title, key in (("what it ran with", "fingerprint"), ("what it measured", "figures")):
         rows = d[key]
@@ -259,7 +262,7 @@ def _diff(results: List[Tuple[Any, Any]], as_json: bool) -> None:
     "--output",
     "out_file",
     metavar="FILE",
-    type=click.Path(dir_okay=False),
+    type=OUTPUT_FILE,
     help="Calibration file to write (default: the site's paths.calibration, else "
     "$XDG_DATA_HOME/slurmgpu/calibration/SITE.yaml, which plan/gen/check/report then use).",
 )
@@ -272,6 +275,11 @@ def _diff(results: List[Tuple[Any, Any]], as_json: bool) -> None:
 )
 @click.option("--dry-run", is_flag=True, help="Fit and print the errors; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@exits(
+    (0, "fitted (and the calibration file written unless --dry-run)"),
+    (1, "refused: too few runs of every GPU model, or nothing the runs can fit"),
+    (2, "no runs file, a runs file that cannot be read, or a usage error"),
+)
 def calibrate_cmd(
     site_name: Optional[str],
     runs_file: Optional[str],
@@ -289,9 +297,7 @@ def calibrate_cmd(
     calibration file: plan, gen, check and report use it from then on, say so in the plan's notes
     and the script header, and state its leave-one-out error as their band. A factor is fitted only
     where enough runs depend on it and never beyond its physical limit (peak FLOP/s, line rate).
-
-    Exit status: 0 fitted (and written unless --dry-run), 1 refused (too few runs, nothing
-    fittable), 2 usage or input error.
+    docs/report.md (`slurmgpu docs report`) has a worked example.
 
     \b
     Examples:

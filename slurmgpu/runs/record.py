@@ -28,10 +28,11 @@ CALIBRATION_COLUMNS = (
     "experts_active", "moe_ffn", "shared_experts", "dense_layers", "head_dim", "gated", "precision", "task", "gbs",
     "mbs", "tp", "pp", "cp", "ep", "vp", "dp", "zero", "recompute", "metric_kind", "metric_value",
     "measured_tokens_s_gpu", "measured_mfu_model_bf16", "measured_mem_gib", "layout_only", "uncertain", "notes",
+    "source_id", "catalogue_model",
 )  # fmt: skip
 # what a site's run adds: where it ran and what it ran with
 FINGERPRINT_COLUMNS = (
-    "model", "site", "partition", "gpu_model", "job_id", "launcher", "framework", "framework_version",
+    "site", "partition", "gpu_model", "job_id", "launcher", "framework", "framework_version",
     "nccl_version", "torch_version", "env_hash", "image", "nodes", "step_time_s", "plan_tokens_s_gpu",
     "plan_band_pct", "recorded",
 )  # fmt: skip
@@ -45,8 +46,8 @@ FINGERPRINT = (
     "nodes",
 )  # what --diff compares
 SPEC = (
-    "model", "site", "partition", "gpus", "precision", "task", "seq", "gbs", "mbs", "tp", "pp", "cp", "ep", "vp", "dp",
-    "zero", "recompute",
+    "catalogue_model", "site", "partition", "gpus", "precision", "task", "seq", "gbs", "mbs", "tp", "pp", "cp", "ep",
+    "vp", "dp", "zero", "recompute",
 )  # fmt: skip
 
 
@@ -166,9 +167,9 @@ def measured_run(rec: RunRecord, path: str, line: int):  # -> plan.fitting.Measu
     if not measured > 0:
         raise bad("measured_tokens_s_gpu", "must be positive, got %r" % measured)
     model = None
-    if rec.get("model"):
+    if rec.get("catalogue_model"):
         try:
-            model = get_model(rec.get("model"))
+            model = get_model(rec.get("catalogue_model"))
         except ConfigError:
             model = None
     try:
@@ -314,7 +315,8 @@ def record_of(r: RunReport, site: Optional[Site], when: str) -> RunRecord:
         layout_only="False",
         uncertain=str(bool(r.measured.whole_run or any("include warm-up" in n for n in r.notes))),
         notes="; ".join(r.notes)[:500],
-        model=f.model or "",
+        catalogue_model=f.model or "",
+        source_id="%s-%s" % (st.get("site", "site"), ("job" + r.job_id) if r.job_id else when.replace(":", "")),
         site=st.get("site", ""),
         partition=part,
         gpu_model=gpu_model,
