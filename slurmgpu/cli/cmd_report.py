@@ -115,7 +115,7 @@ def report_cmd(
     torchtitan's metrics, DeepSpeed's throughput timer, the HF Trainer's train metrics, vLLM and
     SGLang benchmark summaries and engine stats), leaves out warm-up, and prints plan vs measured:
     step time, tokens/s per GPU, MFU and peak memory per GPU, with the plan's stated error band.
-    docs/report.md (`slurmgpu docs report`) has the formats and a worked example.
+    `slurmgpu docs report` has the formats and a worked example.
 
     \b
     Examples:
@@ -297,7 +297,7 @@ def calibrate_cmd(
     calibration file: plan, gen, check and report use it from then on, say so in the plan's notes
     and the script header, and state its leave-one-out error as their band. A factor is fitted only
     where enough runs depend on it and never beyond its physical limit (peak FLOP/s, line rate).
-    docs/report.md (`slurmgpu docs report`) has a worked example.
+    `slurmgpu docs report` has a worked example.
 
     \b
     Examples:
