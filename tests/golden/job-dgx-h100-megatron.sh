@@ -114,6 +114,10 @@ trap 'SLURMGPU_TERMINATED=1' TERM
 # local rank 6: GPU 6, NUMA node 1, CPUs 56-111,168-223, NIC mlx5_10
 # local rank 7: GPU 7, NUMA node 1, CPUs 56-111,168-223, NIC mlx5_11
 
+# --- fingerprint: what this run ran with (one line in the log, read by `slurmgpu report`) ---
+SLURMGPU_ENV="image=$SLURMGPU_IMAGE"
+echo "# slurmgpu-env: nodes=$SLURM_JOB_NODELIST $SLURMGPU_ENV"
+
 # --- launch: Megatron-LM via torchrun, one task per node ---
 # TP/PP/CP/EP, micro-batch and the model shape come from the plan above (the stamp says the same).
 # CUDA_DEVICE_MAX_CONNECTIONS=1 (set above): Megatron's TP/CP communication overlap needs it here.

@@ -77,6 +77,10 @@ export MASTER_ADDR MASTER_PORT
 # local rank 6: GPU 6, NUMA node 2, CPUs 33-39
 # local rank 7: GPU 7, NUMA node 2, CPUs 41-47
 
+# --- fingerprint: what this run ran with (one line in the log, read by `slurmgpu report`) ---
+SLURMGPU_ENV="image=$SLURMGPU_IMAGE"
+echo "# slurmgpu-env: nodes=$SLURM_JOB_NODELIST $SLURMGPU_ENV"
+
 # --- launch: SGLang server across nodes (--nnodes/--node-rank/--dist-init-addr, --dp-size on one node) ---
 echo "slurmgpu: SGLang API on http://$MASTER_ADDR:30000 (SGLang's default port unless --port is given)" >&2
 # Every node runs the same server command with its own node rank (hence the single quotes).
