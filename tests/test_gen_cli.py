@@ -142,7 +142,10 @@ def test_the_script_carries_the_planners_layout(repo):
     r = run("gen", "--model", "llama3.1-8b", "--launcher", "megatron", "--nodes", "2", "--smoke")
     assert r.exit_code == 0, r.stderr
     assert "    --mock-data \\\n" in r.stdout
-    plan = make_plan(preset("dgx-h100"), PlanRequest(model=get_model("llama3.1-8b"), nodes=2))
+    from slurmgpu.job.launchers import get_launcher, planner_caps
+
+    caps = planner_caps(get_launcher("megatron"))  # the launcher's layouts and Megatron's memory rules
+    plan = make_plan(preset("dgx-h100"), PlanRequest(model=get_model("llama3.1-8b"), nodes=2, caps=caps))
     lay = plan.layout
     assert stamp_of(r.stdout) == {
         "site": "dgx-h100",

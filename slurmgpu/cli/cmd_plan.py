@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any, Optional
 
 import click
@@ -80,6 +81,12 @@ def models_cmd(as_json: bool) -> None:
 )
 @click.option("--partition", help="Partition (default: the spec's, else the site's).")
 @click.option(
+    "--launcher",
+    type=click.Choice(vocab.LAUNCHERS),
+    help="Plan for this launcher's layouts and its framework's memory rules (default: the spec's; "
+    "without a spec, any layout with the ZeRO paper's mixed-precision Adam).",
+)
+@click.option(
     "--task",
     type=click.Choice(vocab.TASKS),
     help="What to size for; finetune is full fine-tuning (default: the spec's, else pretrain).",
@@ -146,6 +153,7 @@ def plan_cmd(
     site_name: Optional[str],
     spec_file: Optional[str],
     partition: Optional[str],
+    launcher: Optional[str],
     task: Optional[str],
     gpus: Optional[int],
     nodes: Optional[int],
@@ -177,7 +185,8 @@ def plan_cmd(
 
     \b
     Examples:
-      slurmgpu plan --model llama3-70b --nodes 2
+      slurmgpu plan --model llama3-70b --nodes 4
+      slurmgpu plan --model llama3-70b --nodes 2 --launcher megatron
       slurmgpu plan --spec slurmgpu.yaml --site perlmutter
       slurmgpu plan --model llama3-70b --task lora --nodes 2 --diagram
       slurmgpu plan --model llama3.1-405b --tokens 15T --target-days 60
@@ -200,6 +209,7 @@ def plan_cmd(
             spec_file=spec_file,
             model=model_ref,
             partition=partition,
+            launcher=launcher,
             task=task,
             gpus=gpus,
             nodes=nodes,
@@ -223,6 +233,10 @@ def plan_cmd(
     req = plan_request(
         site_obj, spec, model, zero=zero, recompute=recompute, optimizer=optimizer, target_days=target_days
     )
+    if launcher is None and spec.source is None:  # no launcher named anywhere: plan for any framework
+        from ..plan import Capabilities
+
+        req = replace(req, caps=Capabilities())
     plan = make_plan(site_obj, req)
     if html_file or svg_file:
         plan_view(site_obj, plan, html_file, svg_file)

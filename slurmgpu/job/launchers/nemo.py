@@ -16,6 +16,8 @@ from typing import List, Optional, Sequence, Set, Tuple
 
 from ...errors import ConfigError, Issue
 from ...plan import Capabilities, Layout
+from ...plan.layout import expert_tp
+from ...plan.profile import Lever, MemoryProfile, StageBytes
 from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, field_error, given_keys, option_key
 
 BRIDGE_VERSION = "0.6.0"
@@ -28,8 +30,11 @@ LAUNCHER = Launcher(
     default_entry=(ENTRY,),
     targets="Megatron-Bridge %s (NVIDIA-NeMo/Megatron-Bridge v0.6.0 @ 51885cf1, scripts/training/run_recipe.py)"
     % BRIDGE_VERSION,
-    # Megatron-FSDP exists in Bridge but needs its own checkpoint format: not offered here.
-    caps=Capabilities(zero=(0, 1, 2), zero3_with_pp=False, zero3_with_ep=False),
+    # Megatron-FSDP exists in Bridge but needs its own checkpoint format: not offered here. The
+    # distributed optimizer (ZeRO-1) is the only stage: the recipes set optimizer.use_distributed_optimizer,
+    # and ConfigContainer turns ddp's back on when either asks (_validate_and_sync_distributed_optimizer_settings),
+    # so `ddp.use_distributed_optimizer=false` alone never ran ZeRO-0; nothing shards the gradients (no ZeRO-2).
+    caps=Capabilities(zero=(1,), zero3_with_pp=False, zero3_with_ep=False),
 )
 
 # slurmgpu model name -> the library recipe that builds that architecture (its HF config)
@@ -51,6 +56,47 @@ MIXED_PRECISION = {
     "fp32": "null",
 }
 SMOKE_ITERS = 10
+
+PRECISION_AWARE = Lever(
+    "precision_aware_optimizer",
+    "optimizer.use_precision_aware_optimizer=true",
+    zeros=(1,),
+    master=2.0,
+    what="TE FusedAdam keeps only the 16-bit remainder of each fp32 master weight (store_param_remainders, "
+    "lossless with bf16 weights)",
+)
+
+
+def memory(precision: str) -> MemoryProfile:
+    """What Megatron-Bridge 0.6.0 keeps per GPU for the library recipes and overrides this adapter writes.
+
+    The recipes (recipes/common.py, recipes/llama/h100/llama3.py) run the distributed optimizer without
+    the precision-aware optimizer (fp32 master + Adam moments, 12 B/param, sharded over DP x CP), and
+    the mixed-precision recipe sets the gradient buffer: bf16_mixed and the FP8 recipes keep
+    grad_reduce_in_fp32=True (4 B/param, unsharded), fp16_mixed False (2); `mixed_precision=null`
+    trains fp32 weights. The FP8 recipes keep FP8 primary weights (fp8_param_gather) with their
+    transposes: 2 B/param, as bf16.
+    """
+    if precision == "fp32":
+        weights, grads, master = 4.0, 4.0, 0.0
+    else:
+        weights, grads, master = 2.0, (2.0 if precision == "fp16" else 4.0), 4.0
+    return MemoryProfile(
+        framework="Megatron-Bridge %s" % BRIDGE_VERSION,
+        stages=(
+            StageBytes(
+                1,
+                weights,
+                grads,
+                master,
+                sharded=("master", "states"),
+                flag="ddp.use_distributed_optimizer=true",
+                about="fp32 master and Adam moments sharded over DP x CP = {n}",
+            ),
+        ),
+        levers=(PRECISION_AWARE,) if precision == "bf16" else (),
+        default_zero=1,
+    )
 
 
 def recipe_for(opts: Options) -> str:
@@ -172,7 +218,8 @@ def _layout_overrides(layout: Layout, opts: Options) -> List[str]:
         "model.account_for_loss_in_pipeline_split=false",
     ]
     if opts.model is not None and opts.model.is_moe:
-        out.append("model.expert_tensor_parallel_size=1")
+        # the planner's expert-TP (plan.layout.expert_tp), which its memory and cost assume
+        out.append("model.expert_tensor_parallel_size=%d" % expert_tp(layout.tp, layout.dp, layout.cp, layout.ep))
     stages = opts.stage_layers
     if stages and len(set(stages)) > 1:
         out += [
@@ -188,6 +235,8 @@ def _layout_overrides(layout: Layout, opts: Options) -> List[str]:
             "own checkpoint format); pin --zero 1 (distributed optimizer) or use more nodes" % BRIDGE_VERSION,
         )
     out.append("ddp.use_distributed_optimizer=%s" % ("true" if zero >= 1 else "false"))
+    if PRECISION_AWARE.key in opts.levers:
+        out.append(PRECISION_AWARE.flag)
     out.append("mixed_precision=%s" % MIXED_PRECISION.get(opts.precision, "bf16_mixed"))
     return out
 

@@ -15,10 +15,12 @@ each version's own ConfigManager by contrib/contract/record_torchtitan.py.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ...errors import ConfigError
 from ...plan import Capabilities, Layout
+from ...plan.profile import TERMS, MemoryProfile, StageBytes
 from ...render import PathArg
 from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, field_error, given_keys
 
@@ -95,9 +97,54 @@ LAUNCHER = Launcher(
     aliases=tuple((f, (f.replace("_", "-"),)) for f in FLAGS if "_" in f),
     targets=VERSIONS[0][1],
     # FSDP2 always shards (no plain ZeRO-0 DDP with TP/PP); no expert-TP option in 0.3.0 nor main
-    caps=Capabilities(zero=(1, 2, 3)),
+    # Even pipeline stages only: torchtitan balances an uneven split its own way (extra layers to the
+    # first stages, pipeline_parallel.py _generate_llm_fqn_per_model_part), which the plan's split (a
+    # layer off the first and the last stage) does not match, so the stages that run would not be the
+    # stages planned (and their memory); interleaving likewise needs equal chunks (layers_per_stage).
+    caps=Capabilities(zero=(1, 2, 3), uneven_stages=False),
     versions=VERSIONS,
 )
+
+
+def memory(precision: str) -> MemoryProfile:
+    """What torchtitan (0.3.0 and main alike) keeps per GPU with the flags `args` writes.
+
+    training.dtype float32 (the default): parameters, gradients (mixed_precision_reduce float32) and
+    Adam moments are fp32 and FSDP2-sharded over DP-shard x CP, with no separate master copy
+    (4 + 4 + 8 B/param). FSDP2's MixedPrecisionPolicy gathers the compute copies in
+    mixed_precision_param (bf16: 2 B/param). ZeRO-3 (the default "default" reshard policy) reshards
+    after forward: two blocks gathered at a time, and the final norm/output layer stays gathered;
+    with PP the default policy does not reshard, so the whole stage stays gathered from forward to
+    backward. ZeRO-1/2 are HSDP inside a node with reshard_after_forward never: the stage stays gathered.
+    """
+    half = 4.0 if precision == "fp32" else 2.0
+    hsdp = StageBytes(
+        1,
+        weights=4.0,
+        grads=4.0,
+        master=0.0,
+        sharded=TERMS,
+        group="node",
+        copies=half,
+        about="HSDP: fp32 weights, gradients and Adam moments sharded inside a node, gathered from forward to backward",
+    )
+    full = StageBytes(
+        3,
+        weights=4.0,
+        grads=4.0,
+        master=0.0,
+        sharded=TERMS,
+        gathered=2 * half,
+        head_copy=half,
+        copies_pp=half,
+        about="FSDP2: fp32 weights, gradients and Adam moments sharded over DP x CP = {n}",
+    )
+    return MemoryProfile(
+        framework="torchtitan (FSDP2, fp32 parameters)",
+        stages=(hsdp, replace(hsdp, zero=2), full),
+        default_zero=3,
+        experts_keep_tp=False,  # models/common/moe_sharding.py: with EP the experts shard over EP, not TP
+    )
 
 
 def _error(field: str, msg: str) -> ConfigError:
