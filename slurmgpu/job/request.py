@@ -115,6 +115,8 @@ class RenderRequest:
     export_srun_cpus: bool = True
     about: Tuple[str, ...] = ()
     model: Optional[str] = None  # catalogue name, read by `slurmgpu doctor` for out-of-memory advice
+    # what else doctor needs to recompute the job's memory: `launcher=megatron zero=1 recompute=full ...`
+    model_facts: str = ""
 
     def context(self) -> Dict[str, Any]:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -194,8 +196,31 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         export_srun_cpus=ver is None or ver < (23, 11),
         about=about_lines(site, node, layout, launcher, fab, sizing),
         model=getattr(sizing.model, "name", None),
+        model_facts=memory_facts(spec, sizing),
     )
     return req, tuple(warnings)
+
+
+def memory_facts(spec: JobSpec, sizing: Sizing) -> str:
+    """`key=value` words after the model on the `# slurmgpu-model:` line: the launcher and what the plan
+    assumed of it (sharding stage, recomputation, batch, cheaper-memory flags, the program's declarations),
+    so `slurmgpu doctor` recomputes the memory of the job that ran, by its framework's rules."""
+    plan = sizing.plan
+    if plan is None:
+        return ""
+    words = [
+        ("launcher", spec.launcher),
+        ("precision", plan.precision),
+        ("zero", str(plan.zero)),
+        ("recompute", plan.recompute),
+        ("micro_batch", str(plan.layout.micro_batch)),
+        ("global_batch", str(plan.global_batch)),
+        ("seq", str(plan.seq)),
+        ("levers", ",".join(plan.levers)),
+        ("implements", ",".join(spec.implements)),
+        ("fsdp", "1" if spec.fsdp else ""),
+    ]
+    return " ".join("%s=%s" % (k, v) for k, v in words if v)
 
 
 def _requeue(site: Site, spec: JobSpec, sizing: Sizing, launcher: Launcher, warnings: List[str]) -> Optional[Requeue]:
@@ -290,6 +315,8 @@ def launch_argv(
         version=launcher.version(spec.launcher_version, spec.source or "")[0],
         gpu=gpu_model,
         gpu_fp8=_gpu_fp8(gpu_model),
+        levers=tuple(getattr(plan, "levers", ()) or ()),
+        implements=tuple(spec.implements),
     )
     try:
         planned = L.framework_args(launcher, sizing.layout, opts, user_argv)
