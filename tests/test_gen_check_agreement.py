@@ -91,7 +91,13 @@ def _spec(case: Case) -> JobSpec:
         # one server over the whole allocation: the planner would otherwise size replicas (dp > 1),
         # which the serving launchers refuse ("pin --dp 1 or use fewer nodes")
         parallel.setdefault("dp", 1)
-    return JobSpec(
+    declared: Dict[str, object] = {}
+    if model and launcher in ("torchrun", "srun", "accelerate", "deepspeed"):
+        # a program the launcher only starts is planned as what it declares: with FSDP and recomputation
+        # llama3-8b fits these sizes as data parallelism (as plain DDP it fits nowhere)
+        declared = dict(fsdp=launcher in ("torchrun", "srun"), implements=("recompute",))
+    return JobSpec(  # type: ignore[arg-type]
+        **declared,
         name="agree",
         launcher=launcher,
         partition=pname,
@@ -163,7 +169,8 @@ def test_refusals_say_why_and_never_blame_the_policy(results):
     [
         ("megatron", {"tp": 1, "pp": 2, "ep": 64}, 16),  # one EP group = 64 ranks = 16 trays
         ("megatron", {"tp": 2, "pp": 2, "ep": 32}, 16),  # EP x expert-TP folds over 16 trays
-        ("torchtitan", {"tp": 1, "pp": 2, "ep": 16}, 16),  # 4-tray groups, the largest rack-sized multiple
+        # 4-tray groups, the largest rack-sized multiple (PP 1: torchtitan gets even stages, 61 layers have none)
+        ("torchtitan", {"tp": 1, "pp": 1, "ep": 16}, 16),
     ],
 )
 def test_moe_on_nvl72_gets_the_segment_of_its_expert_groups_and_check_accepts_it(launcher, pins, segment):
