@@ -262,7 +262,10 @@ def test_pinned_tp_across_nodes_with_a_model_gets_the_filters_words_and_a_plan(r
     r = run("gen", "--model", "llama3.1-8b", "--launcher", "megatron", "--nodes", "2", "--tp", "16")
     assert r.exit_code == 1 and r.stdout == ""
     assert "NVLink domain" in r.stderr
-    lay = make_plan(preset("dgx-h100"), PlanRequest(model=get_model("llama3.1-8b"), nodes=2)).layout
+    from slurmgpu.job.launchers import get_launcher, planner_caps
+
+    caps = planner_caps(get_launcher("megatron"))
+    lay = make_plan(preset("dgx-h100"), PlanRequest(model=get_model("llama3.1-8b"), nodes=2, caps=caps)).layout
     assert (
         "suggestion: the planner picks tp=%d pp=%d dp=%d cp=%d on 2 nodes" % (lay.tp, lay.pp, lay.dp, lay.cp)
         in r.stderr

@@ -334,14 +334,17 @@ def _states_words(ctx: _Ctx, gpus: int) -> str:
         st = prof.applied(z, every)
         per = st.per_param(moments)
         split = set(st.sharded)
-        words = "%s keeps %g B/param (weights %g, gradients %g%s, %s moments %g)" % (
+        words = "%s keeps %g B/param (weights %g, gradients %g%s, %s moments %g%s)" % (
             prof.framework,
             per,
             st.weights,
-            st.grads + st.buckets,
+            st.grads + st.grads_sharded,
             ", master %g" % st.master if st.master else "",
             ctx.req.optimizer,
             moments,
+            "".join(
+                ", %s %g" % (what, b) for what, b in (("DDP buckets", st.buckets), ("bf16 copies", st.copies)) if b
+            ),
         )
         if split:
             words += ", %s sharded over DP%s" % (

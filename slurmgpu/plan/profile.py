@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Dict, Iterable, Optional, Tuple
 
+from ..vocab import RECOMPUTE
+
 GIB = 2.0**30
 
 # Optimizer moments per trained parameter (fp32): Adam m + v = 8; 8-bit Adam 2; SGD momentum 4.
@@ -171,7 +173,7 @@ class MemoryProfile:
     # routed experts keep the attention's TP when EP divides DP x CP (Megatron's expert-TP, layout.expert_tp);
     # False: with EP > 1 the experts shard over EP only (torchtitan), with EP 1 over TP
     experts_keep_tp: bool = True
-    recompute: Tuple[str, ...] = ("none", "selective", "full")  # what the launcher can ask for
+    recompute: Tuple[str, ...] = RECOMPUTE  # what the launcher can ask for
     serve: Optional[ServeBudget] = None  # serving engines: how they preallocate
     default_zero: int = 0  # the stage the framework runs when told nothing (memory_flags count savings from it)
 

@@ -270,8 +270,6 @@ def serving_layout_ok(launcher: Launcher, layout: Layout) -> Optional[str]:
     return None
 
 
-# What a program the launcher only starts may declare it implements (the spec's `implements:`).
-PROGRAM_DEGREES = ("tp", "pp", "cp", "ep", "recompute")
 DECLARE_HINT = (
     "add `implements: [%s]` to slurmgpu.yaml (or --implements %s) if your program runs it itself, "
     "or use --launcher megatron / torchtitan / nemo"

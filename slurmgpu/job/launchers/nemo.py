@@ -19,6 +19,7 @@ from ...plan import Capabilities, Layout
 from ...plan.layout import expert_tp
 from ...plan.profile import Lever, MemoryProfile, StageBytes
 from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, field_error, given_keys, option_key
+from .megatron import _layout_string
 
 BRIDGE_VERSION = "0.6.0"
 ENTRY = "/opt/Megatron-Bridge/scripts/training/run_recipe.py"  # where NeMo containers keep the checkout
@@ -222,10 +223,16 @@ def _layout_overrides(layout: Layout, opts: Options) -> List[str]:
         out.append("model.expert_tensor_parallel_size=%d" % expert_tp(layout.tp, layout.dp, layout.cp, layout.ep))
     stages = opts.stage_layers
     if stages and len(set(stages)) > 1:
-        out += [
-            "model.num_layers_in_first_pipeline_stage=%d" % stages[0],
-            "model.num_layers_in_last_pipeline_stage=%d" % stages[-1],
-        ]
+        if len(set(stages[1:-1])) <= 1:
+            out += [
+                "model.num_layers_in_first_pipeline_stage=%d" % stages[0],
+                "model.num_layers_in_last_pipeline_stage=%d" % stages[-1],
+            ]
+        else:
+            # middle stages megatron-core cannot spread evenly (DeepSeek-V3's 61 layers on 32 stages:
+            # TransformerConfig refuses first/last with an uneven middle): the exact partition instead
+            exact = "model.pipeline_model_parallel_layout='%s'" % _layout_string(stages, max(1, opts.virtual_stages))
+            out = [exact if o.startswith("model.pipeline_model_parallel_layout=") else o for o in out]
     out += _recompute(opts.recompute)
     zero = opts.zero if opts.zero is not None else 1
     if opts.fsdp or zero >= 3:
