@@ -9,7 +9,7 @@ max_line_length = 120
 
 -- The adapters are not loadable alone: `slurmgpu admin render-filter` (slurmgpu/policy.py
 -- render_filter) puts `local TOPO = {...}` (the site table) and
--- `local P = (function() <policy.lua> end)()` above each of them, so P and TOPO are names
+-- `local P = (function() <the assembled policy modules> end)()` above each of them, so P and TOPO are names
 -- they read. `slurm` is the table that slurmctld or the Slurm client provides
 -- (slurm_stub.lua outside Slurm). The globals they set are the entry points Slurm calls
 -- (slurm_job_submit, slurm_cli_*), and slurmgpu_filter / slurmgpu_spank for

@@ -2,7 +2,7 @@
 
 Every generated script carries it (and echoes it into the job log); the submit filter reads
 the layout from it first, `slurmgpu doctor` reads it back from a log or a script. One grammar,
-the one contrib/lua/policy.lua (`find_stamp`) applies in slurmctld, and tests/test_stamp.py
+the one contrib/lua/policy/stamp.lua (`find_stamp`) applies in slurmctld, and tests/test_stamp.py
 runs that Lua over a list of lines to keep the two equal:
 
 - the marker `# slurmgpu:` (one blank after '#'), with only blanks or tabs (at most 64

@@ -1,7 +1,7 @@
 """The name lists several layers share: one home each, so a new launcher or runtime is added once.
 
 Imports nothing (the CLI reads these for its --help choices without loading anything else).
-The submit policy's own launcher words (contrib/lua/policy.lua LAUNCHER_WORDS) are checked
+The submit policy's own launcher words (contrib/lua/policy/names.lua LAUNCHER_WORDS) are checked
 against LAUNCHERS by tests/test_vocab.py.
 """
 

@@ -74,6 +74,21 @@ def test_wheel_installs_into_a_fresh_venv_with_presets_and_templates(installed, 
     expected = sorted(str(p.relative_to(ROOT / "templates")) for p in (ROOT / "templates").rglob("*.j2"))
     assert eval(templates) == expected  # noqa: S307 - our own repr of a list of str
 
+    # every Lua file: the adapters, the stub and each policy module (the rendered filter
+    # assembles them; a module missing from the wheel would fail every render)
+    probe = (
+        "from slurmgpu.policy.lua import lua_dir, policy_source; d = lua_dir();"
+        "print(sorted(str(p.relative_to(d)) for p in d.rglob('*.lua'))); print(len(policy_source()))"
+    )
+    r = _run([str(py), "-c", probe], cwd=work, env=env)
+    assert r.returncode == 0, r.stderr
+    shipped_lua, size = r.stdout.splitlines()
+    source_lua = ROOT / "contrib" / "lua"
+    assert eval(shipped_lua) == sorted(str(p.relative_to(source_lua)) for p in source_lua.rglob("*.lua"))  # noqa: S307
+    from slurmgpu.policy import policy_source
+
+    assert int(size) == len(policy_source())
+
     r = _run(
         [str(exe), "site", "validate"] + [str(p) for p in sorted((ROOT / "site-configs").glob("*.yaml"))],
         cwd=work,

@@ -1,7 +1,7 @@
 """The submit filter seen from Python: `slurmgpu check`, check_script, rendering, installing, and
 the sbatch emulation that turns a script + options into the job_desc slurmctld would get.
 
-The verdicts come from contrib/lua/policy.lua run under real Lua 5.1 (lupa.lua51); the case
+The verdicts come from the policy (contrib/lua/policy/) run under real Lua 5.1 (lupa.lua51); the case
 files in tests/policy_cases/ hold the expectations, so the same cases drive the lua5.1-binary
 tests, the real-cluster tests and the SPANK tests.
 """

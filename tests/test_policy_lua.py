@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from slurmgpu.policy import lua_dir, lua_literal, part_list, render_filter, topology_lua
+from slurmgpu.policy import lua_dir, lua_literal, part_list, policy_source, render_filter, topology_lua
 from slurmgpu.site import load_site, preset_dir, resolve_site_ref
 from slurmgpu.slurm import het_count, job_desc
 from tests.policy_cases.cases import load_cases, problems
@@ -68,7 +68,7 @@ def run_lua(
     filter); it prints one JSON value per line."""
     tmp.mkdir(parents=True, exist_ok=True)
     shutil.copy(lua_dir() / "slurm_stub.lua", tmp / "slurm_stub.lua")
-    shutil.copy(lua_dir() / "policy.lua", tmp / "policy.lua")
+    (tmp / "policy.lua").write_text(policy_source())
     head = "dofile('slurm_stub.lua')\nlocal S = slurmgpu_stub\nlocal function out(v) io.write(S.json(v), '\\n') end\n"
     if rendered is not None:
         (tmp / "filter.lua").write_text(rendered)

@@ -1,4 +1,4 @@
-"""The submit filter's launch-line scanner (contrib/lua/policy.lua, issue 16 classes 2-4 and 7):
+"""The submit filter's launch-line scanner (contrib/lua/policy/scan.lua and lexer.lua, issue 16 classes 2-4 and 7):
 comments found as bash finds them (checked against real bash), Unicode digits read as Python's
 int() reads them (checked against unicodedata), shell arithmetic, and the work budget that
 bounds every call and never fails open silently. The policy cases in tests/policy_cases/scan-*.sh
@@ -13,7 +13,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from slurmgpu.policy import check_script, lua_dir
+from slurmgpu.policy import check_script, policy_source
 from slurmgpu.site import load_site, preset_dir
 
 lupa = pytest.importorskip("lupa")
@@ -24,7 +24,7 @@ BASH = shutil.which("bash")
 @pytest.fixture(scope="module")
 def detect():
     rt = lupa.lua51.LuaRuntime(unpack_returned_tuples=True, encoding=None)
-    P = rt.execute((lua_dir() / "policy.lua").read_bytes())
+    P = rt.execute(policy_source().encode("utf-8"))
     values = rt.eval(b"function(det, k) local v = det.values[k]; if v == nil then return nil end; return v end")
 
     def run(script: str, **job: Any) -> Dict[str, Any]:
@@ -233,7 +233,7 @@ def test_huge_tp_fix_is_bounded_and_possible():
 @pytest.fixture(scope="module")
 def scan():
     rt = lupa.lua51.LuaRuntime(unpack_returned_tuples=True, encoding=None)
-    P = rt.execute((lua_dir() / "policy.lua").read_bytes())
+    P = rt.execute(policy_source().encode("utf-8"))
 
     def run(script: str) -> Dict[str, Any]:
         det = P[b"detect"](rt.table_from({b"script": script.encode("utf-8")}))

@@ -25,7 +25,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import pytest
 
-from slurmgpu.policy import PolicyRunner, install_filter, plugstack_loads_spank, render_filter
+from slurmgpu.policy import PolicyRunner, install_filter, plugstack_loads_spank, policy_source, render_filter
 from slurmgpu.site import Site, load_site, preset_dir
 from slurmgpu.slurm import het_count, job_desc, parse_hostlist
 from slurmgpu.slurm.sbatch import SPREAD_JOB
@@ -404,7 +404,7 @@ def test_admin_cli_renders_and_installs_the_spank_policy(site, tmp_path) -> None
 
 def test_rendered_spank_policy_embeds_the_shared_policy(site) -> None:
     text = render_filter(site, "spank")
-    policy = (ROOT / "contrib" / "lua" / "policy.lua").read_text().rstrip("\n")
+    policy = policy_source().rstrip("\n")
     assert policy in text  # one policy, not a copy of its rules
     assert "function slurmgpu_spank_check(step, opts)" in text
 

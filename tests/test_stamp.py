@@ -1,5 +1,5 @@
 """One grammar for the stamp line: slurmgpu.stamp (the generator, `slurmgpu doctor`) and the
-submit filter's find_stamp in contrib/lua/policy.lua (run here under lupa, as `check` runs it)
+submit filter's find_stamp in contrib/lua/policy/stamp.lua (run here under lupa, as `check` runs it)
 accept exactly the same lines and read the same numbers from them."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from slurmgpu.node import read_stamp
 from slurmgpu.plan import Layout
-from slurmgpu.policy import lua_dir
+from slurmgpu.policy import policy_source
 from slurmgpu.stamp import KEYS, format_stamp, parse_stamp, stamp_int
 
 lupa = pytest.importorskip("lupa")
@@ -66,7 +66,7 @@ TEXTS = [
 @pytest.fixture(scope="module")
 def lua_find():
     rt = lupa.lua51.LuaRuntime(unpack_returned_tuples=True)
-    P = rt.execute((lua_dir() / "policy.lua").read_text(encoding="utf-8"))
+    P = rt.execute(policy_source())
     detect = P["detect"]
 
     def find(text: str) -> Optional[Dict[str, Any]]:

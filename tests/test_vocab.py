@@ -74,7 +74,7 @@ def test_cli_choices_are_the_vocab():
 
 
 def test_the_policy_names_the_same_launchers():
-    text = (lua_dir() / "policy.lua").read_text()
+    text = (lua_dir() / "policy" / "names.lua").read_text()
     block = re.search(r"local LAUNCHER_WORDS = \{(.*?)\n\}", text, re.S).group(1)
     pairs = re.findall(r'\{"([^"]+)", "([^"]+)"\}', block)
     assert pairs and {name for _, name in pairs} == set(vocab.LAUNCHERS)

@@ -2,7 +2,7 @@
 
 One home for the placement the planner, the generator and the policy share: the planner prefers
 layouts whose model-parallel groups fit one NVLink domain, `gen` derives `--segment` from the
-group spans here, and contrib/lua/policy.lua applies the same span formula (`group_unit`), pinned
+group spans here, and contrib/lua/policy/rule_groups.lua applies the same span formula (`group_unit`), pinned
 by tests/test_agreement.py.
 
 Rank orders (innermost first; ranks fill nodes in order, `ranks_per_node` per node):
@@ -116,7 +116,7 @@ def group_block(layout: Layout, kind: str, etp: Optional[int] = None) -> int:
 def group_unit(block: int, ranks_per_node: int) -> int:
     """Fewest nodes that hold whole blocks of `block` ranks: block / gcd(block, ranks per node).
 
-    The same formula as policy.lua's `kbase`: a segment that is a multiple of it holds whole groups.
+    The same formula as rule_groups.lua's segment: a segment that is a multiple of it holds whole groups.
     """
     return block // math.gcd(block, ranks_per_node)
 

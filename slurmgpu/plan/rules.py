@@ -20,7 +20,7 @@ def _nodes_word(n: int) -> str:
 def segment_unit(tp: int, gpn: int) -> int:
     """Fewest nodes that hold whole TP groups: tp / gcd(tp, GPUs per node) (TP=6 on 4-GPU trays: 3).
 
-    The one rule for where --segment may cut a job; contrib/lua/policy.lua applies the same
+    The one rule for where --segment may cut a job; contrib/lua/policy/rule_groups.lua applies the same
     (`kbase = tp / gcd(tp, rpn)`), and tests/test_agreement.py keeps the two together.
     """
     return tp // math.gcd(tp, gpn)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
         plugstack_loads_spank,
         written_by_slurmgpu,
     )
-    from .lua import lua_dir, lua_literal, render_filter, topology_lua, topology_table
+    from .lua import lua_dir, lua_literal, policy_source, render_filter, topology_lua, topology_table
     from .run import PolicyRunner, Verdict, check_script, part_list
 
 # exported name -> (module, name in it)
@@ -38,6 +38,7 @@ _EXPORTS = {
     "lua_dir": (".lua", "lua_dir"),
     "lua_literal": (".lua", "lua_literal"),
     "part_list": (".run", "part_list"),
+    "policy_source": (".lua", "policy_source"),
     "plan_install": (".install", "plan_install"),
     "plugstack_loads_spank": (".install", "plugstack_loads_spank"),
     "render_filter": (".lua", "render_filter"),
@@ -60,6 +61,7 @@ __all__ = [
     "lua_dir",
     "lua_literal",
     "part_list",
+    "policy_source",
     "plan_install",
     "plugstack_loads_spank",
     "render_filter",

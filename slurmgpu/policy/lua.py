@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Dict, Mapping, Union
+from typing import Any, Dict, List, Mapping, Tuple, Union
 
 from .. import __version__
 from ..errors import SlurmgpuError
@@ -48,6 +48,48 @@ def lua_dir() -> Path:
 
 def _lua_file(name: str) -> str:
     return (lua_dir() / name).read_text(encoding="utf-8")
+
+
+# The policy is small modules (contrib/lua/policy/*.lua, one job each) so that an admin can read
+# the rule that rejected a job in one place. Each module is a function of `import`, which loads
+# another module on first use and hands out the fields named: `local clean = import("util",
+# "clean")`. Fields are taken once, at load, into locals: a call between modules costs what a
+# call inside one does. The entry module is policy.lua (it returns P).
+_LOADER = """local MODULES, LOADED, LOADING = {}, {}, {}
+local function fields(m, name, k, ...)
+  if k == nil then return end
+  local v = m[k]
+  if v == nil then error("policy module " .. name .. " has no field " .. k, 3) end
+  return v, fields(m, name, ...)
+end
+local function import(name, ...)
+  local m = LOADED[name]
+  if m == nil then
+    if LOADING[name] then error("policy modules import each other: " .. name, 2) end
+    if MODULES[name] == nil then error("no policy module " .. name, 2) end
+    LOADING[name] = true
+    m = MODULES[name](import)
+    LOADED[name] = m
+  end
+  return fields(m, name, ...)
+end
+"""
+
+
+def policy_modules() -> List[Tuple[str, str]]:
+    """(name, source) of every policy module, by name."""
+    return [(p.stem, p.read_text(encoding="utf-8")) for p in sorted((lua_dir() / "policy").glob("*.lua"))]
+
+
+def policy_source() -> str:
+    """The policy as one Lua chunk that returns P: every module wrapped in a function and the
+    loader above; what job_submit.lua, cli_filter.lua, the SPANK policy file and `check` run."""
+    out = ["-- slurmgpu submit policy, assembled from contrib/lua/policy/*.lua (entry: policy.lua)\n", _LOADER]
+    for name, text in policy_modules():
+        out.append("\n-- policy module %s (contrib/lua/policy/%s.lua)\n" % (name, name))
+        out.append("MODULES[%s] = function(...)\n%s\nend\n" % (lua_string(name), text.rstrip("\n")))
+    out.append('\nimport("policy")\nreturn LOADED.policy\n')
+    return "".join(out)
 
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -155,7 +197,7 @@ def render_filter(site: Site, kind: str) -> str:
     """The complete job_submit.lua or cli_filter.lua for a site (deterministic text)."""
     if kind not in KINDS:
         raise SlurmgpuError("unknown filter kind '%s' (expected %s)" % (kind, " or ".join(KINDS)))
-    policy = _lua_file("policy.lua").rstrip("\n")
+    policy = policy_source().rstrip("\n")
     adapter = _lua_file(kind + "_adapter.lua").rstrip("\n")
     head = (
         "-- %s for site '%s', " + GENERATED_MARK + ".\n"

@@ -1,0 +1,254 @@
+-- scan: the keyword scan of a document. Plain finds of anchors with distinct first bytes,
+-- a cheap test of the bytes around each hit, then the option token, its separator and value;
+-- values are resolved once the document is read (shellvars) and kept per parameter.
+
+local import = ...
+local find, sub, byte, match, gsub =
+  string.find, string.sub, string.byte, string.match, string.gsub
+local DIGIT_COST, HIT_COST, LATER_CHUNK_COST, MISS_COST, WORK_MAX, spend =
+  import("budget", "DIGIT_COST", "HIT_COST", "LATER_CHUNK_COST", "MISS_COST", "WORK_MAX", "spend")
+local env_prefix_end = import("commands", "env_prefix_end")
+local CHUNK, in_comment, message_line = import("lexer", "CHUNK", "in_comment", "message_line")
+local DASH_ONLY, ENV_NAMES, KEYWORDS, KEY_NEXT, KEY_PREV_BYTES, NAMES, OPTCH =
+  import("names", "DASH_ONLY", "ENV_NAMES", "KEYWORDS", "KEY_NEXT", "KEY_PREV_BYTES", "NAMES", "OPTCH")
+local resolve = import("shellvars", "resolve")
+local clean = import("util", "clean")
+local read_value = import("values", "read_value")
+
+
+local TOKEN_MAX = 96       -- longest option name considered
+local MAX_VALUES = 32      -- values remembered per parameter (the largest and smallest always are)
+
+local MAX_RECS = 256        -- values remembered with their position, all parameters together
+
+-- Option token around a keyword hit: [ts, te] or nil when too long. Its start is the byte after
+-- the last non-option byte in the TOKEN_MAX + 1 bytes before the hit, found by one anchored
+-- match (greedy, backtracking from the window's end: linear in the window) instead of a loop
+-- over bytes, which was a quarter of a typical scan.
+local function token_bounds(s, h, klen)
+  local ts = h
+  if h > 1 and OPTCH[byte(s, h - 1)] then
+    local a = h - TOKEN_MAX - 1
+    local cut = match(sub(s, a < 1 and 1 or a, h - 1), "^.*[^0-9A-Za-z%-%._+]()")
+    if cut then ts = (a < 1 and 1 or a) + cut - 1
+    elseif a < 1 then ts = 1
+    else return nil, h + klen end
+  end
+  local _, e = find(s, "^[%w%-%._+]*", h + klen)
+  local te = e or (h + klen - 1)
+  if te - ts + 1 > TOKEN_MAX then return nil, te end
+  return ts, te
+end
+
+-- Tokens already normalized (option names repeat across submissions): name, lead, dotted.
+-- Bounded: starts over past NORM_MAX entries.
+-- Three flat tables, not a table per entry: fewer objects for slurmctld's garbage collector to mark.
+local NORM_MAX = 1024
+local norm_last, norm_lead, norm_dotted, norm_n = {}, {}, {}, 0
+local function normalize(tok)
+  local last = norm_last[tok]
+  if last then return last, norm_lead[tok], norm_dotted[tok] end
+  local lead, rest = match(tok, "^([-+]*)(.*)$")
+  local dotted = find(rest, ".", 1, true) ~= nil
+  last = rest
+  if dotted then last = match(rest, "^.*%.(.*)$") end -- anchored: linear
+  if find(last, "_", 1, true) then last = gsub(last, "_", "-") end
+  if norm_n >= NORM_MAX then norm_last, norm_lead, norm_dotted, norm_n = {}, {}, {}, 0 end
+  norm_last[tok], norm_lead[tok], norm_dotted[tok] = last, lead, dotted
+  norm_n = norm_n + 1
+  return last, lead, dotted
+end
+
+-- Skip the separator between an option and its value: blanks, '=' (or ':' for config keys),
+-- and backslash-newline continuations. Returns the value position, or nil if adjacent.
+local function skip_sep(s, q, allow_colon)
+  local start = q
+  for _ = 1, 8 do
+    local _, e = find(s, "^[ \t]+", q)
+    if e then q = e + 1 end
+    local _, e2 = find(s, "^\\\r?\n", q)
+    if e2 then q = e2 + 1 else break end
+  end
+  local c = byte(s, q)
+  if c == 61 or (allow_colon and c == 58) then
+    q = q + 1
+    local _, e = find(s, "^[ \t]*", q)
+    q = e + 1
+    return q
+  end
+  if q == start then return nil end
+  return q
+end
+
+local function add_value(det, kind, value, rec)
+  local vals = det.values[kind]
+  if vals == nil then vals = {}; det.values[kind] = vals end
+  local n = #vals
+  if n < MAX_VALUES then
+    vals[n + 1] = value
+  elseif type(value) == "number" then
+    -- full: two more slots keep the largest and the smallest number seen (the rules read the
+    -- largest TP and the smallest ranks per node)
+    det.values_full = true
+    if n == MAX_VALUES then vals[n + 1] = value; vals[n + 2] = value
+    elseif value > vals[MAX_VALUES + 1] then vals[MAX_VALUES + 1] = value
+    elseif value < vals[MAX_VALUES + 2] then vals[MAX_VALUES + 2] = value end
+  end
+  -- every value with where it was seen (a het step or one launcher's flags is judged apart)
+  -- (the record itself is the entry: kind, value and rec = itself, one table less per value)
+  rec.kind, rec.value, rec.rec = kind, value, rec
+  if #det.recs < MAX_RECS then det.recs[#det.recs + 1] = rec end
+  if kind == "tp" and det.tp_token == nil then det.tp_token = rec end
+  if kind == "tp" and type(value) == "number" then
+    if det.tp_best == nil or value > det.tp_best.value then det.tp_best = rec end
+  end
+end
+
+-- Keyword hits in one chunk [a, b] of the document -> raw records (the value not yet resolved).
+local function scan_chunk(det, doc, a, b, raws, keys, whole)
+  keys = keys or KEYWORDS
+  local s = doc.s
+  -- finds stay inside the chunk (+ the tail of a token): a copy of it, unless it runs to the end
+  -- (or the caller lets one search of a small document run past it: whole)
+  local piece, off, init = s, 0, a
+  if b + TOKEN_MAX < #s and not whole then piece, off, init = sub(s, a, b + TOKEN_MAX), a - 1, 1 end
+  for ki = 1, #keys do
+    local key = keys[ki]
+    local want, nexts, klen = KEY_PREV_BYTES[key], KEY_NEXT[key], #key
+    local p = init
+    while true do
+      local h0 = find(piece, key, p, true)
+      if h0 == nil or off + h0 > b then break end
+      local h = off + h0
+      local pc = byte(s, h - 1)
+      local pass = true
+      if want then pass = pc ~= nil and want[pc] == true
+      elseif want == false then pass = not (pc and OPTCH[pc]) end
+      if pass then
+        local nc = byte(s, h + klen)
+        if nc == nil or not OPTCH[nc] then nc = 0 end
+        pass = nexts[nc] == true
+      end
+      if not pass then
+        local w = det.work + MISS_COST -- spend(), inlined: this runs once per needle stop
+        det.work = w
+        if w > WORK_MAX and not spend(det, 0, "work budget (option-like words)", h) then return false end
+        p = h0 + 1
+      else
+      det.hits = det.hits + 1
+      if not spend(det, HIT_COST, "work budget (option-like words)", h) then return false end
+      local ts, te = token_bounds(s, h, klen)
+      p = te - off + 1
+      if ts and not doc.seen[ts] then
+        doc.seen[ts] = true
+        local tok = sub(s, ts, te)
+        local name, lead, dotted = normalize(tok)
+        local kind = NAMES[name]
+        local dash = find(lead, "-", 1, true) ~= nil
+        local envp = ENV_NAMES[tok]
+        if envp and byte(s, te + 1) == 61 then
+          local v, e, decoded = read_value(s, te + 2)
+          if decoded and not spend(det, decoded * DIGIT_COST, "work budget (Unicode digits)", ts) then return false end
+          if v and e and env_prefix_end(det, s, ts, e, doc.argv) and not in_comment(doc, ts) then
+            raws[#raws + 1] = {kind = envp, v = v, doc = doc, pos = ts, name = tok, dash = false, dotted = false,
+                               env = true}
+          end
+        elseif kind and (dash or (not DASH_ONLY[name])) and (kind ~= "segment" or dash) then
+          local com, line = in_comment(doc, ts)
+          local directive = com and line.cs == line.ls and sub(s, line.ls, line.ls + 6) == "#SBATCH"
+          if (not com and kind ~= "segment" and not message_line(doc, line)) or (kind == "segment" and directive) then
+            local q = skip_sep(s, te + 1, (not dash) and (not DASH_ONLY[name]))
+            local v, _, decoded = read_value(s, q)
+            if decoded and not spend(det, decoded * DIGIT_COST, "work budget (Unicode digits)", ts) then
+              return false
+            end
+            if v then
+              raws[#raws + 1] = {kind = kind, v = v, doc = doc, pos = ts, name = tok, dash = dash, dotted = dotted,
+                                 short = (lead == "-")}
+            end
+          end
+        end
+      end
+      end
+    end
+  end
+  return true
+end
+
+-- The end of the script's leading block of comment lines (shebang, #SBATCH directives, a
+-- generated header) within [1, b], and where its first #SBATCH is. Nothing on a line that starts
+-- with '#' runs, and only #SBATCH --segment is read from such lines, so the keyword scan looks
+-- for "segment" alone from there and skips the rest (a generated header is half a script). One
+-- plain search per line, HEADER_LINES at most.
+local HEADER_LINES = 256
+local SEGMENT_ONLY = {"segment"}
+local function header_end(doc, b)
+  local s = doc.s
+  if #s > b then s = sub(s, 1, b) end -- a newline is looked for inside [1, b] only
+  local p = 1
+  for _ = 1, HEADER_LINES do
+    if byte(s, p) ~= 35 then break end
+    local nl = find(s, "\n", p, true)
+    if nl == nil then p = #s + 1; break end
+    p = nl + 1
+  end
+  local sa = find(s, "#SBATCH", 1, true)
+  if sa and sa >= p then sa = nil end
+  return p - 1, sa
+end
+
+local function scan_doc(det, doc, env)
+  local raws = {}
+  local a = 1
+  while a <= doc.n do
+    local b = a + CHUNK - 1
+    if b > doc.n then b = doc.n end
+    if not spend(det, (a == 1 and 1 or LATER_CHUNK_COST) * (b - a + 1), "work budget (script size)", a) then break end
+    local from, ok = a, true
+    if a == 1 and not doc.argv then
+      local last, sa = header_end(doc, b)
+      if sa then ok = scan_chunk(det, doc, sa, last, raws, SEGMENT_ONLY, #doc.s <= CHUNK) end
+      from = last + 1
+    end
+    if ok and from <= b then ok = scan_chunk(det, doc, from, b, raws) end
+    if not ok then break end
+    doc.scanned = b
+    a = b + 1
+  end
+  if doc.scanned < #doc.s then
+    doc.truncated = true
+    if doc.scanned < doc.n then doc.t = sub(doc.s, 1, doc.scanned) end
+  end
+  for i = 1, #raws do
+    local r = raws[i]
+    local kind, v, rec = r.kind, r.v, r -- a raw record is the value's record (det.recs) too
+    if v.k == "bad" then
+      if (kind == "tp" or kind == "pp" or kind == "nproc") and #det.unreadable < 8 then
+        det.unreadable[#det.unreadable + 1] = clean(rec.name, 40) .. " " .. clean(v.text, 24)
+      end
+    else
+      local res = resolve(det, doc, v, rec.pos, env, 0)
+      if type(res) == "table" and res.alt then
+        -- branches: the verdict takes the smallest (a job is rejected when every branch spans);
+        -- the largest is remembered for a warning that names its line
+        local lo, hi = res.alt[1], res.alt[1]
+        for k = 2, #res.alt do
+          if res.alt[k].n < lo.n then lo = res.alt[k] end
+          if res.alt[k].n > hi.n then hi = res.alt[k] end
+        end
+        add_value(det, kind, kind == "nproc" and hi.n or lo.n, rec)
+        if kind == "tp" and hi.n > lo.n and (det.branch_tp == nil or hi.n > det.branch_tp.n) then
+          det.branch_tp = {n = hi.n, pos = hi.pos, doc = doc, rec = rec}
+        end
+      elseif res ~= nil then
+        add_value(det, kind, res, rec)
+      elseif (v.k == "var" or v.k == "expr") and (kind == "tp" or kind == "nproc") and #det.unreadable < 8 then
+        det.unreadable[#det.unreadable + 1] = clean(rec.name, 40) .. " "
+          .. (v.k == "var" and ("$" .. clean(v.name, 24)) or "$((...))")
+      end
+    end
+  end
+  if doc.truncated then det.truncated = true end
+end
+
+return {scan_doc = scan_doc, normalize = normalize, MAX_VALUES = MAX_VALUES}
