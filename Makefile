@@ -14,6 +14,7 @@ deps:
 	@if [ "$$(id -u)" = 0 ]; then bash contrib/testcluster/install-deps.sh; \
 	 else echo "not root: skipping Debian packages (cluster tests will be skipped unless already installed)"; fi
 	$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[test,e2e,lint,contract]'
+	$(PYTHON) contrib/contract/make_env.py
 
 test-unit:
 	$(PYTHON) -m pytest -q -m "not cluster"

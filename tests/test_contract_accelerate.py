@@ -14,7 +14,7 @@ from typing import List
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from contract_matrix import matrix, render  # noqa: E402
+from contract_matrix import FIRST, matrix, render  # noqa: E402
 from launch_parse import runner_words  # noqa: E402
 
 from slurmgpu.errors import ConfigError  # noqa: E402
@@ -77,5 +77,5 @@ def test_every_case_is_the_plan_accelerate_runs():
 
 
 def test_header_names_the_version():
-    gen = render(matrix("pretrain")[0], "accelerate", command=COMMAND, parallel=DP_ONLY, implements=("recompute",))
+    gen = render(FIRST, "accelerate", command=COMMAND, parallel=DP_ONLY, implements=("recompute",))
     assert gen is not None and adapter.TARGETS in gen.script

@@ -223,10 +223,52 @@ def parse_megatron(gen: Any) -> Parsed:
     )
 
 
-def parse_nemo(gen: Any) -> Parsed:
-    from tests import test_contract_nemo as N
+def _overrides(argv: Any) -> Tuple[Dict[str, Any], str]:
+    """run_recipe.py's KEY=VALUE overrides as Hydra reads the scalars (ints, booleans, null, quoted
+    strings), and the --recipe; tests/test_contract_nemo.py has Bridge itself build the same line."""
+    words = [str(a) for a in argv]
+    recipe = words[words.index("--recipe") + 1]
+    out: Dict[str, Any] = {}
+    for w in words[1:]:
+        if w.startswith("-") or "=" not in w:
+            continue
+        k, v = w.split("=", 1)
+        if v == "null":
+            out[k] = None
+        elif v in ("true", "false"):
+            out[k] = v == "true"
+        elif re.fullmatch(r"-?\d+", v):
+            out[k] = int(v)
+        else:
+            out[k] = v.strip("'")
+    return out, recipe
 
-    cfg, _ = N.check(gen.request.launch.program)
+
+class _Cfg:
+    """Dotted access to the overrides, with the recipe's recorded defaults under them."""
+
+    def __init__(self, values: Dict[str, Any], prefix: str = "") -> None:
+        self._v, self._p = values, prefix
+
+    def get(self, key: str) -> Any:
+        return self._v.get(self._p + key)
+
+    def __getattr__(self, key: str) -> Any:
+        full = self._p + key
+        if full in self._v:
+            return self._v[full]
+        if any(k.startswith(full + ".") for k in self._v):
+            return _Cfg(self._v, full + ".")
+        return None
+
+
+def parse_nemo(gen: Any) -> Parsed:
+    values, recipe_name = _overrides(gen.request.launch.program)
+    recorded = json.loads((Path(__file__).parent / "data" / "contract" / "megatron_bridge.json").read_text())
+    merged = dict(recorded["recipes"].get(recipe_name, {}))
+    merged.update(values)
+    cfg = _Cfg(merged)
+    ns = type("NS", (), {"recipe": recipe_name})
     m = cfg.model
     tp, pp, cp = m.tensor_model_parallel_size, m.pipeline_model_parallel_size, m.context_parallel_size
     dp = gen.request.layout.world // (tp * pp * cp)
@@ -250,16 +292,22 @@ def parse_nemo(gen: Any) -> Parsed:
         )
         stages = [rest // middle] * middle if middle else []
         stages = ([first] if first is not None else []) + stages + ([last] if last is not None else [])
-    mp = cfg.mixed_precision
+    mp = cfg.get("mixed_precision")
     rules = RULES["megatron_bridge"]
-    opt_dist = cfg.optimizer.use_distributed_optimizer
+    recipe = rules["recipe_optimizer"].get(ns.recipe, rules["recipe_optimizer"]["_default"])
+
+    def opt(key: str) -> Any:  # an override the job writes, else the recipe's own value
+        v = merged.get("optimizer." + key)
+        return recipe[key] if v is None else v
+
+    dist = merged.get("optimizer.use_distributed_optimizer")
     env = dict(
         mixed_precision=mp,
         grad_reduce_in_fp32=rules["grad_reduce_in_fp32"].get(mp, True),
-        ddp_use_distributed_optimizer=bool(cfg.ddp.use_distributed_optimizer),
-        # recipe-optimizer: the recipes set it; an override would be in cfg
-        optimizer_use_distributed_optimizer=True if opt_dist is None else bool(opt_dist),
-        use_precision_aware_optimizer=bool(cfg.optimizer.use_precision_aware_optimizer),
+        # sync-distributed-optimizer: either switch turns both on; the recipes set the optimizer's
+        sharded_optimizer=bool(merged.get("ddp.use_distributed_optimizer")) or (True if dist is None else bool(dist)),
+        use_precision_aware_optimizer=bool(opt("use_precision_aware_optimizer")),
+        exp_avg_dtype=str(opt("exp_avg_dtype")),
     )
     ep = m.expert_model_parallel_size
     etp = m.get("expert_tensor_parallel_size") or tp
@@ -313,21 +361,10 @@ def parse_torchtitan(gen: Any) -> Parsed:
     stages = [layers]
     vp = 1
     if pp > 1:
-        # torchtitan's split (distributed/pipeline_parallel.py): pp x stages per rank virtual stages over
-        # layers + first/last weights, extras to the first; rank r runs stages r, r + pp, ...
-        per = got.get("--parallelism.pipeline-parallel-layers-per-stage")
-        first, last = (
-            i("parallelism.pipeline-parallel-first-stage-less-layers"),
-            i("parallelism.pipeline-parallel-last-stage-less-layers"),
-        )
-        single = got.get("--parallelism.pipeline-parallel-schedule") in ("1F1B", "GPipe")
-        n = -(-(layers + first + last) // int(per)) if per else pp * (1 if single else 2)
-        vp = n // pp
-        base, extra = divmod(layers + first + last, n)
-        sizes = [base + (k < extra) for k in range(n)]
-        sizes[0] -= first
-        sizes[-1] -= last
-        stages = [sum(sizes[r::pp]) for r in range(pp)]
+        # --parallelism.module_fqns_per_model_part: torchtitan's split, chunk s on rank s % pp
+        chunks = got["--parallelism.module-fqns-per-model-part"].split(" ")
+        vp = len(chunks) // pp
+        stages = [sum(c.count("layers.") for c in chunks[r::pp]) for r in range(pp)]
     rec = next((s.split(":", 1)[1] for s in subs if s.startswith("activation-checkpoint:")), "none")
     return Parsed(
         "torchtitan",

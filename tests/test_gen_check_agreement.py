@@ -169,8 +169,7 @@ def test_refusals_say_why_and_never_blame_the_policy(results):
     [
         ("megatron", {"tp": 1, "pp": 2, "ep": 64}, 16),  # one EP group = 64 ranks = 16 trays
         ("megatron", {"tp": 2, "pp": 2, "ep": 32}, 16),  # EP x expert-TP folds over 16 trays
-        # 4-tray groups, the largest rack-sized multiple (PP 1: torchtitan gets even stages, 61 layers have none)
-        ("torchtitan", {"tp": 1, "pp": 1, "ep": 16}, 16),
+        ("torchtitan", {"tp": 1, "pp": 2, "ep": 16}, 16),  # 4-tray groups, the largest rack-sized multiple
     ],
 )
 def test_moe_on_nvl72_gets_the_segment_of_its_expert_groups_and_check_accepts_it(launcher, pins, segment):

@@ -338,5 +338,12 @@ def _stamped_caps(stamp: Mapping[str, str]) -> Any:
     launcher = LAUNCHERS.get(stamp.get("launcher", ""))
     if launcher is None:
         return None
+    from ..errors import ConfigError
+    from ..plan import get_model
+
     implements = tuple(x for x in stamp.get("implements", "").split(",") if x)
-    return planner_caps(launcher, stamp.get("precision", "bf16"), implements, stamp.get("fsdp") == "1")
+    try:
+        model = get_model(stamp.get("model", ""))
+    except ConfigError:
+        model = None
+    return planner_caps(launcher, stamp.get("precision", "bf16"), implements, stamp.get("fsdp") == "1", model)

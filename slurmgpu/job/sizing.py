@@ -234,7 +234,7 @@ def plan_request(site: Site, spec: JobSpec, model: ModelSpec, **extra: Any) -> P
         precision=spec.precision,
         tokens=spec.tokens,
         pins=dict(spec.parallel),
-        caps=planner_caps(get_launcher(spec.launcher), spec.precision, spec.implements, spec.fsdp),
+        caps=planner_caps(get_launcher(spec.launcher), spec.precision, spec.implements, spec.fsdp, model),
         **extra,
     )
 

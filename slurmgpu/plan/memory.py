@@ -354,7 +354,7 @@ def training_stage_memory(
         st = replace(st, buckets=0.0)  # no data parallelism: no DDP reducer
     if p > 1 and st.copies_pp is not None:
         st = replace(st, copies=st.copies_pp, gathered=0.0, head_copy=0.0)
-    moments = optimizer_bytes - 4.0  # K = fp32 master + moments
+    moments = optimizer_bytes - 4.0 if st.moments is None else st.moments  # K = fp32 master + moments
     shard_dense, shard_exp, etp = shard_groups(shape, st.group, profile.experts_keep_tp)
     counts = counts if counts is not None else stage_layers(model.layers, p)
     s_loc = shape.seq / cp
@@ -508,9 +508,10 @@ def inference_stage_memory(
     return out
 
 
-def serve_fits(mem: MemoryBreakdown, usable: float) -> bool:
-    """Whether a serving breakdown fits: the engine's KV pool holds the planned batch where the
-    engine preallocates, else every term within the usable memory."""
-    if mem.reserved > 0:
-        return mem.kv_pool >= mem.kv_cache
+def serve_fits(mem: MemoryBreakdown, usable: float, preallocates: bool = False) -> bool:
+    """Whether a serving breakdown fits: where the engine preallocates (`preallocates`), its KV pool
+    holds the planned batch (a share its own rule makes zero or negative holds nothing: SGLang's
+    reserve grows with TP x PP); else every term within the usable memory."""
+    if preallocates:
+        return mem.reserved > 0 and mem.kv_pool >= mem.kv_cache
     return mem.total <= usable

@@ -296,6 +296,16 @@ def _no_fit_message(ctx: _Ctx, alloc: Tuple[int, int], res: _Result) -> str:
     ]
     if ctx.task in ("pretrain", "finetune"):
         lines.append(_states_words(ctx, nodes * gpn))
+    caps = ctx.req.caps
+    if ctx.task == "inference" and nodes > 1 and not caps.serving_dp_nodes and not res.misses:
+        # not memory: the engine cannot spread data-parallel replicas over nodes (SGLang's DP
+        # controller starts every replica on the local GPUs), so all GPUs must be one server
+        lines[0] = (
+            "%s cannot serve %s on %d nodes: it runs data-parallel replicas only inside one node, so %d nodes "
+            "must be one TP x PP server over all %d GPUs, and %s splits no such way (below). Use --nodes 1 "
+            "(replicas on that node), one job per node behind a router, or --launcher vllm, whose replicas "
+            "span nodes." % (caps.launcher or "this launcher", m.label, nodes, nodes, nodes * gpn, m.label)
+        )
     if res.misses:
         _, lay, mem = res.misses[0]
         lines.append(

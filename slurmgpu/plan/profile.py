@@ -49,6 +49,7 @@ class StageBytes:
     grads: float = 2.0  # the gradient buffer
     master: float = 4.0  # fp32 master copy beside 16-bit weights (0: the weights are the master)
     grads_sharded: float = 0.0  # a further gradient copy kept sharded (DeepSpeed ZeRO-1's fp32 partition)
+    moments: Optional[float] = None  # the optimizer moments' bytes where the framework sets them (bf16 Adam: 4)
     sharded: Tuple[str, ...] = ()
     group: str = "dp_cp"
     # bf16 copies of the weights held from forward to backward (autocast's casts saved for backward;
@@ -66,7 +67,8 @@ class StageBytes:
 
     def per_param(self, state_bytes: float) -> float:
         """All bytes per parameter before any sharding: the leanest allocation charges this / GPUs."""
-        return self.weights + self.grads + self.grads_sharded + self.master + state_bytes + self.copies + self.buckets
+        moments = state_bytes if self.moments is None else self.moments
+        return self.weights + self.grads + self.grads_sharded + self.master + moments + self.copies + self.buckets
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from .memory import (
     TrainShape,
     inference_memory,
     serve_fits,
+    shard_groups,
     training_memory,
 )
 from .profile import STATE_BYTES
@@ -318,6 +319,14 @@ def _train_layouts(
     pins = ctx.req.pins
     mbs = [pins["micro_batch"]] if "micro_batch" in pins else list(MICRO_BATCHES)
     strategies = _strategies(ctx, pp, dp * cp, ep)
+    prof = ctx.req.caps.memory
+    if ep > 1 and not prof.experts_keep_tp:
+        # experts shard over EP inside the FSDP group (torchtitan's ParallelDims: EP divides
+        # dp_shard x CP x TP), so a stage sharded inside a node (HSDP) needs EP to divide that group
+        probe = TrainShape(tp, pp, dp, cp, ep, 1, 1, ctx.seq, gpn)
+        strategies = [
+            (z, r) for z, r in strategies if (shard_groups(probe, prof.stage(z).group, False)[0] * tp) % ep == 0
+        ]
     counts = ctx.counts(pp)
     leanest: Optional[Tuple[float, Layout, MemoryBreakdown]] = None
     any_batch = False
@@ -446,7 +455,7 @@ def _infer_layouts(
         nt.gpu_memory_gb,
         nt.gpu_model,
     )
-    if not serve_fits(mem, ctx.usable):
+    if not serve_fits(mem, ctx.usable, ctx.req.caps.memory.serve is not None):
         misses.append((mem.need, lay, mem))
         return
     ranked[_key(lay)] = _infer_candidate(ctx, lay, base_batch, mem, seg)

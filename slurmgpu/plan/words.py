@@ -24,7 +24,16 @@ def _short(lay: Layout) -> str:
 def _mem_words(ctx: _Ctx, mem: MemoryBreakdown) -> str:
     parts = ", ".join("%s %.1f" % (k, v) for k, v in mem.parts())
     prof = ctx.req.caps.memory
-    if mem.reserved > 0:
+    if prof.serve is not None and not ctx.train:
+        if mem.reserved <= 0:
+            return (
+                "needs %.1f GB per GPU (%s), but %s's own rule leaves no share of the GPU for weights and KV cache"
+                % (
+                    mem.need,
+                    parts,
+                    prof.framework,
+                )
+            )
         return "needs a KV cache of %.1f GB per GPU, but %s leaves %.1f GB for it (%s)" % (
             mem.kv_cache,
             _serve_share(ctx, mem),

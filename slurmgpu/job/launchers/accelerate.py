@@ -8,11 +8,14 @@ is plain DDP. FSDP has no optimizer-only sharding, so ZeRO-1 is not among the ca
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Sequence, Tuple
+from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
 from ...plan import Capabilities, Layout
 from ...plan.profile import TERMS, MemoryProfile, StageBytes
 from .base import Launcher, Options, check_caps, field_error, torch_ddp
+
+if TYPE_CHECKING:
+    from ...plan import ModelSpec
 
 TARGETS = "accelerate 1.15.0"
 PRECISION = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp32": "no"}
@@ -41,7 +44,7 @@ LAUNCHER = Launcher(
 )
 
 
-def memory(precision: str) -> MemoryProfile:
+def memory(precision: str, model: Optional[ModelSpec] = None) -> MemoryProfile:
     """What accelerate 1.15.0 runs for the launch flags `runner_args` writes, on the user's fp32 model.
 
     ZeRO-0 (--multi_gpu): torch DDP (DistributedDataParallelKwargs.gradient_as_bucket_view False) keeps

@@ -124,6 +124,16 @@ class Options:
     implements: Tuple[str, ...] = ()  # what the user's program declares it runs (spec `implements:`)
 
 
+def train_iters(opts: Options) -> Optional[int]:
+    """The training length the plan promises, in optimizer steps: --train-iters, or --tokens over
+    the tokens one step takes (global batch x sequence), rounded up. None: neither was given."""
+    if opts.train_iters:
+        return opts.train_iters
+    if not opts.tokens or not opts.global_batch or not opts.seq:
+        return None
+    return max(1, int(-(-float(opts.tokens) // (opts.global_batch * opts.seq))))
+
+
 def program(launcher: Launcher, command: Sequence[str], args: Sequence[str], where: str = "command") -> Tuple[str, ...]:
     """The program argv (entry point + user arguments), before the layout arguments.
 
@@ -347,6 +357,21 @@ def program_memory(who: str, precision: str, implements: Sequence[str] = ()) -> 
         sequence_parallel=False,
         recompute=("full",) if "recompute" in implements else ("none",),
         default_zero=0,
+    )
+
+
+def check_precision(launcher: Launcher, opts: Options) -> None:
+    """fp8 training needs FP8 tensor cores (site.gpus GpuFacts.fp8: Hopper, Ada, Blackwell, MI300):
+    on an A100 or MI250X Transformer Engine stops at its first fp8 GEMM and torchao refuses to
+    convert, so the plan's fp8 would never run. One rule for every training launcher; a serving
+    engine is exempt (its fp8 weights run as W8A16 kernels on such GPUs)."""
+    if opts.precision != "fp8" or opts.gpu_fp8 is not False or launcher.serving:
+        return
+    raise field_error(
+        "precision",
+        "launcher %s: precision fp8 needs FP8 tensor cores (NVIDIA H100/H200/B200/GB200/GB300, L40S, RTX 4090; "
+        "AMD MI300), and %s has none, so the job would fail at its first fp8 matrix multiply; plan with "
+        "--precision bf16 on this site" % (launcher.name, opts.gpu or "this site's GPU"),
     )
 
 

@@ -9,12 +9,15 @@ file, so a user `--deepspeed_config` is refused rather than silently contradicti
 from __future__ import annotations
 
 import json
-from typing import Dict, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Dict, Optional, Sequence, Tuple, Union
 
 from ...plan import Capabilities, Layout
 from ...plan.profile import TERMS, MemoryProfile, StageBytes
 from ...render import PathArg
 from .base import Launcher, Options, check_caps, field_error
+
+if TYPE_CHECKING:
+    from ...plan import ModelSpec
 
 TARGETS = "DeepSpeed 0.19.8"
 # Relative to the submit directory, where the program (train.py) is found as well; the job's
@@ -51,7 +54,7 @@ LAUNCHER = Launcher(
 REDUCE_BUCKET = 5e8  # zero_optimization.reduce_bucket_size default (elements), one bf16 bucket for stages 2 and 3
 
 
-def memory(precision: str) -> MemoryProfile:
+def memory(precision: str, model: Optional[ModelSpec] = None) -> MemoryProfile:
     """What DeepSpeed 0.19.8 keeps per GPU for the config `ds_config` writes (bf16 or fp16 enabled).
 
     The engine casts the model to bf16 (2 B/param). Stage 0 with bf16 runs FP16_Optimizer (engine

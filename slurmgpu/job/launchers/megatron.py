@@ -3,14 +3,17 @@ checkpoint/requeue flags as Megatron's own arguments, so the planned job is the 
 
 from __future__ import annotations
 
-from typing import Any, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
 from ...errors import ConfigError, Issue
 from ...plan import Capabilities, Layout
 from ...plan.layout import expert_tp
 from ...plan.profile import TERMS, Lever, MemoryProfile, StageBytes
 from ...render import PathArg
-from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, field_error, given_keys
+from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, field_error, given_keys, train_iters
+
+if TYPE_CHECKING:
+    from ...plan import ModelSpec
 
 # Flags and rules checked against tests/data/contract/megatron-d98e8a64.json (recorded from this commit by
 # contrib/contract/record_megatron.py); re-record it when this pin moves.
@@ -50,7 +53,7 @@ GRAD_BF16 = Lever(
 )
 
 
-def memory(precision: str) -> MemoryProfile:
+def memory(precision: str, model: Optional[ModelSpec] = None) -> MemoryProfile:
     """What Megatron-LM d98e8a64 keeps per GPU with the flags `layout_args` writes.
 
     validate_args: with --bf16 and no --grad-reduce-in-bf16 it sets accumulate_allreduce_grads_in_fp32,
@@ -139,7 +142,7 @@ def run_args(layout: Layout, opts: Options, user_argv: Sequence[str]) -> Tuple[s
         return tuple(out)
     data = opts.data or ("--data-path" in given or "--mock-data" in given)
     tok = opts.tokenizer or "--tokenizer-model" in given or "--tokenizer-type" in given
-    iters = opts.train_iters or _iters_from_tokens(opts)
+    iters = train_iters(opts)
     have_iters = iters or "--train-iters" in given or "--train-samples" in given
     lr = opts.lr or "--lr" in given
     need = []
@@ -171,13 +174,6 @@ def run_args(layout: Layout, opts: Options, user_argv: Sequence[str]) -> Tuple[s
         add("--lr-decay-style", "cosine")
         add("--min-lr", "%g" % (float(opts.lr) / 10))  # Llama 3 recipe: decay to 10% of the peak
     return tuple(out)
-
-
-def _iters_from_tokens(opts: Options) -> int:
-    tokens = opts.tokens
-    if not tokens or not opts.global_batch or not opts.seq:
-        return 0
-    return max(1, int(-(-float(tokens) // (opts.global_batch * opts.seq))))
 
 
 def model_args(opts: Options, user_argv: Sequence[str]) -> Tuple[str, ...]:
@@ -311,10 +307,10 @@ def pipeline_args(layout: Layout, opts: Options) -> Tuple[str, ...]:
         if vp > 1:
             out += ["--num-virtual-stages-per-pipeline-rank", str(vp)]
         return tuple(out)
-    return ("--pipeline-model-parallel-layout", _layout_string(counts, vp))
+    return ("--pipeline-model-parallel-layout", layout_string(counts, vp))
 
 
-def _layout_string(counts: Sequence[int], vp: int) -> str:
+def layout_string(counts: Sequence[int], vp: int) -> str:
     """Stage v*pp+r holds rank r's v-th chunk; E (embedding) first, L (loss) last, t per layer."""
     pp = len(counts)
     chunks = []

@@ -9,11 +9,14 @@ planner keeps DP at 1 (one TP x PP server). The API binds 0.0.0.0: SGLang's defa
 
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
 from ...plan import Capabilities, Layout
 from ...plan.profile import MemoryProfile, ServeBudget
 from .base import Launcher, Options, given_keys
+
+if TYPE_CHECKING:
+    from ...plan import ModelSpec
 
 RUNTIME = ("--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr")
 
@@ -73,7 +76,7 @@ MEMORY = MemoryProfile(
 )
 
 
-def memory(precision: str) -> MemoryProfile:
+def memory(precision: str, model: Optional[ModelSpec] = None) -> MemoryProfile:
     return MEMORY
 
 

@@ -8,13 +8,23 @@ local world = world / nnodes); node 0 serves the API, the others run `--headless
 
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
 from ...plan import Capabilities, Layout
 from ...plan.profile import MemoryProfile, ServeBudget
 from .base import Launcher, Options, given_keys
 
+if TYPE_CHECKING:
+    from ...plan import ModelSpec
+
 # Flags the template adds per node at run time (node rank, rendezvous address): the user may not pass them.
+# vLLM starts one API server process per DP rank on node 0 when --api-server-count is not given
+# (serve.py: api_server_count defaults to data_parallel_size), 512 for DP 512 on 64 nodes: node
+# 0's CPUs would go to HTTP front-ends instead of its own engines. A few front-ends keep every
+# replica fed (each balances over all DP engines); more only when tokenization or HTTP is the
+# bottleneck, which the user can say with --api-server-count.
+API_SERVERS = 4
+
 RUNTIME = ("--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless")
 
 LAUNCHER = Launcher(
@@ -65,7 +75,7 @@ MEMORY = MemoryProfile(
 )
 
 
-def memory(precision: str) -> MemoryProfile:
+def memory(precision: str, model: Optional[ModelSpec] = None) -> MemoryProfile:
     return MEMORY
 
 
@@ -77,6 +87,8 @@ def args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[
         out += ("--max-model-len", str(opts.seq))
     if layout.dp > 1:
         out += ("--data-parallel-size", str(layout.dp))
+        if "--api-server-count" not in given_keys(user_argv) and "-asc" not in given_keys(user_argv):
+            out += ("--api-server-count", str(min(layout.dp, API_SERVERS)))
     if layout.ep > 1:
         out += ("--enable-expert-parallel",)  # EP = TP x DP (base.serving_layout_ok checks the plan agrees)
     if layout.nodes > 1:
