@@ -139,13 +139,6 @@ class ServeBudget:
         return self.per_graph_mb * self.tier(capacity_gb, gpu, tp)[1] * 2**20 / 1e9
 
 
-def node_shard(dp: int, cp: int, tp: int, gpus_per_node: int) -> int:
-    """The sharding group of HSDP inside one node (torchtitan's ZeRO-1/2 split): the largest DP
-    divisor whose shard, x TP x CP, fits in a node, times CP (FSDP shards over DP-shard x CP)."""
-    per_node = max(1, gpus_per_node // max(1, tp * cp))
-    return max(d for d in range(1, dp + 1) if dp % d == 0 and d <= per_node) * cp
-
-
 def _textbook() -> Tuple[StageBytes, ...]:
     base = StageBytes(0, weights=2.0, grads=2.0, master=4.0)
     return (

@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Tuple
 from ..errors import PlanError
 from .cost import CP_MIN_TOKENS, MICRO_BATCHES, _Cand, _Ctx, _infer_candidate, _train_candidate
 from .hardware import Hardware
-from .layout import Layout
+from .layout import Layout, node_shard
 from .memory import (
     GB,
     WEIGHT_BYTES,
@@ -18,7 +18,6 @@ from .memory import (
     TrainShape,
     inference_memory,
     serve_fits,
-    shard_groups,
     training_memory,
 )
 from .profile import STATE_BYTES
@@ -319,14 +318,12 @@ def _train_layouts(
     pins = ctx.req.pins
     mbs = [pins["micro_batch"]] if "micro_batch" in pins else list(MICRO_BATCHES)
     strategies = _strategies(ctx, pp, dp * cp, ep)
-    prof = ctx.req.caps.memory
-    if ep > 1 and not prof.experts_keep_tp:
-        # experts shard over EP inside the FSDP group (torchtitan's ParallelDims: EP divides
-        # dp_shard x CP x TP), so a stage sharded inside a node (HSDP) needs EP to divide that group
-        probe = TrainShape(tp, pp, dp, cp, ep, 1, 1, ctx.seq, gpn)
-        strategies = [
-            (z, r) for z, r in strategies if (shard_groups(probe, prof.stage(z).group, False)[0] * tp) % ep == 0
-        ]
+    if ep > 1 and ctx.req.caps.ep_within_shard and (node_shard(dp, cp, tp, gpn) * cp * tp) % ep:
+        # only full sharding spans DP for EP (torchtitan: EP out of dp_shard x CP x TP; FSDP + PP runs)
+        caps = ctx.req.caps
+        full = 3 in caps.zero and (pp == 1 or caps.zero3_with_pp) and caps.zero3_with_ep
+        recs = sorted({r for _, r in strategies}, key=[r for _, r in strategies].index)
+        strategies = [(3, r) for r in recs] if full and ctx.req.zero in (None, 3) else []
     counts = ctx.counts(pp)
     leanest: Optional[Tuple[float, Layout, MemoryBreakdown]] = None
     any_batch = False
@@ -406,6 +403,7 @@ def _train_fit(
             prof,
             levers,
             ctx.req.precision,
+            ctx.req.caps.selective,
         )
         if mem.total <= ctx.usable:
             return mem
