@@ -95,13 +95,21 @@ def _layer_bytes(m: ModelSpec, moe: bool, s: float, b: int, tp: int, sp: bool, r
     h = m.hidden
     if recompute == "full":
         return 2.0 * s * b * h / (tp if sp else 1)
+    # attention as wide as the model's Q, K, V and output (11 for multi-head attention; GQA keeps
+    # narrower K and V; MLA its wider Q/K heads and two latents), norms 4, then the MLP
+    if m.is_mla:
+        qk = m.heads * (m.hd + m.rope_head_dim) / h
+        v = m.heads * (m.v_head_dim or m.hd) / h
+        attn = 3.0 + 4.0 * qk + 4.0 * v + 2.0 * (m.q_lora_rank + m.kv_lora_rank + m.rope_head_dim) / h
+    else:
+        attn = 3.0 + 4.0 * m.heads * m.hd / h + 4.0 * m.kv_heads * m.hd / h
     width = 6.0 if m.gated else 4.0
     if moe:
         copies = m.experts_active + m.shared_experts
         mlp = 3.0 + copies * width * m.expert_ffn / h + 4.0 * m.experts_active
     else:
         mlp = 3.0 + width * m.ffn / h
-    base = 15.0 + mlp
+    base = 4.0 + attn + mlp
     if sp or tp == 1:
         return s * b * h * base / tp
     return s * b * h * (10.0 + (base - 10.0) / tp)

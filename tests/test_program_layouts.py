@@ -110,8 +110,9 @@ def test_init_then_gen_then_check_then_doctor(tmp_path: Any, monkeypatch: Any) -
     run = CliRunner()
     r = run.invoke(main, ["init", "--model", "llama3-8b", "--launcher", "torchrun"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
-    assert "declares fsdp: true so the plan fits" in r.stderr
-    assert load_spec(str(tmp_path / "slurmgpu.yaml")).fsdp
+    assert "declares fsdp: true and implements: [recompute] so the plan fits" in r.stderr
+    declared = load_spec(str(tmp_path / "slurmgpu.yaml"))
+    assert declared.fsdp and declared.implements == ("recompute",)
     r = run.invoke(main, ["gen", "-o", "job.sbatch"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert "Assumed: torchrun runs your own program" in r.stderr

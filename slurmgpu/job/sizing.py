@@ -113,8 +113,10 @@ def plan_layout(site: Site, spec: JobSpec) -> Sizing:
 
 
 def declared_to_fit(site: Site, spec: JobSpec) -> Optional[JobSpec]:
-    """For `init`: the spec with the fewest program declarations (`fsdp: true`, then recomputation)
-    under which its model plans, when it does not plan as declared; None when it does, or nothing helps."""
+    """For `init`: when the spec's model does not plan as the program is declared, the declarations
+    of the usual sharded training program that make it plan: FSDP (torchrun/srun) with activation
+    checkpointing, so the spec carries to sites with smaller GPUs too; None when it plans as it is,
+    or nothing helps."""
     launcher = get_launcher(spec.launcher)
     if not spec.model or not launcher.program or launcher.serving:
         return None
@@ -122,11 +124,7 @@ def declared_to_fit(site: Site, spec: JobSpec) -> Optional[JobSpec]:
 
     model = _model(spec.model)
     fsdp = launcher.runner in ("torchrun", "direct")
-    for alt in (
-        spec,
-        replace(spec, fsdp=fsdp or spec.fsdp),
-        replace(spec, fsdp=fsdp or spec.fsdp, implements=tuple(spec.implements) + ("recompute",)),
-    ):
+    for alt in (spec, replace(spec, fsdp=fsdp or spec.fsdp, implements=tuple(spec.implements) + ("recompute",))):
         try:
             make_plan(site, plan_request(site, alt, model))
         except PlanError:
