@@ -37,3 +37,7 @@ RECOMPUTE = ("none", "selective", "full")
 
 # Inter-node fabric kinds of a node type (slurmgpu.fabric.FABRIC_TABLE has one entry for each).
 FABRICS = ("infiniband", "roce", "efa", "slingshot", "ethernet")
+
+
+# The framework log formats `slurmgpu report` reads (slurmgpu.runs.logs.READERS, in this order).
+REPORT_FORMATS = ("megatron", "torchtitan", "deepspeed", "hf-trainer", "vllm", "sglang")

@@ -119,15 +119,16 @@ def test_init_then_gen_then_check_then_doctor(tmp_path: Any, monkeypatch: Any) -
     script = (tmp_path / "job.sbatch").read_text()
     stamp = parse_stamp(script)
     assert stamp is not None and (stamp["tp"], stamp["pp"], stamp["dp"]) == ("1", "1", "8")
-    assert "# slurmgpu-model: llama3.1-8b launcher=torchrun precision=bf16 zero=3 " in script
+    plan_line = next(ln for ln in script.splitlines() if ln.startswith("# slurmgpu-plan:"))
+    assert " zero=3 " in plan_line and " launcher=torchrun " in plan_line and "implements=recompute" in plan_line
     r = run.invoke(main, ["check", "job.sbatch"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     log = tmp_path / "slurm-1.out"
     model_line = next(ln for ln in script.splitlines() if ln.startswith("# slurmgpu-model:"))
     stamp_line = next(ln for ln in script.splitlines() if ln.startswith("# slurmgpu: "))
     log.write_text(
-        "%s\n%s\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
-        "capacity of 79.19 GiB of which 1.2 GiB is free.\n" % (stamp_line, model_line)
+        "%s\n%s\n%s\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+        "capacity of 79.19 GiB of which 1.2 GiB is free.\n" % (stamp_line, model_line, plan_line)
     )
     r = run.invoke(main, ["doctor", str(log), "--site", "dgx-h100"], catch_exceptions=False)
     words = " ".join(shlex.split(r.output.replace("'", " ")))

@@ -355,7 +355,7 @@ def doctor_cmd(
 
 def _stamped_caps(stamp: Mapping[str, str]) -> Any:
     """The stamped launcher's capabilities and memory rules, with what gen declared of the program
-    (`# slurmgpu-model: NAME launcher=... implements=... fsdp=1`); None when the job names none."""
+    (the plan line's launcher, implements and ZeRO stage); None when the job names none."""
     from ..job.launchers import LAUNCHERS, planner_caps
 
     launcher = LAUNCHERS.get(stamp.get("launcher", ""))
@@ -369,4 +369,6 @@ def _stamped_caps(stamp: Mapping[str, str]) -> Any:
         model = get_model(stamp.get("model", ""))
     except ConfigError:
         model = None
-    return planner_caps(launcher, stamp.get("precision", "bf16"), implements, stamp.get("fsdp") == "1", model)
+    # a program torchrun/srun start is planned as FSDP exactly when the spec said `fsdp: true` (ZeRO-3)
+    fsdp = launcher.program and stamp.get("zero") == "3"
+    return planner_caps(launcher, stamp.get("precision", "bf16"), implements, fsdp, model)

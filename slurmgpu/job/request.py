@@ -121,8 +121,7 @@ class RenderRequest:
     export_srun_cpus: bool = True
     about: Tuple[str, ...] = ()
     model: Optional[str] = None  # catalogue name, read by `slurmgpu doctor` for out-of-memory advice
-    # what else doctor needs to recompute the job's memory: `launcher=megatron zero=1 recompute=full ...`
-    model_facts: str = ""
+    plan_line: Optional[str] = None  # `# slurmgpu-plan: ...`, the promised figures `slurmgpu report` reads back
 
     def context(self) -> Dict[str, Any]:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -211,31 +210,17 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         export_srun_cpus=ver is None or ver < (23, 11),
         about=about_lines(site, node, layout, launcher, fab, sizing),
         model=getattr(sizing.model, "name", None),
-        model_facts=memory_facts(spec, sizing),
+        plan_line=_plan_line(site, sizing, launcher, spec.implements),
     )
     return req, tuple(warnings)
 
 
-def memory_facts(spec: JobSpec, sizing: Sizing) -> str:
-    """`key=value` words after the model on the `# slurmgpu-model:` line: the launcher and what the plan
-    assumed of it (sharding stage, recomputation, batch, cheaper-memory flags, the program's declarations),
-    so `slurmgpu doctor` recomputes the memory of the job that ran, by its framework's rules."""
-    plan = sizing.plan
-    if plan is None:
-        return ""
-    words = [
-        ("launcher", spec.launcher),
-        ("precision", plan.precision),
-        ("zero", str(plan.zero)),
-        ("recompute", plan.recompute),
-        ("micro_batch", str(plan.layout.micro_batch)),
-        ("global_batch", str(plan.global_batch)),
-        ("seq", str(plan.seq)),
-        ("levers", ",".join(plan.levers)),
-        ("implements", ",".join(spec.implements)),
-        ("fsdp", "1" if spec.fsdp else ""),
-    ]
-    return " ".join("%s=%s" % (k, v) for k, v in words if v)
+def _plan_line(site: Site, sizing: Sizing, launcher: Launcher, implements: Sequence[str] = ()) -> Optional[str]:
+    if sizing.plan is None:
+        return None
+    from ..plan.planline import format_plan_line
+
+    return format_plan_line(site, sizing.plan, launcher.name, implements)
 
 
 def _requeue(site: Site, spec: JobSpec, sizing: Sizing, launcher: Launcher, warnings: List[str]) -> Optional[Requeue]:
@@ -611,6 +596,17 @@ def about_lines(
         lines.append("Model: %s" % getattr(sizing.model, "label", sizing.model))
     for note in sizing.notes:
         lines.append("Plan: %s" % note)
+    cal = site.calibration.for_gpu(node.gpu_model) if site.calibration is not None else None
+    if sizing.plan is not None and cal is not None:
+        lines.append(
+            "Speed: calibrated on this site's %d runs (%s, fitted %s), leave-one-out error %s"
+            % (
+                cal.runs,
+                site.calibration.path if site.calibration is not None else "",
+                site.calibration.fitted if site.calibration is not None else "",
+                "+-%.0f%%" % cal.loo_p90 if cal.loo_p90 is not None else "not measured",
+            )
+        )
     return tuple(comment(x) for x in lines)
 
 
