@@ -218,17 +218,17 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         about=about_lines(site, node, layout, launcher, fab, sizing),
         model=getattr(sizing.model, "name", None),
         binding=binding,
-        plan_line=_plan_line(site, sizing, launcher),
+        plan_line=_plan_line(site, sizing, launcher, spec.implements),
     )
     return req, tuple(warnings)
 
 
-def _plan_line(site: Site, sizing: Sizing, launcher: Launcher) -> Optional[str]:
+def _plan_line(site: Site, sizing: Sizing, launcher: Launcher, implements: Sequence[str] = ()) -> Optional[str]:
     if sizing.plan is None:
         return None
     from ..plan.planline import format_plan_line
 
-    return format_plan_line(site, sizing.plan, launcher.name)
+    return format_plan_line(site, sizing.plan, launcher.name, implements)
 
 
 def _requeue(site: Site, spec: JobSpec, sizing: Sizing, launcher: Launcher, warnings: List[str]) -> Optional[Requeue]:
@@ -323,6 +323,8 @@ def launch_argv(
         version=launcher.version(spec.launcher_version, spec.source or "")[0],
         gpu=gpu_model,
         gpu_fp8=_gpu_fp8(gpu_model),
+        levers=tuple(getattr(plan, "levers", ()) or ()),
+        implements=tuple(spec.implements),
     )
     try:
         planned = L.framework_args(launcher, sizing.layout, opts, user_argv)
