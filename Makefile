@@ -6,9 +6,13 @@
 # by the tests.
 PYTHON ?= python3
 
-.PHONY: test deps test-unit bench mutation docs-img lint lint-format lint-ruff lint-mypy lint-vermin lint-shell lint-lua
+.PHONY: test test-serial deps test-unit bench mutation docs-img lint lint-format lint-ruff lint-mypy lint-vermin lint-shell lint-lua
 
 test: deps
+	PYTHON=$(PYTHON) bash .ci/test-matrix
+
+# the same tests in one pytest process (slower; for bisecting an interaction between tests)
+test-serial: deps
 	$(PYTHON) -m pytest -q
 
 deps:
@@ -28,6 +32,8 @@ bench:
 	$(PYTHON) bench/spank_bench.py
 	$(PYTHON) bench/explain_bench.py
 	$(PYTHON) bench/replay_speed.py
+	$(PYTHON) bench/plan_accuracy.py --by-source
+	$(PYTHON) bench/affinity_bench.py
 
 # The mutation check (bench/mutation.py, outside `make test`): each mutation of bench/mutations.toml
 # planted alone in a scratch copy, its tests run, the score table printed; fails on a stale snippet,
