@@ -45,8 +45,8 @@ def test_distributed_optimizer_shards_over_dp_times_cp(dp, cp):
     ref = _mem(DENSE, dp=8, cp=1)
     assert m.optimizer == pytest.approx(ref.optimizer)
     dense, _ = _bytes_per_rank(DENSE, 2)
-    # 10 bytes per parameter (fp32 Adam moments + the master weight's low half), over DP x CP
-    assert m.optimizer * GB == pytest.approx(10.0 * dense / (dp * cp))
+    # 12 bytes per parameter (the textbook profile: fp32 master copy + Adam's two fp32 moments), over DP x CP
+    assert m.optimizer * GB == pytest.approx(12.0 * dense / (dp * cp))
     assert m.weights * GB == pytest.approx(2.0 * dense) and m.gradients * GB == pytest.approx(2.0 * dense)
 
 
@@ -70,7 +70,7 @@ def test_expert_state_shards_over_expert_dp():
     (expert TP x EP) = 2 x 2 x 8 / (2 x 4) = 4 expert-DP ranks; the dense part over DP x CP = 16."""
     m = _mem(MOE, dp=8, cp=2, ep=4)
     dense, experts = _bytes_per_rank(MOE, 2, ep=4)
-    assert m.optimizer * GB == pytest.approx(10.0 * dense / 16 + 10.0 * experts / 4)
+    assert m.optimizer * GB == pytest.approx(12.0 * dense / 16 + 12.0 * experts / 4)
     assert m.weights * GB == pytest.approx(2.0 * (dense + experts))
 
 
