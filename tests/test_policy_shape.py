@@ -61,3 +61,15 @@ def test_an_unreadable_gpu_request_refuses_a_multi_node_tp_job_and_warns_otherwi
     assert v.decision == "reject" and "gpu-request-unreadable" in v.rules, v.messages
     single = _runner().check(SCRIPT % 1, args)
     assert single.decision == "accept" and any("cannot read the GPU request" in w for w in single.warnings)
+
+
+def test_a_host_named_twice_in_a_nodelist_is_one_node():
+    """Slurm keeps one of each host in --nodelist (dgx01,dgx01 is one node), so the filter counts one:
+    counting names would make this one-node job a two-node one."""
+    desc = job_desc(SCRIPT % 8, ["-w", "dgx01,dgx01", "--gpus-per-node=8"])
+    desc.pop("min_nodes")
+    v = _runner().evaluate_desc(desc)
+    assert [s.nodes for s in v.shapes] == [1]
+    two = job_desc(SCRIPT % 8, ["-w", "dgx01,dgx02,dgx01", "--gpus-per-node=8"])
+    two.pop("min_nodes")
+    assert [s.nodes for s in _runner().evaluate_desc(two).shapes] == [2]
