@@ -197,3 +197,11 @@ def test_every_gpu_keeps_the_fixed_overhead():
     m = _mem(ZERO1)
     assert m.overhead == pytest.approx(2.0)
     assert m.total == pytest.approx(m.weights + m.gradients + m.optimizer + m.activations + 2.0)
+
+
+def test_the_loss_keeps_the_frameworks_bytes_per_logit_on_the_last_stage():
+    """A plain PyTorch loss holds 14 B per logit (bf16 output, fp32 copy, softmax and its gradient),
+    Megatron's fused cross entropy 4: the difference is 10 B x sequence x micro-batch x vocab / TP."""
+    shape = _shape()
+    fused, plain = _mem(ZERO1, shape=shape), _mem(ZERO1, shape=shape, profile={"logits_bytes": 14.0})
+    assert (plain.activations - fused.activations) * GB == pytest.approx(10.0 * shape.seq * DENSE.vocab / 2)
