@@ -215,13 +215,13 @@ class Worker:
         t = base_mtime + 10 * self.stamp
         os.utime(path, (t, t))
 
-    def run(self, m: Mutation, rel: str, tests: Sequence[str]) -> Outcome:
+    def run(self, m: Mutation, rel: str, tests: Sequence[str], timeout: Optional[float] = None) -> Outcome:
         path = self.scratch / rel
         original = path.read_text(encoding="utf-8")
         base = path.stat().st_mtime
         try:
             self.write(rel, original.replace(m.find, m.replace, 1), base)
-            res, secs, tail = self.pytest(tests)
+            res, secs, tail = self.pytest(tests, timeout)
         finally:
             self.write(rel, original, base)
         status = {"fail": "killed", "pass": "survived", "timeout": "timeout"}[res]
@@ -325,7 +325,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("-k", dest="only", default=None, help="only mutations whose id contains this text")
     ap.add_argument("--class", dest="cls", default=None, help="only this class")
     ap.add_argument("--jobs", type=int, default=1, help="mutations run at once, each in its own copy (default 1)")
-    ap.add_argument("--timeout", type=float, default=240.0, help="seconds per mutation's tests (default 240)")
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        default=240.0,
+        help="most seconds per mutation's tests (default 240; each gets ten times its set's baseline, at least 60)",
+    )
     ap.add_argument("--tool", type=int, default=0, metavar="N", help="also N cosmic-ray mutants per [tool] module")
     ap.add_argument("--seed", type=int, default=35, help="seed of the cosmic-ray sample (default 35)")
     ap.add_argument("--min-score", type=float, default=90.0, help="fail below this score in percent (default 90)")
@@ -380,9 +385,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 with lock:
                     free.append(w)
 
+        base_secs: Dict[str, float] = {}
         with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
             failed = []
             for name, res, secs, tail in pool.map(baseline, used):
+                base_secs[name] = secs
                 print("  baseline %-22s %-7s %5.1f s" % (name, res, secs), flush=True)
                 if res != "pass":
                     failed.append("baseline of test set '%s' does not pass: %s" % (name, tail))
@@ -394,7 +401,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             with lock:
                 w = free.pop()
             try:
-                return w.run(item[0], item[1], spec.tests[item[0].tests])
+                # a mutant that hangs the code (a loop that never ends) is caught by its timeout: ten
+                # times its test set's unmutated time (at least a minute), at most --timeout
+                limit = min(args.timeout, max(60.0, 10.0 * base_secs.get(item[0].tests, args.timeout)))
+                return w.run(item[0], item[1], spec.tests[item[0].tests], limit)
             finally:
                 with lock:
                     free.append(w)
