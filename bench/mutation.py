@@ -71,7 +71,7 @@ class Mutation:
 @dataclass
 class Outcome:
     mutation: Mutation
-    status: str  # killed | survived | timeout | stale | ambiguous | error
+    status: str  # killed | survived | timeout | stale | ambiguous | error | incompetent (cosmic-ray)
     seconds: float = 0.0
     path: str = ""
     detail: str = ""
@@ -280,7 +280,7 @@ def tool_sample(
             done = [(i, r) for i, r in wdb.completed_work_items if r.worker_outcome != WorkerOutcome.SKIPPED]
         for item, res in done:
             test = res.test_outcome.value if res.test_outcome is not None else None
-            status = {"killed": "killed", "survived": "survived", "incompetent": "killed"}.get(test or "", "error")
+            status = {"killed": "killed", "survived": "survived", "incompetent": "incompetent"}.get(test or "", "error")
             if res.worker_outcome == WorkerOutcome.ABNORMAL:
                 status = "timeout"
             ms = item.mutations[0]
@@ -302,7 +302,7 @@ def _shell_word(a: str) -> str:
 def table(outcomes: Sequence[Outcome], classes: Dict[str, str]) -> List[str]:
     rows: Dict[str, List[int]] = {}
     for o in outcomes:
-        if o.status in ("stale", "ambiguous"):
+        if o.status in ("stale", "ambiguous", "incompetent"):  # incompetent: the mutant cannot run at all
             continue
         r = rows.setdefault(o.mutation.cls, [0, 0, 0])
         r[0] += 1
