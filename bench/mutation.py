@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LIST = ROOT / "bench" / "mutations.toml"
 
 try:  # Python 3.11+
-    import tomllib as _toml
+    import tomllib as _toml  # novermin (3.9/3.10 read the list with tomli below)
 except ImportError:  # pragma: no cover - 3.9/3.10: the mutation extra installs tomli
     try:
         import tomli as _toml  # type: ignore[no-redef]
