@@ -77,6 +77,12 @@ def models_cmd(as_json: bool) -> None:
 @alias("--spec", "the SPEC argument (slurmgpu plan FILE ...), as in gen", "spec_file", metavar="FILE")
 @click.option("--partition", help="Partition (default: the spec's, else the site's).")
 @click.option(
+    "--launcher",
+    type=click.Choice(vocab.LAUNCHERS),
+    help="Plan for this launcher's layouts and its framework's memory rules (default: the spec's; "
+    "without a spec, any layout with the ZeRO paper's mixed-precision Adam).",
+)
+@click.option(
     "--task",
     type=VocabChoice(vocab.TASKS, dict(vocab.TASK_ALIASES)),
     help="What to size for; finetune is full fine-tuning (default: the spec's, else pretrain).",
@@ -142,6 +148,7 @@ def plan_cmd(
     params: Optional[str],
     site_name: Optional[str],
     partition: Optional[str],
+    launcher: Optional[str],
     task: Optional[str],
     gpus: Optional[int],
     nodes: Optional[int],
@@ -173,7 +180,8 @@ def plan_cmd(
 
     \b
     Examples:
-      slurmgpu plan --model llama3-70b --nodes 2
+      slurmgpu plan --model llama3-70b --nodes 4
+      slurmgpu plan --model llama3-70b --nodes 2 --launcher megatron
       slurmgpu init --model llama3-70b --launcher megatron -y && slurmgpu plan slurmgpu.yaml --site perlmutter
       slurmgpu plan --model llama3-70b --task lora --nodes 2 --diagram
       slurmgpu plan --model llama3.1-405b --tokens 15T --target-days 60
@@ -196,6 +204,7 @@ def plan_cmd(
             spec_file=spec_file,
             model=model_ref,
             partition=partition,
+            launcher=launcher,
             task=task,
             gpus=gpus,
             nodes=nodes,
@@ -224,6 +233,10 @@ def plan_cmd(
     req = plan_request(
         site_obj, spec, model, zero=zero, recompute=recompute, optimizer=optimizer, target_days=target_days
     )
+    if launcher is None and spec.source is None:  # no launcher named anywhere: plan for any framework
+        from ..plan import Capabilities
+
+        req = replace(req, caps=Capabilities())
     plan = make_plan(site_obj, req)
     if html_file or svg_file:
         plan_view(site_obj, plan, html_file, svg_file)

@@ -16,6 +16,7 @@ from ..plan import Layout
 from ..plan.placement import RANK_SOURCES, spans, strict_kinds
 from ..render import PATH_VARS, TemplateDir, comment, render
 from ..site import NodeType, Partition, Site, preset_dir
+from .binding import Binding, plan_binding
 from .launchers import Launcher, Options, get_launcher
 from .sizing import Sizing, _check_size, segment_for
 
@@ -121,6 +122,7 @@ class RenderRequest:
     export_srun_cpus: bool = True
     about: Tuple[str, ...] = ()
     model: Optional[str] = None  # catalogue name, read by `slurmgpu doctor` for out-of-memory advice
+    binding: Optional[Binding] = None  # CPU/NUMA binding per launcher from the site's map (job/binding.py)
     plan_line: Optional[str] = None  # `# slurmgpu-plan: ...`, the promised figures `slurmgpu report` reads back
 
     def context(self) -> Dict[str, Any]:
@@ -190,6 +192,11 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
     sbatch = _sbatch(site, part, node, spec, sizing, launcher, requeue)
     _check_rank_order(site, node, layout, launch, sbatch.segment)
     ver = _version_tuple(site.slurm_version)
+    sbatch = _sbatch(site, part, node, spec, sizing, launcher, requeue)
+    binding = plan_binding(
+        site.name, node, launcher.name, launcher.runner, layout.gpus_per_node, sbatch.cpus_per_task, tpn, user_argv
+    )
+    warnings.extend("site %s: %s" % (site.name, n) for n in (node.affinity.notes if node.affinity else ()))
     req = RenderRequest(
         version=__version__,
         template=spec.template,
@@ -210,17 +217,18 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         export_srun_cpus=ver is None or ver < (23, 11),
         about=about_lines(site, node, layout, launcher, fab, sizing),
         model=getattr(sizing.model, "name", None),
-        plan_line=_plan_line(site, sizing, launcher),
+        binding=binding,
+        plan_line=_plan_line(site, sizing, launcher, spec.implements),
     )
     return req, tuple(warnings)
 
 
-def _plan_line(site: Site, sizing: Sizing, launcher: Launcher) -> Optional[str]:
+def _plan_line(site: Site, sizing: Sizing, launcher: Launcher, implements: Sequence[str] = ()) -> Optional[str]:
     if sizing.plan is None:
         return None
     from ..plan.planline import format_plan_line
 
-    return format_plan_line(site, sizing.plan, launcher.name)
+    return format_plan_line(site, sizing.plan, launcher.name, implements)
 
 
 def _requeue(site: Site, spec: JobSpec, sizing: Sizing, launcher: Launcher, warnings: List[str]) -> Optional[Requeue]:
@@ -315,6 +323,8 @@ def launch_argv(
         version=launcher.version(spec.launcher_version, spec.source or "")[0],
         gpu=gpu_model,
         gpu_fp8=_gpu_fp8(gpu_model),
+        levers=tuple(getattr(plan, "levers", ()) or ()),
+        implements=tuple(spec.implements),
     )
     try:
         planned = L.framework_args(launcher, sizing.layout, opts, user_argv)
