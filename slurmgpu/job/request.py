@@ -192,7 +192,6 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
     sbatch = _sbatch(site, part, node, spec, sizing, launcher, requeue)
     _check_rank_order(site, node, layout, launch, sbatch.segment)
     ver = _version_tuple(site.slurm_version)
-    sbatch = _sbatch(site, part, node, spec, sizing, launcher, requeue)
     binding = plan_binding(
         site.name, node, launcher.name, launcher.runner, layout.gpus_per_node, sbatch.cpus_per_task, tpn, user_argv
     )
