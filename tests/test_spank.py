@@ -543,6 +543,8 @@ def step_of_case(path: Path) -> Union[str, Dict[str, object]]:
     job_nodes = int(desc.get("min_nodes", 1))
     if desc.get("req_nodes"):
         job_nodes = max(job_nodes, len(set(parse_hostlist(desc["req_nodes"]))))
+    if desc.get("num_tasks") and desc.get("ntasks_per_node"):  # --ntasks over --ntasks-per-node, rounded up
+        job_nodes = max(job_nodes, -(-int(desc["num_tasks"]) // int(desc["ntasks_per_node"])))
     cpus = site.node_type_of(partition).cpus
     if desc.get("min_cpus", 0) > cpus:
         job_nodes = max(job_nodes, -(-desc["min_cpus"] // cpus))
