@@ -79,6 +79,36 @@ def test_cases_match_the_controller(slurm_cluster, job_submit, site, tmp_path):
     assert slurm_cluster.job_submit_errors(mark) == []
 
 
+HET_CASES = [c for c in load_cases() if c.site == "dgx-h100" and het_count(c.script, c.args) > 1]
+
+
+def test_het_cases_match_the_controller(slurm_cluster, job_submit, site, tmp_path):
+    """Every dgx-h100 het-job case, really submitted (held, then cancelled: `sbatch --test-only`
+    asks about each component on its own, so only a submission reaches the het-step rule): the
+    controller's decision and, for a rejection, exactly the lines `slurmgpu check` predicts."""
+    assert len(HET_CASES) >= 8
+    job_submit(render_filter(site, "job_submit"))
+    runner = PolicyRunner(replace(site, slurm_version=slurm_cluster.release.version))
+    mark = slurm_cluster.log_mark()
+    for case in HET_CASES:
+        path = tmp_path / case.path.name
+        path.write_bytes(case.script)
+        env = dict(slurm_cluster.env)
+        env.update(case.env)
+        rc, out, err = slurm_cluster.sbatch(None, "--parsable", "-H", "-o", "/dev/null", *case.args, str(path), env=env)
+        if rc == 0:
+            slurm_cluster.run(["scancel", out.strip().split(";")[0]])
+        predicted = runner.check(case.script, case.args, env=env, user="root", uid=0, script_path=str(path))
+        expect = case.expect_for(slurm_cluster.release.version)
+        assert predicted.decision == expect, case.name
+        if expect == "reject":
+            assert rc != 0 and REJECTED in err, (case.name, err)
+            assert _user_lines(err) == list(predicted.lines), (case.name, err)
+        else:
+            assert rc == 0, (case.name, err)
+    assert slurm_cluster.job_submit_errors(mark) == []
+
+
 def test_accepted_job_gets_its_warnings(slurm_cluster, job_submit, site):
     job_submit(render_filter(site, "job_submit"))
     rc, out, err = slurm_cluster.sbatch(

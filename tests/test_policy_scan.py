@@ -9,7 +9,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 import unicodedata
-from typing import Any, Dict, List
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
@@ -324,3 +325,90 @@ def test_unicode_digits_and_long_scripts_pay_their_cost(scan):
     long = run("#!/bin/bash\nsrun x --tp 8\n" + "t" * 120000 + "\n")
     # 60 kB more text: at 1 unit a byte it would cost about 60,000 more; the bytes past 64 kB cost 2
     assert long["work"] - short["work"] >= (65536 - 60000) + 2 * (120000 - 65536), (short, long)
+
+
+# ---------------------------------------------------------------------------
+# argparse abbreviations: from the frameworks' own parsers, not guesses
+
+CONTRACT = Path(__file__).resolve().parent / "data" / "contract"
+
+
+def _catalogue_options(name: str) -> List[List[str]]:
+    """Option-string groups (one per argument) of a recorded catalogue (tests/data/contract)."""
+    import json
+
+    data = json.loads((CONTRACT / name).read_text())
+    return [list(row["names"]) for row in data["flags"]]
+
+
+def _parser_options(parser: Any) -> List[List[str]]:
+    return [list(a.option_strings) for a in parser._actions if a.option_strings]
+
+
+def _launcher_parsers() -> Dict[str, List[List[str]]]:
+    """The parsers that accept abbreviations (allow_abbrev, argparse's default): SGLang and vLLM
+    from their recorded catalogues (both build a default ArgumentParser / FlexibleArgumentParser),
+    torchrun and the DeepSpeed launcher from the installed packages. Megatron-LM
+    (allow_abbrev=False, recorded in its catalogue) and accelerate launch refuse them."""
+    import argparse
+
+    out = {"sglang": _catalogue_options("sglang-0.5.23.json"), "vllm": _catalogue_options("vllm-0.33.0.json")}
+    run = pytest.importorskip("torch.distributed.run")
+    out["torchrun"] = _parser_options(run.get_args_parser())
+    runner = pytest.importorskip("deepspeed.launcher.runner")
+    captured: Dict[str, Any] = {}
+    original = argparse.ArgumentParser.parse_args
+
+    def grab(self, args=None, namespace=None):  # the launcher builds its parser inside parse_args()
+        captured["parser"] = self
+        raise SystemExit(0)
+
+    argparse.ArgumentParser.parse_args = grab  # type: ignore[method-assign]
+    try:
+        with pytest.raises(SystemExit):
+            runner.parse_args([])
+    finally:
+        argparse.ArgumentParser.parse_args = original  # type: ignore[method-assign]
+    out["deepspeed"] = _parser_options(captured["parser"])
+    return out
+
+
+def test_megatron_and_accelerate_refuse_abbreviations():
+    import json
+
+    assert "allow_abbrev=False" in json.loads((CONTRACT / "megatron-d98e8a64.json").read_text())["parser"]
+    launch = pytest.importorskip("accelerate.commands.launch")
+    assert launch.launch_command_parser().allow_abbrev is False
+
+
+def test_abbreviation_table_is_what_the_parsers_accept(scan):
+    """names.lua ABBREV: for every option of a parallel size or the ranks per node in a parser that
+    accepts abbreviations, the shortest prefix the parser resolves to it (unambiguous among its
+    options; aliases of one argument count as one, as argparse from 3.12.7/3.13 does: the more
+    lenient reading, so the filter never misses what a newer Python runs)."""
+    _, names, _, _ = scan
+    kinds = {"tp", "pp", "dp", "ep", "cp", "nproc"}
+    expected: Dict[str, Tuple[int, str]] = {}
+    for groups in _launcher_parsers().values():
+        longs = [(o, i) for i, g in enumerate(groups) for o in g if o.startswith("--")]
+        for opt, owner in longs:
+            name = opt[2:].replace("_", "-")
+            kind = names.get(name)
+            if kind not in kinds:
+                continue
+            for length in range(1, len(opt) - 2):
+                prefix = opt[: 2 + length]
+                owners = {i for o, i in longs if o.startswith(prefix)}
+                exact = any(o == prefix for o, _ in longs)
+                if owners == {owner} and not exact:
+                    old = expected.get(name)
+                    if old is None or length < old[0]:
+                        expected[name] = (length, kind)
+                    break
+    rt = lupa.lua51.LuaRuntime(unpack_returned_tuples=True)
+    P = rt.execute(policy_source())
+    table = rt.eval(
+        "function(P) local out = {} for i, a in ipairs(P.ABBREV) do out[a[1]] = {a[2], a[3]} end return out end"
+    )(P)
+    got = {k: (int(v[1]), v[2]) for k, v in table.items()}
+    assert got == expected

@@ -448,10 +448,17 @@ def _srun_prefix(argv: List[str]) -> Tuple[List[str], Dict[str, str]]:
         "-o",
         "-e",
         "-J",
+        "-m",
+        "--distribution",
+        "--dist",
     }
     opts: Dict[str, str] = {}
     i = 1
     while i < len(argv) and argv[i].startswith("-"):
+        if argv[i].startswith("-m") and len(argv[i]) > 2 and not argv[i].startswith("--"):
+            opts["-m"] = argv[i][2:]  # -mcyclic: the value attached
+            i += 1
+            continue
         name, eq, value = argv[i].partition("=")
         if not eq and name in with_value and i + 1 < len(argv):
             i += 1
@@ -513,7 +520,7 @@ def step_of_case(path: Path) -> Union[str, Dict[str, object]]:
         if not current and line.strip().startswith("#"):
             continue  # a comment line: a trailing backslash continues nothing
         if line.endswith("\\"):
-            current += line[:-1] + " "
+            current += line[:-1]  # bash drops the backslash-newline, adding nothing
             continue
         if (current + line).strip():
             statements.append((current + line).strip())
@@ -543,25 +550,50 @@ def step_of_case(path: Path) -> Union[str, Dict[str, object]]:
     job_nodes = int(desc.get("min_nodes", 1))
     if desc.get("req_nodes"):
         job_nodes = max(job_nodes, len(set(parse_hostlist(desc["req_nodes"]))))
-    cpus = site.node_type_of(partition).cpus
+    # a partition the site does not describe is judged as the default one's node type (as the policy does)
+    known = partition if partition in site.partitions else site.default_partition
+    cpus = site.node_type_of(known).cpus
     if desc.get("min_cpus", 0) > cpus:
         job_nodes = max(job_nodes, -(-desc["min_cpus"] // cpus))
     if desc.get("bitflags", 0) & SPREAD_JOB:
-        job_nodes = max(job_nodes, min(int(desc.get("num_tasks", 1)), site.partitions[partition].nodes))
-    nodes = int(srun.get("-N") or srun.get("--nodes") or job_nodes)
-    local = int(srun.get("--ntasks-per-node") or desc.get("ntasks_per_node", 1))
+        job_nodes = max(job_nodes, min(int(desc.get("num_tasks", 1)), site.partitions[known].nodes))
     gpus = None
     if desc.get("tres_per_node"):
         gpus = int(desc["tres_per_node"].split(",")[-1].rsplit(":", 1)[-1])  # the last request wins
     elif desc.get("tres_per_task") and desc.get("ntasks_per_node"):
         gpus = int(desc["tres_per_task"].rsplit(":", 1)[-1]) * int(desc["ntasks_per_node"])
     elif desc.get("shared") == 0:
-        gpus = site.node_type_of(partition).gpus
+        gpus = site.node_type_of(known).gpus
+    local = int(srun.get("--ntasks-per-node") or desc.get("ntasks_per_node", 1))
+    if desc.get("ntasks_per_tres") and desc.get("num_tasks") and gpus and "ntasks_per_node" not in desc:
+        # --ntasks-per-gpu: ntasks / per-GPU GPUs, gpus on each node (seen live: 16 tasks -> 2 nodes)
+        need = -(-int(desc["num_tasks"]) // int(desc["ntasks_per_tres"]))
+        job_nodes = max(job_nodes, -(-need // gpus))
+        local = -(-int(desc["num_tasks"]) // job_nodes)
+    nodes = int(srun.get("-N") or srun.get("--nodes") or job_nodes)
     step_env["SLURM_JOB_PARTITION"] = partition
+    # the step's task layout as slurmstepd gives it: SLURM_GTIDS, the task ids on this node (node 0)
+    dist = srun.get("-m") or srun.get("--distribution") or srun.get("--dist") or step_env.get("SLURM_DISTRIBUTION", "")
+    if dist:
+        step_env["SLURM_DISTRIBUTION"] = dist  # srun sets it for the tasks of a step with -m
+    step_env["SLURM_GTIDS"] = ",".join(str(t) for t in node0_tasks(dist, nodes, local))
     if gpus:
         step_env["SLURM_GPUS_ON_NODE"] = str(gpus)
         step_env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(gpus))
     return {"site": site, "argv": argv, "nodes": nodes, "local": local, "env": step_env, "heads": heads, "quiet": quiet}
+
+
+def node0_tasks(dist: str, nodes: int, local: int) -> List[int]:
+    """The task ids srun places on the first node of a step of nodes x local tasks: block fills a
+    node first, cyclic deals one task per node in turn, plane=P deals blocks of P."""
+    kind = dist.split(":")[0].split(",")[0].lower()
+    total = nodes * local
+    if kind == "cyclic":
+        return list(range(0, total, nodes))[:local]
+    if kind.startswith("plane="):
+        size = int(kind.split("=")[1])
+        return [t for t in range(total) if (t // size) % nodes == 0][:local]
+    return list(range(local))
 
 
 def step_wording(text: str) -> str:

@@ -93,6 +93,8 @@ local LAZY = {
   exclusive = function(desc) return exclusive_of(get(desc, "shared")) end,
   qos = function(desc) return str(get(desc, "qos")) end,
   segment = function(desc) return num(get(desc, "segment_size")) end, -- NVL72 sites only
+  ntasks_per_tres = function(desc) return num(get(desc, "ntasks_per_tres")) end, -- --ntasks-per-gpu
+  cpus_per_tres = function(desc) return str(get(desc, "cpus_per_tres")) end, -- --cpus-per-gpu
 }
 
 -- One shared metatable: the job_desc and part_list sit in the job table under keys no field name

@@ -9,7 +9,7 @@ local gpu_shape, job_nodes = import("shape", "gpu_shape", "job_nodes")
 local plural, posnum = import("util", "plural", "posnum")
 local rule_gpu_request_unreadable, rule_gpus_per_node_unknown =
   import("rule_gpus", "gpu_request_unreadable", "gpus_per_node_unknown")
-local rule_tp_in_domain = import("rule_tp", "tp_in_domain")
+local rule_tp_in_domain, rule_step_layout = import("rule_tp", "tp_in_domain", "step_layout")
 local rule_domain_groups = import("rule_groups", "domain_groups")
 local rule_scan_truncated = import("rule_scan", "scan_truncated")
 local rule_tp_branch_spans, rule_gpus_below_layout, rule_world_mismatch, rule_no_gpus, rule_pcie_multinode,
@@ -82,6 +82,7 @@ local function check_partition(ctx, pname, part)
   elseif f.tp > 1 and f.readable and f.dn <= 1 then
     rule_tp_in_domain(ctx, f, out)
   end
+  if #out == 0 then rule_step_layout(ctx, f, out) end -- a running step: its real task layout
   rule_tp_branch_spans(ctx, f, out)
   rule_scan_truncated(ctx, f, out)
   rule_gpus_below_layout(ctx, f, out)

@@ -40,6 +40,7 @@ Where each rule lives (the rule id a rejection names -> module):
 ]]
 
 local import = ...
+local format = string.format
 local det_subset, detect, detect_cached, family_of =
   import("detect", "det_subset", "detect", "detect_cached", "family_of")
 local audit_token, log_line, verdict_word, AUDIT_MAX =
@@ -50,7 +51,7 @@ local judge_het_steps = import("het", "judge_het_steps")
 local host_count = import("hostlist", "host_count")
 local layout_for = import("layout", "layout_for")
 local LENIENCY, mode_for = import("modes", "LENIENCY", "mode_for")
-local DASH_ONLY, ENV_NAMES, NAMES = import("names", "DASH_ONLY", "ENV_NAMES", "NAMES")
+local ABBREV, DASH_ONLY, ENV_NAMES, NAMES = import("names", "ABBREV", "DASH_ONLY", "ENV_NAMES", "NAMES")
 local note_detection = import("notes", "note_detection")
 local check_partition = import("partition", "check_partition")
 local first_unknown, partitions_of, unknown_log_lines, unknown_note =
@@ -117,8 +118,22 @@ local function judge_partition(v, ctx, pname, part, fams, strictest)
   return strictest
 end
 
+-- A partition the site does not describe (added to the cluster after the filter was installed):
+-- judged as the site's default partition's node type, under the site's mode. nil when the site
+-- names no default partition.
+local function stand_in(topo, parts)
+  local d = type(topo.default_partition) == "string" and parts[topo.default_partition]
+  if type(d) ~= "table" then return nil end
+  local s = {}
+  for k, val in pairs(d) do s[k] = val end
+  s.mode, s.exclusive, s.stand_in = topo.mode, false, topo.default_partition
+  return s
+end
+
+local judge_unknown
 -- Every partition the job may run on ("-p gpu,gpu,..." is judged once per distinct name); the
--- names the site does not describe are returned.
+-- names the site does not describe are returned (a GPU job there is judged with stand_in, and
+-- its user told so; without a default partition a TP job there is refused).
 local function judge_partitions(v, ctx, names, parts)
   local fams = launcher_families(ctx.det, ctx.topo)
   local seen_p = #names > 1 and {} or nil
@@ -135,10 +150,34 @@ local function judge_partitions(v, ctx, names, parts)
       if seen_u == nil then seen_u, unknown = {}, {} end
       seen_u[pname] = true
       unknown[#unknown + 1] = pname
+      if asks_for_gpus(ctx.job) then strictest = judge_unknown(v, ctx, pname, parts, fams, strictest) end
     end
   end
   v.mode = strictest or "off"
   return unknown
+end
+
+-- Rule unknown-partition: a GPU job on a partition the site does not describe.
+judge_unknown = function(v, ctx, pname, parts, fams, strictest)
+  local topo = ctx.topo
+  local s = stand_in(topo, parts)
+  local w = seen_in(ctx.seen, "w")
+  if s == nil then
+    if ctx.det.values.tp or ctx.det.stamp then
+      push_unique(v.messages, seen_in(ctx.seen, "m"), format("slurmgpu: partition '%s' is not described by site "
+        .. "'%s' and the site names no default partition to judge it by, so this GPU job with a parallel layout "
+        .. "cannot be checked. Fix: ask the cluster admins to add the partition to the site config.",
+        clean(pname, 64), clean(topo.site or "?", 64)))
+      push_unique(v.rules, seen_in(ctx.seen, "r"), "unknown-partition")
+    end
+    return strictest or topo.mode or "enforce"
+  end
+  v.partitions[#v.partitions + 1] = pname
+  push_unique(v.rules, seen_in(ctx.seen, "r"), "unknown-partition")
+  push_unique(v.warnings, w, format("slurmgpu: partition '%s' is not described by site '%s'; the filter judged "
+    .. "this job as on the site's default partition '%s' (%d GPUs per node). Tell the cluster admins, so that they "
+    .. "add it to the site config.", clean(pname, 64), clean(topo.site or "?", 64), s.stand_in, s.gpus or 0))
+  return judge_partition(v, ctx, clean(pname, 64), s, fams, strictest)
 end
 
 -- GPU jobs on partitions the site does not describe: an admin-facing note per name.
@@ -178,7 +217,7 @@ function P.evaluate(job, topo)
   v.source, v.launcher = det.source, det.launcher or ""
   if det.limit then v.limit = clean(det.limit, 64) end -- a scan limit hit: logged, never silent
   -- seen: the texts already in each list (m messages, w warnings, r rules), made on first use
-  local ctx = {job = job, det = det, layouts = {}, topo = topo, shapes = {}, seen = {}}
+  local ctx = {job = job, det = det, layouts = {}, topo = topo, shapes = {}, seen = {}, het_out = {}}
   if ex_note then
     push_unique(v.warnings, seen_in(ctx.seen, "w"), ex_note)
     push_unique(v.rules, seen_in(ctx.seen, "r"), "exempt-not-honoured")
@@ -220,6 +259,6 @@ P.parse_gpus, P.host_count, P.job_nodes, P.detect = parse_gpus, host_count, job_
 P.log_line, P.verdict_word, P.audit_token, P.AUDIT_MAX = log_line, verdict_word, audit_token, AUDIT_MAX
 P.first_unknown, P.unknown_log_lines = first_unknown, unknown_log_lines
 -- The option and environment names the scan reads (for tests and docs).
-P.NAMES, P.ENV_NAMES, P.DASH_ONLY = NAMES, ENV_NAMES, DASH_ONLY
+P.NAMES, P.ENV_NAMES, P.DASH_ONLY, P.ABBREV = NAMES, ENV_NAMES, DASH_ONLY, ABBREV
 
 return P

@@ -41,6 +41,8 @@ local function gpus_below_layout(ctx, f, out)
 end
 
 local function world_mismatch(ctx, f, out)
+  -- a het component's GPUs are part of the job's: its steps may span several (judged as het steps)
+  if ctx.job.het_offset ~= nil then return end
   local L, total = f.L, nil
   if f.gpn then total = f.gpn * f.nmin elseif f.g.total then total = f.g.total end
   if ctx.det.source == "none" or not total or total <= 0 then return end

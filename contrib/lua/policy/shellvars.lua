@@ -3,18 +3,68 @@
 -- request fixes (markers resolved per partition), and arithmetic over them.
 
 local import = ...
-local find, sub, byte, format =
-  string.find, string.sub, string.byte, string.format
+local find, sub, byte, match, gsub, format =
+  string.find, string.sub, string.byte, string.match, string.gsub, string.format
 local floor = math.floor
+local concat = table.concat
 local HIT_COST, limit_hit, spend = import("budget", "HIT_COST", "limit_hit", "spend")
 local in_comment = import("lexer", "in_comment")
 local OPTCH = import("names", "OPTCH")
 local env_get = import("util", "env_get")
-local VALUE_MAX, read_digits, read_value, value_int =
-  import("values", "VALUE_MAX", "read_digits", "read_value", "value_int")
+local VALUE_MAX, parse_arith, py_int, read_value =
+  import("values", "VALUE_MAX", "parse_arith", "py_int", "read_value")
 
 
 local MAX_VARS = 256       -- distinct shell variables looked up per document
+local integer_context, arith_word
+
+-- Commands whose NAME=value words are arithmetic: `let`, and `declare`/`typeset`/`local` with an
+-- option that gives the integer attribute (-i, -gi, -ri, ...).
+local function integer_prefix(prefix)
+  if find(prefix, "^[ \t]*let[ \t]") then return true end
+  local opts = match(prefix, "^[ \t]*[%a]+[ \t]+(%-%a+)[ \t]")
+  local cmd = match(prefix, "^[ \t]*(%a+)")
+  return opts ~= nil and find(opts, "i", 2, true) ~= nil
+    and (cmd == "declare" or cmd == "typeset" or cmd == "local" or cmd == "readonly" or cmd == "export")
+end
+
+-- Whether NAME has the integer attribute at position h: the assignment itself is a `declare -i`
+-- (or `let`) argument, or an earlier `declare -i NAME` gave it (bash then evaluates every
+-- assignment as arithmetic: TP=8*2 is 16). The earlier declarations are looked for once per name
+-- (at most 16 occurrences of the name, paid from the work budget).
+integer_context = function(det, doc, name, h)
+  local l = doc.cur
+  if l and l.ls <= h and h - l.ls <= 256 and integer_prefix(sub(doc.s, l.ls, h - 1)) then return true end
+  doc.int_attr = doc.int_attr or {}
+  local at = doc.int_attr[name]
+  if at == nil then
+    at = false
+    local s, p = doc.t, 1
+    for _ = 1, 16 do
+      local k = find(s, name, p, true)
+      if k == nil or not spend(det, HIT_COST, "work budget (shell variable lookups)") then break end
+      p = k + #name
+      local nb = byte(s, p)
+      if (nb == nil or nb == 32 or nb == 9 or nb == 10 or nb == 59) and (byte(s, k - 1) == 32 or byte(s, k - 1) == 9)
+          and not in_comment(doc, k) then
+        local l2 = doc.cur
+        if l2 and k - l2.ls <= 256 and integer_prefix(sub(s, l2.ls, k - 1)) then at = k; break end
+      end
+    end
+    doc.int_attr[name] = at
+  end
+  return at ~= false and at < h
+end
+
+-- The word at q read as bash's arithmetic reads it (quotes removed): {k="expr", e=tree} or nil.
+arith_word = function(s, q)
+  local word = match(s, "^([^ \t\r\n;&|<>()]+)", q)
+  if word == nil or #word > 256 then return nil end
+  word = gsub(word, "[\"']", "")
+  local tree = parse_arith(word)
+  if tree then return {k = "expr", e = tree} end
+  return nil
+end
 
 -- Shell assignments NAME=value (and the ${NAME:=value} default idiom) outside comments, in
 -- order, in the scanned text; every lookup is paid from the work budget.
@@ -52,7 +102,9 @@ local function assignments(det, doc, name)
         end
       elseif h == 1 or not (OPTCH[pc] or pc == 36 or pc == 123) then
         if not in_comment(doc, h) then
-          local v = read_value(s, h + #key)
+          local v
+          if integer_context(det, doc, name, h) then v = arith_word(s, h + #key) end
+          v = v or read_value(s, h + #key)
           if v then list[#list + 1] = {pos = h, v = v} end
         end
       end
@@ -66,12 +118,14 @@ end
 local SPECIAL = {SLURM_GPUS_ON_NODE = "gpn", SLURM_GPUS_PER_NODE = "gpn", SLURM_NNODES = "nodes",
                  SLURM_JOB_NUM_NODES = "nodes", SLURM_NTASKS_PER_NODE = "tpn"}
 
+-- A number in the job environment as the command line gets it ($TP unquoted: blanks around it
+-- are dropped) and int() reads it; false when the value is set but no number (a value over 64
+-- bytes never is one: a 1 MB value costs nothing here).
 local function env_number(env, name)
   local e = env_get(env, name)
   if e == nil then return nil end
-  local d, q = read_digits(e, 1)
-  if d and q == #e + 1 then return value_int(d) end
-  return false
+  if #e > 64 then return false end
+  return py_int(e) or false
 end
 
 -- Whether the text has a line starting (after blanks) with the shell keyword kw.
@@ -108,7 +162,7 @@ end
 
 -- Resolve a value to a number, the marker "gpn" (GPUs per node, known per partition) or an
 -- arithmetic tree {e=...} whose variables are resolved (numbers or markers); nil if unknown.
-local resolve
+local resolve, resolve_text
 local function resolve_tree(det, doc, t, pos, env, depth)
   if t.n then return t end
   if t.var then
@@ -125,6 +179,39 @@ local function resolve_tree(det, doc, t, pos, env, depth)
   return {op = t.op, a = a, b = b}
 end
 
+-- The text a value expands to (for a word of several parts, 1${X}6): numbers as digits, other
+-- text as it is, variables from the script's last assignment before pos or the environment.
+resolve_text = function(det, doc, v, pos, env, depth)
+  if v == nil or depth > 4 then return nil end
+  if v.k == "str" then return v.s end
+  if v.k == "word" then return v.w end
+  if v.k == "cat" then
+    local out = {}
+    for i = 1, #v.parts do
+      local part = v.parts[i]
+      out[i] = part.lit or resolve_text(det, doc, part, pos, env, depth + 1)
+      if out[i] == nil then return nil end
+    end
+    return concat(out)
+  end
+  if v.k == "var" and not SPECIAL[v.name] then
+    local list = assignments(det, doc, v.name)
+    local best
+    for i = 1, #list do
+      if list[i].pos < pos then best = list[i] end
+    end
+    if best then return resolve_text(det, doc, best.v, best.pos, env, depth + 1) end
+    if list.unknown then return nil end
+    local e = env_get(env, v.name)
+    if e ~= nil then return #e <= 256 and e or nil end
+    if v.def then return tostring(v.def) end
+    return ""
+  end
+  local r = resolve(det, doc, v, pos, env, depth + 1)
+  if type(r) == "number" then return tostring(r) end
+  return nil
+end
+
 resolve = function(det, doc, v, pos, env, depth)
   if v == nil then return nil end
   if v.k == "num" then return v.n end
@@ -138,6 +225,10 @@ resolve = function(det, doc, v, pos, env, depth)
     if t == nil then return nil end
     if t.n then return t.n end
     return {e = t}
+  end
+  if v.k == "cat" then -- a word of several parts: joined as bash joins them, then read as int() reads it
+    local text = resolve_text(det, doc, v, pos, env, depth)
+    return text and (py_int(text)) or nil
   end
   if v.k == "dflt" then
     local e = env_number(env, v.name)
@@ -195,4 +286,4 @@ local function eval_tree(t, ctx, depth)
   return r
 end
 
-return {resolve = resolve, eval_tree = eval_tree, env_number = env_number}
+return {resolve = resolve, resolve_text = resolve_text, eval_tree = eval_tree, env_number = env_number}
