@@ -236,6 +236,31 @@ def test_scontrol_update_of_cpus_or_node_list_is_rechecked(slurm_cluster, job_su
     assert slurm_cluster.job_submit_errors(mark) == []
 
 
+def test_scontrol_update_numtasks_is_judged_with_the_jobs_task_layout(slurm_cluster, job_submit, site):
+    """A held 8-task TP=16 job with 8 tasks per node fits one node (accepted, with a warning);
+    scontrol update NumTasks=16 makes it two nodes (slurmctld raises NumNodes itself), so its
+    TP=16 group would span them: the modify hook refuses, taking --ntasks-per-node from the job
+    (here its #SBATCH line; the record does not expose it), and NumTasks=8 still passes."""
+    job_submit(render_filter(site, "job_submit"))
+    script = (
+        "#!/bin/bash\n#SBATCH -p gpu --gpus-per-node=8 --ntasks-per-node=8 -n8\nexport NCCL_SOCKET_IFNAME=lo\n"
+        "srun python pretrain_gpt.py --tensor-model-parallel-size 16\n"
+    )
+    as_nobody = ["runuser", "-u", "nobody", "--"]
+    p = slurm_cluster.run(as_nobody + ["sbatch", "--parsable", "-H", "-o", "/dev/null", "-D", "/tmp"], input=script)
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip().split(";")[0]
+    mark = slurm_cluster.log_mark()
+    results = {}
+    for update in ("NumTasks=16", "NumTasks=8"):
+        results[update] = slurm_cluster.run(as_nobody + ["scontrol", "update", "jobid=" + job, update]).returncode
+    slurm_cluster.run(["scancel", job])
+    assert results == {"NumTasks=16": 1, "NumTasks=8": 0}, results
+    log = slurm_cluster.ctld_log(mark)
+    assert "origin=job_modify" in log and "changed=num_tasks" in log and "decision=reject" in log
+    assert slurm_cluster.job_submit_errors(mark) == []
+
+
 def test_nul_byte_script_is_refused_by_sbatch_and_check(slurm_cluster, job_submit, site, tmp_path):
     """sbatch refuses a script with a NUL byte before the controller sees it; `check` refuses
     it too (exit 2) instead of judging text the controller would never get."""

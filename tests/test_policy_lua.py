@@ -365,6 +365,46 @@ def test_job_modify_rechecks_cpus_and_node_lists(tmp_path, lua_version):
     assert "changed=min_cpus" in " ".join(res[0]["log"]) and "rules=gpus-per-node-unknown" in " ".join(res[0]["log"])
 
 
+MODIFY_TASKS = r"""
+local parts = S.part_list(%(parts)s)
+local function modify(delta, rec_fields)
+  S.reset()
+  local rc = slurm_job_modify(S.job_desc(delta), S.job_desc(rec_fields), parts, 1000)
+  out({rc = rc, log = S.log})
+end
+local script = "#!/bin/bash\n#SBATCH --ntasks-per-node=8 -n8 --gpus-per-node=8\nsrun x --tensor-model-parallel-size 16\n"
+local bare = "#!/bin/bash\nsrun x --tensor-model-parallel-size 16\n"
+-- scontrol update NumTasks=16: 8 tasks per node (the script's #SBATCH line) -> two nodes
+modify({num_tasks = 16}, {script = script, tres_per_node = "gres:gpu:8", min_nodes = 1, min_cpus = 8,
+                         pn_min_cpus = 8, partition = "h100", user_id = 1000, user_name = "bob"})
+-- the same with --ntasks-per-node on the command line: the record's 8 CPUs per node say it
+modify({num_tasks = 16}, {script = bare, tres_per_node = "gres:gpu:8", min_nodes = 1, min_cpus = 8,
+                         pn_min_cpus = 8, partition = "h100", user_id = 1000, user_name = "bob"})
+-- NumTasks=8: still one node
+modify({num_tasks = 8}, {script = script, tres_per_node = "gres:gpu:8", min_nodes = 1, min_cpus = 8,
+                        pn_min_cpus = 8, partition = "h100", user_id = 1000, user_name = "bob"})
+-- ntasks per node from the update, the task count from the record's CPUs (min_cpus 16 = 16 tasks)
+modify({ntasks_per_node = 8}, {script = bare, tres_per_node = "gres:gpu:8", min_nodes = 1, min_cpus = 16,
+                              pn_min_cpus = 1, partition = "h100", user_id = 1000, user_name = "bob"})
+"""
+
+
+def test_job_modify_takes_the_task_layout_the_update_leaves_from_the_job(tmp_path, lua_version):
+    """scontrol update NumTasks=16 of a held 8-task TP=16 job (8 tasks per node) makes it two
+    nodes (seen live: NumNodes 1 -> 2). The job record has no num_tasks, ntasks_per_node or
+    cpus_per_task (no release exposes them), so the modify hook takes them from the script's
+    #SBATCH lines, else from the record's CPUs (pn_min_cpus, min_cpus)."""
+    site = load_site(LAB)
+    res = run_lua(
+        tmp_path,
+        MODIFY_TASKS % {"parts": lua_literal(part_list(site))},
+        render_filter(site, "job_submit"),
+        lua=lua_version,
+    )
+    assert [r["rc"] for r in res] == [2072, 2072, 0, 2072], res
+    assert "changed=num_tasks" in " ".join(res[0]["log"])
+
+
 def test_repeated_script_is_judged_with_its_own_environment_and_options(tmp_path, lua_version):
     """slurmctld keeps one Lua state and the filter reuses the scan of a script submitted
     again: the verdict must still follow each submission's environment and options."""

@@ -274,7 +274,7 @@ end
 -- Fields whose change can move TP groups across nodes (scontrol update of a pending job).
 -- Any change of nodes, tasks, CPUs or GPUs re-checks the job (NumCPUs= can force more nodes).
 local MODIFY_STR = {"tres_per_node", "gres", "tres_per_job", "tres_per_task", "tres_per_socket", "partition",
-                    "req_nodes"}
+                    "req_nodes", "cpus_per_tres"}
 local MODIFY_NUM = {"min_nodes", "max_nodes", "num_tasks", "ntasks_per_node", "sockets_per_node", "cpus_per_task",
                     "ntasks_per_gpu", "ntasks_per_tres"}
 local MODIFY_NUM32 = {"min_cpus", "max_cpus"}
@@ -300,6 +300,19 @@ local function modify(desc, rec, part_list, uid)
   -- The stored script is read from StateSaveLocation: only on this rare path, and once.
   local script = get(rec, "script")
   if type(script) ~= "string" then script = nil end
+  -- What the update leaves, from the job: no release exposes num_tasks, ntasks_per_node or
+  -- cpus_per_task on the job record, so from the script's #SBATCH lines, else from the record's
+  -- CPUs (pn_min_cpus is ntasks_per_node x cpus_per_task; min_cpus is num_tasks x cpus_per_task).
+  local dirs = P.sbatch_directives(script)
+  local cpt = num(get(desc, "cpus_per_task")) or dirs.cpus_per_task
+  local per_node_cpus = num(get(rec, "pn_min_cpus"))
+  local tpn = num(get(desc, "ntasks_per_node")) or dirs.ntasks_per_node
+  if tpn == nil and per_node_cpus and per_node_cpus >= 2 * (cpt or 1) then
+    tpn = math.floor(per_node_cpus / (cpt or 1))
+  end
+  local rec_cpus = num32(get(rec, "min_cpus"))
+  local nt = num(get(desc, "num_tasks")) or dirs.num_tasks
+  if nt == nil and rec_cpus and rec_cpus >= 2 then nt = math.floor(rec_cpus / (cpt or 1)) end
   local job = {
     origin = "job_modify",
     script = script,
@@ -308,15 +321,17 @@ local function modify(desc, rec, part_list, uid)
     default_partition = default_partition(part_list),
     nodes_min = pick_num("min_nodes"),
     nodes_max = pick_num("max_nodes"),
-    num_tasks = num(get(desc, "num_tasks")),
-    ntasks_per_node = num(get(desc, "ntasks_per_node")),
+    num_tasks = nt,
+    ntasks_per_node = tpn,
     tres_per_node = str(get(desc, "tres_per_node")) or str(get(desc, "gres")) or str(get(rec, "tres_per_node")),
     tres_per_job = pick_str("tres_per_job"),
     tres_per_task = pick_str("tres_per_task"),
     tres_per_socket = pick_str("tres_per_socket"),
     sockets_per_node = num(get(desc, "sockets_per_node")),
-    cpus_per_task = num(get(desc, "cpus_per_task")),
-    min_cpus = num32(get(desc, "min_cpus")) or num32(get(rec, "min_cpus")),
+    cpus_per_task = cpt,
+    min_cpus = num32(get(desc, "min_cpus")) or rec_cpus,
+    ntasks_per_tres = num(get(desc, "ntasks_per_tres")) or dirs.ntasks_per_tres,
+    cpus_per_tres = pick_str("cpus_per_tres"),
     req_nodes = str(get(desc, "req_nodes")),
     user = str(get(rec, "user_name")),
     uid = uid_of(get(rec, "user_id")),

@@ -84,7 +84,9 @@ local function script_facts(det)
       if word_ok and not in_comment(doc, h) then
         local a, b = command_range(doc, h)
         local word, at = options_in(doc.s, a, b)
-        f.cmds[#f.cmds + 1] = {a = a, b = b, word = word, at = at, doc = doc, srun = h}
+        -- a step of one task per node (a preflight, a torchrun per node) never splits a TP group
+        local one = match(sub(doc.s, h, b), "^srun[^\n]-%-%-ntasks%-per%-node[= ]1[ \t\r\n\\]")
+        f.cmds[#f.cmds + 1] = {a = a, b = b, word = word, at = at, doc = doc, srun = h, one_per_node = one ~= nil}
         p = b + 1
       end
     end
@@ -126,7 +128,7 @@ local function launch_distribution(det, job)
   for i = 1, #f.cmds do
     local c = f.cmds[i]
     if rec and rec.doc == c.doc and rec.pos >= c.a and rec.pos <= c.b then cands = {c}; break end
-    cands[#cands + 1] = c
+    if not c.one_per_node then cands[#cands + 1] = c end
   end
   local worst = {kind = "block"}
   local function consider(word, why, doc, pos)
@@ -142,7 +144,7 @@ local function launch_distribution(det, job)
       worst = {kind = kind, plane = plane, why = why, doc = doc, pos = pos, word = word}
     end
   end
-  if #cands == 0 then
+  if #cands == 0 and #f.cmds == 0 then -- no srun seen (a variable, another launcher): what it inherits
     local word, why, x = inherited(f, job, nil, math.huge)
     consider(word, why, x and x.doc, x and x.pos)
   end

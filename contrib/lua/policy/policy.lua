@@ -46,6 +46,7 @@ local det_subset, detect, detect_cached, family_of =
 local audit_token, log_line, verdict_word, AUDIT_MAX =
   import("audit", "audit_token", "log_line", "verdict_word", "AUDIT_MAX")
 local exempt_reason = import("exempt", "exempt_reason")
+local sbatch_directives = import("directives", "sbatch_directives")
 local parse_gpus = import("gpus", "parse_gpus")
 local judge_het_steps = import("het", "judge_het_steps")
 local host_count = import("hostlist", "host_count")
@@ -258,6 +259,7 @@ P.clean, P.get, P.str, P.num = clean, get, str, num
 P.parse_gpus, P.host_count, P.job_nodes, P.detect = parse_gpus, host_count, job_nodes, detect
 P.log_line, P.verdict_word, P.audit_token, P.AUDIT_MAX = log_line, verdict_word, audit_token, AUDIT_MAX
 P.first_unknown, P.unknown_log_lines = first_unknown, unknown_log_lines
+P.sbatch_directives = sbatch_directives
 -- The option and environment names the scan reads (for tests and docs).
 P.NAMES, P.ENV_NAMES, P.DASH_ONLY, P.ABBREV = NAMES, ENV_NAMES, DASH_ONLY, ABBREV
 
