@@ -372,7 +372,8 @@ local function modify(delta, rec_fields)
   local rc = slurm_job_modify(S.job_desc(delta), S.job_desc(rec_fields), parts, 1000)
   out({rc = rc, log = S.log})
 end
-local script = "#!/bin/bash\n#SBATCH --ntasks-per-node=8 -n8 --gpus-per-node=8\nsrun x --tensor-model-parallel-size 16\n"
+local script = "#!/bin/bash\n#SBATCH --ntasks-per-node=8 -n8 --gpus-per-node=8\n"
+  .. "srun x --tensor-model-parallel-size 16\n"
 local bare = "#!/bin/bash\nsrun x --tensor-model-parallel-size 16\n"
 -- scontrol update NumTasks=16: 8 tasks per node (the script's #SBATCH line) -> two nodes
 modify({num_tasks = 16}, {script = script, tres_per_node = "gres:gpu:8", min_nodes = 1, min_cpus = 8,
