@@ -604,3 +604,18 @@ def test_lupa_and_lua51_binary_agree_on_the_cases():
         va = a.check(case.script, case.args, env=case.env)
         vb = b.check(case.script, case.args, env=case.env)
         assert va.to_dict() == vb.to_dict(), case.name
+
+
+def test_salloc_het_allocation_command_is_judged_on_its_last_component():
+    """salloc -N1 : -N1 srun --het-group=0,1 ... --tensor-model-parallel-size 16: Slurm (from 23.02)
+    hands the command to job_submit with the last component (recorded live on 24.11: argv
+    /bin/bash on component 0, the command on component 1) and no script; the step over both
+    components is judged there."""
+    r = PolicyRunner(load_site(str(ROOT / "tests" / "data" / "sites" / "testcluster.yaml")), backend="lupa")
+    base = dict(partition="gpu", tres_per_node="gres/gpu:8", min_nodes=1, max_nodes=1, user_name="bob", user_id=1000)
+    command = ["srun", "--het-group=0,1", "true", "--tensor-model-parallel-size"]
+    for tp, decision in (("16", "reject"), ("8", "accept")):
+        v = r.evaluate_het(
+            [dict(base, het_job_offset=0, argv=["/bin/bash"]), dict(base, het_job_offset=1, argv=command + [tp])], 1000
+        )
+        assert v.decision == decision and "het-step" in v.rules, (v.messages, v.rules)

@@ -109,6 +109,22 @@ def test_het_cases_match_the_controller(slurm_cluster, job_submit, site, tmp_pat
     assert slurm_cluster.job_submit_errors(mark) == []
 
 
+def test_salloc_het_allocation_with_a_step_over_both_components(slurm_cluster, job_submit, site):
+    """salloc A : B srun --het-group=0,1 ... TP=16: from 23.02 salloc sends its command with the
+    allocation, on the last component (seen on 24.11: component 0 gets /bin/bash, component 1
+    the command), so job_submit refuses it there; 22.05 sends no command (the SPANK plugin refuses
+    the step at launch: test_spank.py::test_step_task_layout_is_judged_at_launch)."""
+    if slurm_cluster.release.version_tuple < (23, 2):
+        pytest.skip("salloc sends its command to job_submit from 23.02 (22.05: the SPANK plugin's)")
+    job_submit(render_filter(site, "job_submit"))
+    argv = ["salloc", "-p", "gpu", "-N1", "--gpus-per-node=8", ":", "-p", "gpu", "-N1", "--gpus-per-node=8"]
+    step = ["srun", "--het-group=0,1", "true", "--tensor-model-parallel-size"]
+    bad = slurm_cluster.run(argv + step + ["16"], timeout=60)
+    assert bad.returncode != 0 and REJECTED in bad.stderr and "het step" in bad.stderr, bad.stderr
+    good = slurm_cluster.run(argv + step + ["8"], timeout=60)
+    assert good.returncode == 0, good.stderr
+
+
 def test_accepted_job_gets_its_warnings(slurm_cluster, job_submit, site):
     job_submit(render_filter(site, "job_submit"))
     rc, out, err = slurm_cluster.sbatch(
