@@ -11,7 +11,8 @@
 
 local import = ...
 local find, sub, byte, match, lower = string.find, string.sub, string.byte, string.match, string.lower
-local spend = import("budget", "spend")
+local each_find, spend = import("budget", "each_find", "spend")
+local code_spans = import("shell", "code_spans")
 local command_range, in_comment = import("lexer", "command_range", "in_comment")
 local clean, env_get, line_number = import("util", "clean", "env_get", "line_number")
 
@@ -64,6 +65,11 @@ end
 
 -- Script facts, once per detection: the srun commands {a, b, word, at} (word: their own
 -- distribution, if any) and the script's SLURM_DISTRIBUTION assignments {pos, word}.
+local CMD_BYTE_COST = 10 -- per byte of a srun command: the searches of options_in and the patterns
+local MAX_CMDS = 256
+local SRUN_PREV = {[32] = true, [9] = true, [10] = true, [59] = true, [38] = true, [124] = true, [40] = true,
+                   [96] = true, [34] = true, [39] = true, [47] = true}
+local SRUN_NEXT = {[32] = true, [9] = true, [10] = true, [13] = true, [34] = true, [39] = true, [92] = true}
 local function script_facts(det)
   if det.dist_facts then return det.dist_facts end
   local f = {cmds = {}, assign = {}}
@@ -71,35 +77,38 @@ local function script_facts(det)
   for i = 1, #det.docs do
     local doc = det.docs[i]
     local s = doc.t
-    if not spend(det, 2 * #s, "work budget (srun commands)") then f.truncated = true; break end
-    local p = 1
-    for _ = 1, 64 do
-      local h = find(s, "srun", p, true)
-      if h == nil then break end
-      p = h + 4
-      local pc, nc = byte(s, h - 1), byte(s, h + 4)
-      local word_ok = (pc == nil or pc == 32 or pc == 9 or pc == 10 or pc == 59 or pc == 38 or pc == 124
-        or pc == 40 or pc == 96 or pc == 34 or pc == 39 or pc == 47)
-        and (nc == nil or nc == 32 or nc == 9 or nc == 10 or nc == 13 or nc == 34 or nc == 39 or nc == 92)
-      if word_ok and not in_comment(doc, h) then
-        local a, b = command_range(doc, h)
-        local word, at = options_in(doc.s, a, b)
-        -- a step of one task per node (a preflight, a torchrun per node) never splits a TP group
-        local one = match(sub(doc.s, h, b), "^srun[^\n]-%-%-ntasks%-per%-node[= ]1[ \t\r\n\\]")
-        f.cmds[#f.cmds + 1] = {a = a, b = b, word = word, at = at, doc = doc, srun = h, one_per_node = one ~= nil}
-        p = b + 1
-      end
-    end
-    p = 1
-    for _ = 1, 32 do
-      local h = find(s, "SLURM_DISTRIBUTION=", p, true)
-      if h == nil then break end
-      p = h + 19
-      local pc = byte(s, h - 1)
-      if (pc == nil or pc == 32 or pc == 9 or pc == 10 or pc == 59) and not in_comment(doc, h) then
-        local v = match(s, "^([^ \t\r\n;]+)", h + 19)
-        f.assign[#f.assign + 1] = {pos = h, word = v, doc = doc}
-      end
+    local spans = code_spans(doc) -- (a data here-document's "srun" is no command)
+    for j = 1, #spans do
+      local after = 0 -- the end of the last command found (an "srun" inside it is an argument)
+      local r = each_find(det, s, "srun", spans[j][1], spans[j][2], "work budget (srun commands)", 65536, function(h)
+        if h <= after then return nil end
+        local pc, nc = byte(s, h - 1), byte(s, h + 4)
+        if (pc == nil or SRUN_PREV[pc]) and (nc == nil or SRUN_NEXT[nc]) and not in_comment(doc, h) then
+          local a, b = command_range(doc, h)
+          if #f.cmds >= MAX_CMDS or not spend(det, CMD_BYTE_COST * (b - a + 1), "work budget (srun commands)", h) then
+            det.truncated = true
+            if not det.limit then det.limit = "work budget (srun commands)" end
+            return "budget"
+          end
+          local word, at = options_in(doc.s, a, b)
+          -- a step of one task per node (a preflight, a torchrun per node) never splits a TP group
+          local one = match(sub(doc.s, h, b), "^srun[^\n]-%-%-ntasks%-per%-node[= ]1[ \t\r\n\\]")
+          f.cmds[#f.cmds + 1] = {a = a, b = b, word = word, at = at, doc = doc, srun = h, one_per_node = one ~= nil}
+          after = b
+        end
+        return nil
+      end)
+      if r == "budget" then f.truncated = true; return f end
+      r = each_find(det, s, "SLURM_DISTRIBUTION=", spans[j][1], spans[j][2], "work budget (srun commands)", 4096,
+        function(h)
+          local pc = byte(s, h - 1)
+          if (pc == nil or pc == 32 or pc == 9 or pc == 10 or pc == 59) and not in_comment(doc, h) then
+            local v = match(s, "^([^ \t\r\n;]+)", h + 19)
+            f.assign[#f.assign + 1] = {pos = h, word = v, doc = doc}
+          end
+          return nil
+        end)
+      if r == "budget" then f.truncated = true; return f end
     end
   end
   return f

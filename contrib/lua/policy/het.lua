@@ -2,8 +2,8 @@
 -- last component they name is submitted, on the components' nodes together.
 
 local import = ...
-local find, sub, match, gsub, format = string.find, string.sub, string.match, string.gsub, string.format
-local spend = import("budget", "spend")
+local byte, sub, match, gsub, format = string.byte, string.sub, string.match, string.gsub, string.format
+local each_find, spend = import("budget", "each_find", "spend")
 local det_subset = import("detect", "det_subset")
 local command_range, in_comment = import("lexer", "command_range", "in_comment")
 local mode_for = import("modes", "mode_for")
@@ -52,41 +52,41 @@ local function het_steps(det, env)
   for di = 1, #det.docs do
     local doc = det.docs[di]
     local s = doc.t
-    for _, stem in ipairs({"--het", "--pack"}) do
-    local p = 1
-    for _ = 1, 64 do -- --het-group LIST and its spellings
-      local h = find(s, stem, p, true)
-      if h == nil or h > doc.n then break end
-      p = h + #stem
-      local name, rest = match(s, "^%-%-([%a%-]+)()", h)
-      if name and het_option(name) and not in_comment(doc, h) then
-        local raw = match(s, "^[= \t]+([^ \t\r\n;&|]+)", rest)
-        local text = raw and gsub(raw, "[\"']", "")
-        local var = text and (match(text, "^%${([%a_][%w_]*)}$") or match(text, "^%$([%a_][%w_]*)$"))
-        if var then text = resolve_text(det, doc, {k = "var", name = var}, h, env, 0) end
-        local set, count, top = component_set(text)
-        if set and count >= 2 then
-          local ls, le = command_range(doc, h)
-          out[#out + 1] = {set = set, top = top, ls = ls, le = le, text = clean(gsub(raw, "[\"']", ""), 24),
-                           doc = doc}
+    for _, stem in ipairs({"--het", "--pack"}) do -- --het-group LIST and its spellings
+      local r = each_find(det, s, stem, 1, doc.n, "work budget (het steps)", 64, function(h)
+        local name, rest = match(s, "^%-%-([%a%-]+)()", h)
+        if name and het_option(name) and not in_comment(doc, h) then
+          local raw = match(s, "^[= \t]+([^ \t\r\n;&|]+)", rest)
+          local text = raw and gsub(raw, "[\"']", "")
+          local var = text and (match(text, "^%${([%a_][%w_]*)}$") or match(text, "^%$([%a_][%w_]*)$"))
+          if var then
+            text = resolve_text(det, doc, {k = "var", name = var}, h, env, 0)
+            out.from_variable = true -- may come from this job's environment: not kept for another
+          end
+          local set, count, top = component_set(text)
+          if set and count >= 2 then
+            local ls, le = command_range(doc, h)
+            out[#out + 1] = {set = set, top = top, ls = ls, le = le, text = clean(gsub(raw, "[\"']", ""), 24),
+                             doc = doc}
+          end
         end
-      end
-      if not spend(det, 64, "work budget (het steps)", h) then return out end
-    end
+        if not spend(det, 64, "work budget (het steps)", h) then return "budget" end
+        return nil
+      end)
+      if r == "budget" then return out end
     end
   end
   -- srun A : B (MPMD): a step over components 0..k
   local f = script_facts(det)
   for i = 1, #f.cmds do
     local c = f.cmds[i]
-    local text = sub(c.doc.s, c.srun, c.b)
-    local k, q = 0, 1
-    for _ = 1, 64 do
-      local h = find(text, "[ \t]:[ \t\r\n\\]", q)
-      if h == nil then break end
-      k = k + 1
-      q = h + 2
-    end
+    local s = c.doc.s
+    local k = 0
+    each_find(det, s, ":", c.srun, c.b, "work budget (het steps)", 4096, function(h)
+      local pb, nb = byte(s, h - 1), byte(s, h + 1)
+      if (pb == 32 or pb == 9) and (nb == 32 or nb == 9 or nb == 13 or nb == 10 or nb == 92) then k = k + 1 end
+      return k >= 64 or nil
+    end)
     if k >= 1 then
       local set = {}
       for j = 0, k do set[j] = true end
@@ -138,7 +138,11 @@ local function judge_het_steps(v, ctx, names, parts)
         tostring(det.limit or "scan"), job.het_offset, nodes and plural(nodes, "node") or "several nodes"))
     end
   end
-  local steps = het_steps(det, job.env)
+  local steps = det.het_steps -- once per detection (a het job's components share one)
+  if steps == nil then
+    steps = het_steps(det, job.env)
+    if not steps.from_variable then det.het_steps = steps end
+  end
   for si = 1, #steps do
     local st = steps[si]
     if st.top == job.het_offset then

@@ -151,7 +151,10 @@ local function line_of(doc, p)
   return c
 end
 
+-- An argument list (doc.argv) is no shell text: no comments, no lines.
+local ARGV_LINE = {ls = 1, le = 1, cs = false, msg = false}
 local function in_comment(doc, p)
+  if doc.argv then return false, ARGV_LINE end
   local l = line_of(doc, p)
   return l.cs and p > l.cs, l
 end

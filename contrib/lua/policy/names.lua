@@ -54,12 +54,20 @@ end
 -- Anchors of the scan, with pairwise distinct first bytes: a plain find stops at every byte equal
 -- to its needle's first, so together the needles stop at most once per byte of text (bounded
 -- cost, whatever the text). The token around a hit is read from the text, not from the needle.
--- ("-te", "-pi", "-np", "num" find the shortest abbreviations: --te, --pi, --np, --num_g.)
-local KEYWORDS = {"arallel", "tp", "pp", "cp", "ep", "dp", "-np", "gpus", "ks-per-node", "segment",
-                  "TP", "PP", "ARALLEL", "-te", "-pi", "num"}
+-- The shortest abbreviations --te, --pi, --np are found by one needle, "--", whose next two bytes
+-- name the key (DASH_KEYS: three needles of one first byte would stop three times on every '-');
+-- "num" finds --num_g.
+local KEYWORDS = {"arallel", "tp", "pp", "cp", "ep", "dp", "--", "gpus", "ks-per-node", "segment",
+                  "TP", "PP", "ARALLEL", "num"}
+local DASH_KEYS = {"-np", "-te", "-pi"}
+local DASH_KEY_AT = {} -- [second byte * 256 + third byte] -> the key a "--" hit is
+for _, k in ipairs(DASH_KEYS) do DASH_KEY_AT[byte(k, 2) * 256 + byte(k, 3)] = k end
 -- (and the anchors of a data here-document's config keys, scan.lua CONFIG_KEYWORDS)
 local ALL_KEYWORDS = {"size", "degree"}
-for i = 1, #KEYWORDS do ALL_KEYWORDS[#ALL_KEYWORDS + 1] = KEYWORDS[i] end
+for i = 1, #KEYWORDS do
+  if KEYWORDS[i] ~= "--" then ALL_KEYWORDS[#ALL_KEYWORDS + 1] = KEYWORDS[i] end
+end
+for i = 1, #DASH_KEYS do ALL_KEYWORDS[#ALL_KEYWORDS + 1] = DASH_KEYS[i] end
 -- Environment names given as a command prefix (TP=16 ./train.sh): visible values too.
 -- The byte a relevant hit of each keyword follows (a cheap first test: "step" is no "--ep").
 -- (A blank, newline or quote before tp/pp/cp/ep/dp: a YAML or JSON key, `tp-size: 16`; "o": autotp.)
@@ -155,6 +163,7 @@ OPTCH[45] = true; OPTCH[46] = true; OPTCH[95] = true; OPTCH[43] = true
 
 return {
   NAMES = NAMES, DASH_ONLY = DASH_ONLY, ABBREV = ABBREV, name_kind = name_kind, KEYWORDS = KEYWORDS,
+  DASH_KEY_AT = DASH_KEY_AT,
   KEY_PREV_BYTES = KEY_PREV_BYTES,
   ENV_NAMES = ENV_NAMES, KEY_NEXT = KEY_NEXT, KEY_ABBR = KEY_ABBR, LAUNCHER_WORDS = LAUNCHER_WORDS, OPTCH = OPTCH,
 }

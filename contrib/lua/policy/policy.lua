@@ -58,7 +58,7 @@ local check_partition = import("partition", "check_partition")
 local first_unknown, partitions_of, unknown_log_lines, unknown_note =
   import("partitions", "first_unknown", "partitions_of", "unknown_log_lines", "unknown_note")
 local asks_for_gpus, job_nodes = import("shape", "asks_for_gpus", "job_nodes")
-local TAG, clean, get, num, str = import("util", "TAG", "clean", "get", "num", "str")
+local TAG, clean, get, num, posnum, str = import("util", "TAG", "clean", "get", "num", "posnum", "str")
 local apply_findings, new_verdict, push_unique, seen_in =
   import("verdict", "apply_findings", "new_verdict", "push_unique", "seen_in")
 
@@ -214,6 +214,7 @@ function P.evaluate(job, topo)
   end
   local det = detect_cached(job)
   det.env, det.env_layout = job.env, nil -- this job's SLURMGPU_* (the detection may be cached)
+  det.ctx_nodes, det.ctx_tpn = posnum(job.nodes_min), posnum(job.ntasks_per_node) -- $SLURM_NNODES etc.
   det.script_doc = type(job.script) == "string" and job.script ~= ""
   v.source, v.launcher = det.source, det.launcher or ""
   if det.limit then v.limit = clean(det.limit, 64) end -- a scan limit hit: logged, never silent

@@ -9,12 +9,13 @@ local DIGIT_COST, HIT_COST, LATER_CHUNK_COST, MISS_COST, WORK_MAX, spend =
   import("budget", "DIGIT_COST", "HIT_COST", "LATER_CHUNK_COST", "MISS_COST", "WORK_MAX", "spend")
 local env_prefix_end = import("commands", "env_prefix_end")
 local CHUNK, in_comment, message_line = import("lexer", "CHUNK", "in_comment", "message_line")
-local DASH_ONLY, ENV_NAMES, KEYWORDS, KEY_ABBR, KEY_NEXT, KEY_PREV_BYTES, OPTCH, name_kind =
-  import("names", "DASH_ONLY", "ENV_NAMES", "KEYWORDS", "KEY_ABBR", "KEY_NEXT", "KEY_PREV_BYTES", "OPTCH",
+local DASH_KEY_AT, DASH_ONLY, ENV_NAMES, KEYWORDS, KEY_ABBR, KEY_NEXT, KEY_PREV_BYTES, OPTCH, name_kind =
+  import("names", "DASH_KEY_AT", "DASH_ONLY", "ENV_NAMES", "KEYWORDS", "KEY_ABBR", "KEY_NEXT", "KEY_PREV_BYTES",
+    "OPTCH",
     "name_kind")
 local resolve = import("shellvars", "resolve")
-local ceil_div, clean = import("util", "ceil_div", "clean")
-local data_bodies = import("shell", "data_bodies")
+local clean = import("util", "clean")
+local discover, file_use = import("shell", "discover", "file_use")
 local read_value = import("values", "read_value")
 
 
@@ -142,16 +143,28 @@ local function scan_chunk(det, doc, a, b, raws, keys, whole)
   if b + TOKEN_MAX < #s and not whole then piece, off, init = sub(s, a, b + TOKEN_MAX), a - 1, 1 end
   for ki = 1, #keys do
     local key = keys[ki]
+    local dashes = key == "--" -- one needle for the keys DASH_KEY_AT names by the next two bytes
     local want, nexts, klen, abbr = KEY_PREV_BYTES[key], KEY_NEXT[key], #key, KEY_ABBR[key]
     local p = init
     while true do
       local h0 = find(piece, key, p, true)
       if h0 == nil or off + h0 > b then break end
       local h = off + h0
-      local pc = byte(s, h - 1)
       local pass = true
-      if want then pass = pc ~= nil and want[pc] == true
-      elseif want == false then pass = not (pc and OPTCH[pc]) end
+      if dashes then
+        local c2, c3 = byte(s, h + 2, h + 3)
+        local k = DASH_KEY_AT[(c2 or 0) * 256 + (c3 or 0)]
+        if k then -- the key starts at the second dash (its one byte before is the first)
+          h, want, nexts, klen, abbr = h + 1, KEY_PREV_BYTES[k], KEY_NEXT[k], 3, KEY_ABBR[k]
+        else
+          pass = false
+        end
+      end
+      local pc = byte(s, h - 1)
+      if pass then -- (not for a "--" that starts none of the keys)
+        if want then pass = pc ~= nil and want[pc] == true
+        elseif want == false then pass = not (pc and OPTCH[pc]) end
+      end
       if pass then
         local nc = byte(s, h + klen)
         if nc == nil or not OPTCH[nc] then nc = 0 end
@@ -273,66 +286,119 @@ end
 
 -- Data here-document bodies (written to a file nothing runs: a manifest, a YAML config) are
 -- searched only for the keys a config file holds (every TP-like key ends in -size or -degree:
--- tensor_model_parallel_size, tp-size, autotp_size, megatron_lm_tp_degree); two needles
--- instead of all of them, so their bytes cost a fraction of the budget.
+-- tensor_model_parallel_size, tp-size, autotp_size, megatron_lm_tp_degree): two needles of
+-- distinct first bytes, DATA_BYTE_COST units a byte. A body is read in its first DATA_HEAD bytes
+-- (a config file is smaller), the whole of it when the script gives the file to a config option
+-- (--deepspeed_config F, --config F: shell.file_use); the rest of a long data file (a 330 kB
+-- manifest) is not read and costs nothing. A body whose file the script runs is read as code.
 local CONFIG_KEYWORDS = {"size", "degree"}
-local DATA_BODY_DIVISOR = 8
-local NO_BODIES = {}
+local DATA_BYTE_COST = 2
+local DATA_HEAD = 65536
 
--- Bytes of [a, b] inside the data bodies from index bi on.
-local function data_bytes(bodies, bi, a, b)
-  local n = 0
-  for i = bi, #bodies do
-    local x = bodies[i]
-    if x.a > b then break end
-    local lo, hi = x.a > a and x.a or a, x.b < b and x.b or b
-    if hi >= lo then n = n + hi - lo + 1 end
-  end
-  return n
+-- The last byte of a body read while scanning (the rest waits for the file's use).
+local function read_end(x)
+  if x.b - x.a < DATA_HEAD then return x.b end
+  return x.a + DATA_HEAD - 1
 end
+
+-- Scan [a, b] (any length) in chunks: code with every keyword at rate units a byte, or a data
+-- body with the config keys. False once the budget stops it.
+local function scan_span(det, doc, a, b, raws, keys, rate)
+  while a <= b do
+    local y = a + CHUNK - 1
+    if y > b then y = b end
+    if not spend(det, rate * (y - a + 1), "work budget (script size)", a) then return false end
+    if not scan_chunk(det, doc, a, y, raws, keys) then return false end
+    a = y + 1
+  end
+  return true
+end
+
+-- The bodies found provisionally data, once the whole script was read: a file run later makes its
+-- body code (scanned now, as code), a file given to a config option makes it read whole.
+local function settle_bodies(det, doc, raws)
+  local bodies, data = doc.data_bodies, {}
+  local ok = true
+  for i = 1, #bodies do
+    local x = bodies[i]
+    local use = "runs" -- (once the budget stopped the scan: every body counts as code)
+    if ok then use = file_use(det, doc, x.file, x.b) end
+    if use == "runs" then
+      if ok then ok = scan_span(det, doc, x.a, x.b, raws, KEYWORDS, LATER_CHUNK_COST) end
+    else
+      if use == "config" and ok and read_end(x) < x.b then
+        ok = scan_span(det, doc, read_end(x) + 1, x.b, raws, CONFIG_KEYWORDS, DATA_BYTE_COST)
+      end
+      data[#data + 1] = x
+    end
+  end
+  doc.data_bodies = data
+  doc.bodies_settled = true
+  return ok
+end
+
+local function by_pos(x, y) return x.pos < y.pos end
 
 local function scan_doc(det, doc, env)
   local raws = {}
   local a = 1
-  -- a script over one chunk: its here-documents that only write data files (shell.data_bodies)
-  local bodies = (doc.n > CHUNK and not doc.argv) and data_bodies(det, doc) or NO_BODIES
+  -- a script over one chunk: its here-documents written to files are found as the scan goes
+  -- (shell.discover) and read as data (only for config keys) until settled at the end
+  local big = doc.n > CHUNK and not doc.argv
+  doc.data_bodies = {}
+  local bodies = doc.data_bodies
   local bi = 1
+  local stopped = false
   while a <= doc.n do
     local b = a + CHUNK - 1
     if b > doc.n then b = doc.n end
     local rate = a == 1 and 1 or LATER_CHUNK_COST
-    local data = data_bytes(bodies, bi, a, b)
-    if not spend(det, rate * (b - a + 1 - data) + ceil_div(rate * data, DATA_BODY_DIVISOR), "work budget (script size)",
-        a) then
-      break
-    end
     local from, ok = a, true
     if a == 1 and not doc.argv then
       local last, sa = header_end(doc, b)
-      if sa then ok = scan_chunk(det, doc, sa, last, raws, SEGMENT_ONLY, #doc.s <= CHUNK) end
+      ok = spend(det, last, "work budget (script size)", 1)
+      if ok and sa then ok = scan_chunk(det, doc, sa, last, raws, SEGMENT_ONLY, #doc.s <= CHUNK) end
       from = last + 1
     end
-    while ok and from <= b do -- code as usual; a data body for the keys a config file may hold
+    while ok and from <= b do
       while bodies[bi] and bodies[bi].b < from do bi = bi + 1 end
       local body = bodies[bi]
-      if body and body.a <= from then
-        local y = body.b < b and body.b or b
-        ok = scan_chunk(det, doc, from, y, raws, CONFIG_KEYWORDS)
-        from = y + 1
-      else
+      if body and body.a <= from then -- a data body: its config keys, then (a long one) nothing
+        local re = read_end(body)
+        if from <= re then
+          local y = re < b and re or b
+          ok = spend(det, DATA_BYTE_COST * (y - from + 1), "work budget (script size)", from)
+            and scan_chunk(det, doc, from, y, raws, CONFIG_KEYWORDS)
+          from = y + 1
+        else
+          from = (body.b < b and body.b or b) + 1
+        end
+      else -- code, up to the next body (one found here ends it too)
         local y = (body and body.a <= b) and body.a - 1 or b
-        ok = scan_chunk(det, doc, from, y, raws)
+        if big then
+          discover(det, doc, from, y)
+          local nb = bodies[bi]
+          if nb and nb.a > from and nb.a - 1 < y then y = nb.a - 1 end
+        end
+        ok = spend(det, rate * (y - from + 1), "work budget (script size)", from)
+          and scan_chunk(det, doc, from, y, raws, nil, not big and #doc.s <= CHUNK)
         from = y + 1
       end
     end
-    if not ok then break end
+    if not ok then stopped = true; break end
     doc.scanned = b
     a = b + 1
   end
+  if big and not stopped and #bodies > 0 then
+    if not settle_bodies(det, doc, raws) then stopped = true end
+    table.sort(raws, by_pos)
+  end
+  doc.bodies_settled = true
   if doc.scanned < #doc.s then
     doc.truncated = true
     if doc.scanned < doc.n then doc.t = sub(doc.s, 1, doc.scanned) end
   end
+  if stopped then doc.truncated = true end
   last_wins(det, doc, raws)
   for i = 1, #raws do
     -- a value a later one of the same command replaces is not judged

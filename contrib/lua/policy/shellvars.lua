@@ -7,7 +7,7 @@ local find, sub, byte, match, gsub, format =
   string.find, string.sub, string.byte, string.match, string.gsub, string.format
 local floor = math.floor
 local concat = table.concat
-local HIT_COST, limit_hit, spend = import("budget", "HIT_COST", "limit_hit", "spend")
+local HIT_COST, each_find, limit_hit, spend = import("budget", "HIT_COST", "each_find", "limit_hit", "spend")
 local in_comment = import("lexer", "in_comment")
 local OPTCH = import("names", "OPTCH")
 local env_get = import("util", "env_get")
@@ -16,7 +16,23 @@ local VALUE_MAX, parse_arith, py_int, read_value =
 
 
 local MAX_VARS = 256       -- distinct shell variables looked up per document
-local integer_context, arith_word
+
+-- The searches for a variable's name (its assignments, its declare -i) pay one unit a byte, not
+-- FIND_BYTE_COST: a script names a few variables and each is looked for through the whole text
+-- (a 64 kB script with $TP, $PP and $NNODES: 200,000 units). A flood of a name's first byte
+-- costs ~4.7 ns a byte, so their text is bounded apart: VAR_SEARCH_MAX bytes for all of a job's
+-- (~1.1 ms at worst); past it a variable is not known (and the job's scan is incomplete).
+local VAR_SEARCH_MAX = 229376
+local function var_find(det, t, word, max, visit)
+  local used = det.var_bytes or 0
+  if used + #t > VAR_SEARCH_MAX then
+    limit_hit(det, "work budget (shell variable lookups)")
+    return "budget"
+  end
+  det.var_bytes = used + #t
+  return each_find(det, t, word, 1, #t, "work budget (shell variable lookups)", max, visit, 1)
+end
+local arith_word
 
 -- Commands whose NAME=value words are arithmetic: `let`, and `declare`/`typeset`/`local` with an
 -- option that gives the integer attribute (-i, -gi, -ri, ...).
@@ -26,34 +42,6 @@ local function integer_prefix(prefix)
   local cmd = match(prefix, "^[ \t]*(%a+)")
   return opts ~= nil and find(opts, "i", 2, true) ~= nil
     and (cmd == "declare" or cmd == "typeset" or cmd == "local" or cmd == "readonly" or cmd == "export")
-end
-
--- Whether NAME has the integer attribute at position h: the assignment itself is a `declare -i`
--- (or `let`) argument, or an earlier `declare -i NAME` gave it (bash then evaluates every
--- assignment as arithmetic: TP=8*2 is 16). The earlier declarations are looked for once per name
--- (at most 16 occurrences of the name, paid from the work budget).
-integer_context = function(det, doc, name, h)
-  local l = doc.cur
-  if l and l.ls <= h and h - l.ls <= 256 and integer_prefix(sub(doc.s, l.ls, h - 1)) then return true end
-  doc.int_attr = doc.int_attr or {}
-  local at = doc.int_attr[name]
-  if at == nil then
-    at = false
-    local s, p = doc.t, 1
-    for _ = 1, 16 do
-      local k = find(s, name, p, true)
-      if k == nil or not spend(det, HIT_COST, "work budget (shell variable lookups)") then break end
-      p = k + #name
-      local nb = byte(s, p)
-      if (nb == nil or nb == 32 or nb == 9 or nb == 10 or nb == 59) and (byte(s, k - 1) == 32 or byte(s, k - 1) == 9)
-          and not in_comment(doc, k) then
-        local l2 = doc.cur
-        if l2 and k - l2.ls <= 256 and integer_prefix(sub(s, l2.ls, k - 1)) then at = k; break end
-      end
-    end
-    doc.int_attr[name] = at
-  end
-  return at ~= false and at < h
 end
 
 -- The word at q read as bash's arithmetic reads it (quotes removed): {k="expr", e=tree} or nil.
@@ -67,7 +55,10 @@ arith_word = function(s, q)
 end
 
 -- Shell assignments NAME=value (and the ${NAME:=value} default idiom) outside comments, in
--- order, in the scanned text; every lookup is paid from the work budget.
+-- order, in the scanned text. One search for the name (var_find) finds all three uses: NAME=,
+-- ${NAME:=, and `declare -i NAME` (or typeset/local -i, let), after which bash evaluates every
+-- assignment as arithmetic (TP=8*2 is 16), as does a `declare -i TP=8*2` itself. Each candidate
+-- that passes the look at its neighbours pays HIT_COST.
 local function assignments(det, doc, name)
   doc.assign = doc.assign or {}
   local list = doc.assign[name]
@@ -80,37 +71,37 @@ local function assignments(det, doc, name)
     list.unknown = true
     return list
   end
-  local s, t = doc.s, doc.t
-  local keys = {name .. "=", "{" .. name .. ":="}
-  if doc.colon_eq == nil then -- whether the text has any ${NAME:=...} at all (one search, not one per name)
-    spend(det, #t, "work budget (shell variable lookups)")
-    doc.colon_eq = find(t, ":=", 1, true) ~= nil
+  local s, t, nl = doc.s, doc.t, #name
+  local int_at = nil -- the first `declare -i NAME` (the integer attribute from there on)
+  local function integer_line(h) -- whether the command before h on its line gives the attribute
+    local l = in_comment(doc, h) and nil or doc.cur
+    return l ~= nil and h - l.ls <= 256 and integer_prefix(sub(s, l.ls, h - 1))
   end
-  for ki = 1, doc.colon_eq and 2 or 1 do
-    local key, p = keys[ki], 1
-    if not spend(det, #t, "work budget (shell variable lookups)") then list.unknown = true; return list end
-    while true do
-      local h = find(t, key, p, true)
-      if h == nil then break end
-      if not spend(det, HIT_COST, "work budget (shell variable lookups)") then list.unknown = true; return list end
-      p = h + #key
-      local pc = byte(s, h - 1)
-      if ki == 2 then
-        if pc == 36 and not in_comment(doc, h) then
-          local v = read_value(s, h - 1)
-          if v and v.k == "var" then list[#list + 1] = {pos = h, v = {k = "dflt", name = name, def = v.def}} end
-        end
-      elseif h == 1 or not (OPTCH[pc] or pc == 36 or pc == 123) then
+  local r = var_find(det, t, name, 1e9, function(h)
+    local pc, nc = byte(s, h - 1), byte(s, h + nl)
+    if nc == 61 then -- NAME=
+      if h == 1 or not (OPTCH[pc] or pc == 36 or pc == 123) then
+        if not spend(det, HIT_COST, "work budget (shell variable lookups)") then return "budget" end
         if not in_comment(doc, h) then
           local v
-          if integer_context(det, doc, name, h) then v = arith_word(s, h + #key) end
-          v = v or read_value(s, h + #key)
+          if (int_at and int_at < h) or integer_line(h) then v = arith_word(s, h + nl + 1) end
+          v = v or read_value(s, h + nl + 1)
           if v then list[#list + 1] = {pos = h, v = v} end
         end
       end
+    elseif nc == 58 and pc == 123 and byte(s, h - 2) == 36 and byte(s, h + nl + 1) == 61 then -- ${NAME:=
+      if not spend(det, HIT_COST, "work budget (shell variable lookups)") then return "budget" end
+      if not in_comment(doc, h) then
+        local v = read_value(s, h - 2)
+        if v and v.k == "var" then list[#list + 1] = {pos = h, v = {k = "dflt", name = name, def = v.def}} end
+      end
+    elseif int_at == nil and (pc == 32 or pc == 9) and (nc == nil or nc == 32 or nc == 9 or nc == 10 or nc == 59) then
+      if not spend(det, HIT_COST, "work budget (shell variable lookups)") then return "budget" end
+      if integer_line(h) then int_at = h end -- declare -i NAME
     end
-  end
-  table.sort(list, function(a, b) return a.pos < b.pos end)
+    return nil
+  end)
+  if r == "budget" then list.unknown = true; return list end
   return list
 end
 
@@ -128,9 +119,16 @@ local function env_number(env, name)
   return py_int(e) or false
 end
 
--- Whether the text has a line starting (after blanks) with the shell keyword kw.
-local function has_kw_line(text, kw)
-  return find(text, "\n[ \t]*" .. kw .. "[ \t\r\n;]") ~= nil
+-- Whether s[a, b] has a line starting (after blanks) with the shell keyword kw (not the line of
+-- a itself). Plain finds of kw paid from the budget, then a look at the bytes around each.
+local KW_END = {[32] = true, [9] = true, [13] = true, [10] = true, [59] = true}
+local function has_kw_line(det, s, a, b, kw)
+  return each_find(det, s, kw, a, b, "work budget (if/else branches)", 4096, function(h)
+    if not KW_END[byte(s, h + #kw) or 0] then return nil end
+    local i = h - 1
+    while i > a and h - i <= 64 and (byte(s, i) == 32 or byte(s, i) == 9) do i = i - 1 end
+    return (i > a and byte(s, i) == 10) or nil
+  end) == true
 end
 
 -- The assignments (indices into list, from i down) of one if/elif/else chain that may reach a
@@ -141,16 +139,16 @@ local function branch_chain(det, doc, list, i)
   local j, seen_else = i, false
   while j > 1 and #chain < 16 do
     local a, b = list[j - 1].pos, list[j].pos
-    if b - a > 65536 or not spend(det, b - a, "work budget (if/else branches)") then break end
-    local between = sub(doc.s, a, b)
-    if has_kw_line(between, "fi") then break end
-    local is_else = has_kw_line(between, "else")
-    if is_else or has_kw_line(between, "elif") then
+    if b - a > 65536 then break end
+    local s = doc.s
+    if has_kw_line(det, s, a, b, "fi") then break end
+    local is_else = has_kw_line(det, s, a, b, "else")
+    if is_else or has_kw_line(det, s, a, b, "elif") then
       if is_else then seen_else = true end
       chain[#chain + 1] = j - 1
       j = j - 1
-      if has_kw_line(between, "if") then break end
-    elseif has_kw_line(between, "if") then
+      if has_kw_line(det, s, a, b, "if") then break end
+    elseif has_kw_line(det, s, a, b, "if") then
       if not seen_else then chain[#chain + 1] = j - 1 end -- no else: the value before the if reaches
       break
     else

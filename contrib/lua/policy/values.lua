@@ -8,6 +8,7 @@ local find, sub, byte, match =
 local floor = math.floor
 local concat = table.concat
 local OPTCH = import("names", "OPTCH")
+local ceil_div = import("util", "ceil_div")
 
 
 local VALUE_MAX = 65536    -- larger numbers are read as this (still far above any node's GPUs)
@@ -171,7 +172,14 @@ local function num_value(n)
   return v
 end
 
--- $(( ... )) at s[q]: the arithmetic tree and the position after it, or a "bad" value.
+-- Parsed $(( )) bodies (the same expression repeats on many lines): a tree per text, and what
+-- a new one costs the work budget (the scan charges it: read_value's third value). Bounded.
+local ARITH_MEMO_MAX = 256
+local ARITH_COST = 16 -- decoded-digit units (values.DIGIT_COST each) per byte of a new body
+local arith_memo, arith_memo_n = {}, 0
+
+-- $(( ... )) at s[q]: the arithmetic tree and the position after it, or a "bad" value; and the
+-- cost of reading it (0 when the same text was parsed before).
 local function read_arith(s, q)
   local body, depth, j, close = sub(s, q + 3, q + 259), 0, 1, nil
   for _ = 1, 64 do -- the "))" that closes at depth 0
@@ -183,9 +191,15 @@ local function read_arith(s, q)
     else break end
     j = h + 1
   end
-  local tree = close and parse_arith(sub(body, 1, close - 1))
-  if tree then return {k = "expr", e = tree}, q + 4 + close end
-  return {k = "bad", text = sub(s, q, q + 23)}, q + 3
+  if close == nil then return {k = "bad", text = sub(s, q, q + 23)}, q + 3, 1 end
+  local text = sub(body, 1, close - 1)
+  local v = arith_memo[text]
+  if v then return v, q + 4 + close, 0 end
+  local tree = parse_arith(text)
+  v = tree and {k = "expr", e = tree} or {k = "bad", text = sub(s, q, q + 23)}
+  if arith_memo_n >= ARITH_MEMO_MAX then arith_memo, arith_memo_n = {}, 0 end
+  arith_memo[text], arith_memo_n = v, arith_memo_n + 1
+  return v, q + 4 + close, ceil_div(#text * ARITH_COST, 8)
 end
 
 -- A parameter expansion at s[q] ('$'): a variable {k="var", name, def}, an arithmetic value, a
@@ -194,7 +208,7 @@ end
 local function read_dollar(s, q)
   local c2 = byte(s, q + 1)
   if c2 == 40 then
-    if byte(s, q + 2) == 40 then return read_arith(s, q) end
+    if byte(s, q + 2) == 40 then return read_arith(s, q) end -- (and its cost)
     return {k = "bad", text = sub(s, q, q + 23)}, q + 1
   end
   if c2 == 123 then
@@ -241,7 +255,7 @@ end
 -- arithmetic expansions (values as read_dollar reads them); nil if the word has a part the
 -- filter does not read (then `bad` holds that value). Bounded: MAX_SEGMENTS parts, WORD_BYTES.
 local function read_word(s, q)
-  local segs, i, stop = {}, q, q + WORD_BYTES
+  local segs, i, stop, cost = {}, q, q + WORD_BYTES, 0
   local opened = byte(s, q) == 34 or byte(s, q) == 39 -- the word starts with its own quote
   while #segs < MAX_SEGMENTS and i <= stop do
     local c = byte(s, i)
@@ -271,18 +285,20 @@ local function read_word(s, q)
           segs[#segs + 1] = {lit = sub(s, h + 1, h + 1)}
           j = h + 2
         else
-          local v, e = read_dollar(s, h)
+          local v, e, vc = read_dollar(s, h)
+          cost = cost + (vc or 0)
           if v == nil then segs[#segs + 1] = {lit = "$"}
-          elseif v.k == "bad" then return nil, nil, v
+          elseif v.k == "bad" then return nil, nil, v, cost
           else segs[#segs + 1] = v end
           j = e
         end
         if #segs >= MAX_SEGMENTS then return nil, nil, {k = "bad", text = sub(s, q, q + 23)} end
       end
     elseif c == 36 then
-      local v, e = read_dollar(s, i)
+      local v, e, c2 = read_dollar(s, i)
+      cost = cost + (c2 or 0)
       if v == nil then segs[#segs + 1] = {lit = "$"}
-      elseif v.k == "bad" then return nil, nil, v
+      elseif v.k == "bad" then return nil, nil, v, cost
       else segs[#segs + 1] = v end
       i = e
     elseif c == 96 then
@@ -293,7 +309,7 @@ local function read_word(s, q)
       i = e + 1
     end
   end
-  return segs, i
+  return segs, i, nil, cost
 end
 
 -- The value of a word's segments: one expansion as it is, literal text as int() reads it (or a
@@ -313,7 +329,8 @@ local function word_value(segs)
   return {k = "str", s = text} -- text that is no number (8*2, 16,): a part of a longer word at most
 end
 
--- A value -> v, end position, non-ASCII digits decoded. v: {k="num", n=16} |
+-- A value -> v, end position, and its cost in decoded-digit units (non-ASCII digits decoded, the
+-- bytes of a new $(( )) body): the scan pays it from the work budget. v: {k="num", n=16} |
 -- {k="var", name="TP", def=16} | {k="expr", e=tree} | {k="cat", parts} | {k="word", w="gpu"} |
 -- {k="str", s=text} (not a number, e.g. 8*2 or 16,: nothing to check, but a part of a longer word)
 -- | {k="bad", text=...}.
@@ -341,11 +358,11 @@ local function read_value(s, q, config)
       return num_value(value_int(sub(s, q, e))), e + 1
     end
   end
-  local segs, e, bad = read_word(s, q)
-  if segs == nil then return bad, q + 1 end
+  local segs, e, bad, cost = read_word(s, q)
+  if segs == nil then return bad, q + 1, cost end
   if #segs == 0 then return {k = "str", s = ""}, q end -- X= sets X to the empty string
   local v, decoded = word_value(segs)
-  return v, e, decoded
+  return v, e, (decoded or 0) + cost
 end
 
 return {
