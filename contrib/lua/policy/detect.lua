@@ -6,7 +6,7 @@ local import = ...
 local format, sub = string.format, string.sub
 local concat = table.concat
 local LATER_CHUNK_COST, WORK_MAX, limit_hit = import("budget", "LATER_CHUNK_COST", "WORK_MAX", "limit_hit")
-local CHUNK, in_comment, new_doc = import("lexer", "CHUNK", "in_comment", "new_doc")
+local CHUNK, in_comment, in_line_comment, new_doc = import("lexer", "CHUNK", "in_comment", "in_line_comment", "new_doc")
 local LAUNCHER_WORDS = import("names", "LAUNCHER_WORDS")
 local MAX_VALUES, normalize, scan_doc = import("scan", "MAX_VALUES", "normalize", "scan_doc")
 local search_code = import("shell", "search_code")
@@ -16,10 +16,12 @@ local env_get, env_int, posnum = import("util", "env_get", "env_int", "posnum")
 
 -- Whether a word appears in the code outside comments (first 64 occurrences per document, in
 -- the scanned text; shell.search_code: within the word budget, else taken as absent).
-local function has_word(det, w)
+-- line_only: comments as each line alone shows them (for advice: no lexing of the lines before).
+local function has_word(det, w, line_only)
+  local outside = line_only and in_line_comment or in_comment
   for i = 1, #det.docs do
     local d = det.docs[i]
-    if search_code(det, d, w, 64, function(h) return not in_comment(d, h) end) then return true end
+    if search_code(det, d, w, 64, function(h) return not outside(d, h) end) then return true end
   end
   return false
 end

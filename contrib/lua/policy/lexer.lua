@@ -134,18 +134,31 @@ local function comment_across_lines(doc, ls, le, cs)
 end
 
 -- Line facts for position p: start, end, comment start (cached per line start).
-local function line_of(doc, p)
-  local cur = doc.cur
-  if cur and p >= cur.ls and p <= cur.le then return cur end
+-- (lcs: the comment start the line alone shows, kept for in_line_comment)
+local function line_at(doc, p)
   local ls = line_start(doc, p)
   local c = doc.lines[ls]
   if c == nil or p > c.le then
     local le = line_end(doc, p)
     if doc.det then spend(doc.det, le - ls + 1, "work budget (comment lexing)", p) end
-    local cs = comment_start(doc.s, ls, le, doc.det) or false
-    if cs then cs = comment_across_lines(doc, ls, le, cs) end
-    c = {ls = ls, le = le, cs = cs}
+    c = {ls = ls, le = le}
     doc.lines[ls] = c
+  end
+  return c
+end
+
+local function line_of(doc, p)
+  local cur = doc.cur
+  if cur and p >= cur.ls and p <= cur.le then return cur end
+  local c = line_at(doc, p)
+  if c.cs == nil then
+    local cs = c.lcs
+    if cs == nil then
+      cs = comment_start(doc.s, c.ls, c.le, doc.det) or false
+      c.lcs = cs
+    end
+    if cs then cs = comment_across_lines(doc, c.ls, c.le, cs) end
+    c.cs = cs
   end
   doc.cur = c
   return c
@@ -157,6 +170,17 @@ local function in_comment(doc, p)
   if doc.argv then return false, ARGV_LINE end
   local l = line_of(doc, p)
   return l.cs and p > l.cs, l
+end
+
+-- Whether p is in a comment as its line alone reads (no shell lexing of the lines before it):
+-- for searches whose answer only words advice (a NCCL variable the script sets), so that they
+-- never make the whole script be lexed. Cached per line start.
+local function in_line_comment(doc, p)
+  if doc.argv then return false end
+  local c = line_at(doc, p)
+  if c.cs ~= nil then return c.cs and p > c.cs end -- (the whole script's view, when known)
+  if c.lcs == nil then c.lcs = comment_start(doc.s, c.ls, c.le, doc.det) or false end
+  return c.lcs and p > c.lcs
 end
 
 -- Whether text after echo/printf only prints: nothing unquoted that pipes, chains, redirects to
@@ -245,5 +269,6 @@ return {
   command_range = command_range,
   SCAN_MAX = SCAN_MAX, CHUNK = CHUNK, new_doc = new_doc, line_start = line_start, line_end = line_end,
   WORD_START = WORD_START, comment_start = comment_start, line_of = line_of, in_comment = in_comment,
+  in_line_comment = in_line_comment,
   message_line = message_line,
 }

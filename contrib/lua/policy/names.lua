@@ -42,14 +42,23 @@ local DASH_ONLY = {
   ["nproc-per-node"] = true, ["num-gpus"] = true, ["ntasks-per-node"] = true, ["segment"] = true,
 }
 -- The parameter an option name stands for: its own, or the one it abbreviates (dashed names).
+-- (the abbreviations a dashed name stands for, remembered: the same option names come back in
+-- every script; at most ABBREV_MEMO_MAX names, then the memo starts over)
+local ABBREV_MEMO_MAX = 4096
+local abbrev_memo, abbrev_memo_n = {}, 0
 local function name_kind(name, dash)
   local kind = NAMES[name]
   if kind or not dash then return kind end
+  local m = abbrev_memo[name]
+  if m ~= nil then return m or nil end
+  m = false
   for i = 1, #ABBREV do
     local a = ABBREV[i]
-    if #name >= a[2] and #name < #a[1] and a[1]:sub(1, #name) == name then return a[3] end
+    if #name >= a[2] and #name < #a[1] and a[1]:sub(1, #name) == name then m = a[3]; break end
   end
-  return nil
+  if abbrev_memo_n >= ABBREV_MEMO_MAX then abbrev_memo, abbrev_memo_n = {}, 0 end
+  abbrev_memo[name], abbrev_memo_n = m, abbrev_memo_n + 1
+  return m or nil
 end
 -- Anchors of the scan, with pairwise distinct first bytes: a plain find stops at every byte equal
 -- to its needle's first, so together the needles stop at most once per byte of text (bounded
@@ -61,7 +70,11 @@ local KEYWORDS = {"arallel", "tp", "pp", "cp", "ep", "dp", "--", "gpus", "ks-per
                   "TP", "PP", "ARALLEL", "num"}
 local DASH_KEYS = {"-np", "-te", "-pi"}
 local DASH_KEY_AT = {} -- [second byte * 256 + third byte] -> the key a "--" hit is
-for _, k in ipairs(DASH_KEYS) do DASH_KEY_AT[byte(k, 2) * 256 + byte(k, 3)] = k end
+local DASH_SECOND = {} -- the bytes one of them has after the dashes (a quick first test)
+for _, k in ipairs(DASH_KEYS) do
+  DASH_KEY_AT[byte(k, 2) * 256 + byte(k, 3)] = k
+  DASH_SECOND[byte(k, 2)] = true
+end
 -- (and the anchors of a data here-document's config keys, scan.lua CONFIG_KEYWORDS)
 local ALL_KEYWORDS = {"size", "degree"}
 for i = 1, #KEYWORDS do
@@ -163,7 +176,7 @@ OPTCH[45] = true; OPTCH[46] = true; OPTCH[95] = true; OPTCH[43] = true
 
 return {
   NAMES = NAMES, DASH_ONLY = DASH_ONLY, ABBREV = ABBREV, name_kind = name_kind, KEYWORDS = KEYWORDS,
-  DASH_KEY_AT = DASH_KEY_AT,
+  DASH_KEY_AT = DASH_KEY_AT, DASH_SECOND = DASH_SECOND,
   KEY_PREV_BYTES = KEY_PREV_BYTES,
   ENV_NAMES = ENV_NAMES, KEY_NEXT = KEY_NEXT, KEY_ABBR = KEY_ABBR, LAUNCHER_WORDS = LAUNCHER_WORDS, OPTCH = OPTCH,
 }

@@ -85,7 +85,8 @@ local function nccl_env_missing(ctx, f, out)
     local missing = {}
     for i = 1, #part.nccl do
       local var = part.nccl[i]
-      if env_get(job.env, var) == nil and not has_word(det, var) then missing[#missing + 1] = var end
+      -- (the script first: each name looked up in the job environment is a search of all of it in slurmctld)
+      if not has_word(det, var, true) and env_get(job.env, var) == nil then missing[#missing + 1] = var end
     end
     if #missing > 0 then
       add_finding(out, "warn", "nccl-env-missing", format(

@@ -9,9 +9,9 @@ local DIGIT_COST, HIT_COST, LATER_CHUNK_COST, MISS_COST, WORK_MAX, spend =
   import("budget", "DIGIT_COST", "HIT_COST", "LATER_CHUNK_COST", "MISS_COST", "WORK_MAX", "spend")
 local env_prefix_end = import("commands", "env_prefix_end")
 local CHUNK, in_comment, message_line = import("lexer", "CHUNK", "in_comment", "message_line")
-local DASH_KEY_AT, DASH_ONLY, ENV_NAMES, KEYWORDS, KEY_ABBR, KEY_NEXT, KEY_PREV_BYTES, OPTCH, name_kind =
-  import("names", "DASH_KEY_AT", "DASH_ONLY", "ENV_NAMES", "KEYWORDS", "KEY_ABBR", "KEY_NEXT", "KEY_PREV_BYTES",
-    "OPTCH",
+local DASH_KEY_AT, DASH_ONLY, DASH_SECOND, ENV_NAMES, KEYWORDS, KEY_ABBR, KEY_NEXT, KEY_PREV_BYTES, OPTCH,
+  name_kind = import("names", "DASH_KEY_AT", "DASH_ONLY", "DASH_SECOND", "ENV_NAMES", "KEYWORDS", "KEY_ABBR",
+    "KEY_NEXT", "KEY_PREV_BYTES", "OPTCH",
     "name_kind")
 local resolve = import("shellvars", "resolve")
 local clean = import("util", "clean")
@@ -149,11 +149,18 @@ local function scan_chunk(det, doc, a, b, raws, keys, whole)
     while true do
       local h0 = find(piece, key, p, true)
       if h0 == nil or off + h0 > b then break end
+      local c2 = dashes and byte(piece, h0 + 2)
+      if dashes and not DASH_SECOND[c2] then
+        -- most "--" start an option that is none of the keys: the cheap test first
+        local w = det.work + MISS_COST
+        det.work = w
+        if w > WORK_MAX and not spend(det, 0, "work budget (option-like words)", off + h0) then return false end
+        p = c2 == 45 and h0 + 1 or h0 + 2
+      else
       local h = off + h0
       local pass = true
       if dashes then
-        local c2, c3 = byte(s, h + 2, h + 3)
-        local k = DASH_KEY_AT[(c2 or 0) * 256 + (c3 or 0)]
+        local k = DASH_KEY_AT[c2 * 256 + (byte(s, h + 3) or 0)]
         if k then -- the key starts at the second dash (its one byte before is the first)
           h, want, nexts, klen, abbr = h + 1, KEY_PREV_BYTES[k], KEY_NEXT[k], 3, KEY_ABBR[k]
         else
@@ -211,6 +218,7 @@ local function scan_chunk(det, doc, a, b, raws, keys, whole)
             end
           end
         end
+      end
       end
       end
     end

@@ -236,6 +236,7 @@ local function lex(det, doc, upto)
   end
   if upto == nil or upto > n then upto = n end
   local i = st.pos
+  local nx = st.nx
   if i <= upto and (st.w == nil or i < st.wa or upto > st.wb) then set_window(det, st, s, n, i, upto) end
   while i <= upto and not st.broken do
     if not lex_step(det, i, SH_STEP) then st.broken = true; break end
@@ -243,8 +244,10 @@ local function lex(det, doc, upto)
     -- the next special byte: the smallest of each one's next position (plain finds, each moving
     -- forward only: linear in the text whatever it holds)
     local h = nil
-    for k = 1, #SPECIALS do
-      local at = next_at(st, SPECIALS[k], i)
+    for k = 1, #SPECIALS do -- (a position still ahead is used as it is: next_at only for the others)
+      local c = SPECIALS[k]
+      local at = nx[c]
+      if at ~= false and (at == nil or at < i) then at = next_at(st, c, i) end
       if at and (h == nil or at < h) then h = at end
     end
     if st.pending and (h == nil or h > st.line_end) then
