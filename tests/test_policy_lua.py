@@ -128,7 +128,8 @@ def test_cases_through_slurm_job_submit(tmp_path, lua_version):
         assert len(results) == len(cases)
         for c, res in zip(cases, results):
             decision = {0: "accept", 2072: "reject"}.get(res["rc"], "rc=%s" % res["rc"])
-            found = problems(c, decision, res["msgs"], res["msgs"])
+            single = any("source=single-node" in line for line in res["log"])  # decided from its fields
+            found = problems(c, decision, res["msgs"], res["msgs"], single_node=single)
             assert not found, (c.name, found, res["msgs"])
             assert all(m.startswith("slurmgpu: ") for m in res["msgs"])
             # the verdict's line (a partition the site does not describe adds its own, once)
@@ -227,6 +228,45 @@ out({rc = rc, reads = reads})
 """ % (lua_literal(good), lua_literal(part_list(site)))
     (r,) = run_lua(tmp_path, body, render_filter(site, "job_submit"))
     assert r == {"rc": 2072, "reads": 1}
+
+
+def test_one_node_jobs_are_decided_from_their_fields(tmp_path):
+    """Issue 33 (cost): in slurmctld, a job that runs on one node on every partition it may use cannot
+    put a TP group on two nodes, so job_submit accepts it without reading its script, arguments or
+    environment (what costs the controller most); its log line says source=single-node. A job that
+    may span nodes (-N 1-2, --gpus=16, -n 16 at 8 per node) or is a het component is read whole. Before
+    the fix every job's script and environment were read (1 and 1)."""
+    site = dgx()
+    script = "#!/bin/bash\nsrun x --tensor-model-parallel-size 16\n"
+    jobs = [
+        ("one node", job_desc(script, ["-N1", "--gpus-per-node=8"]), 0, True),
+        ("one GPU", job_desc(script, ["--gpus-per-node=1"]), 0, True),
+        ("a node range", job_desc(script, ["-N", "1-2", "--gpus-per-node=8"]), 2072, False),
+        ("16 GPUs", job_desc(script, ["--gpus=16"]), 2072, False),
+        ("16 tasks", job_desc(script, ["-n", "16", "--ntasks-per-node=8", "--gpus-per-node=8"]), 2072, False),
+    ]
+    body = """
+local parts = S.part_list(%s)
+for _, fields in ipairs(%s) do
+  S.reset()
+  local reads = {script = 0, environment = 0, argv = 0}
+  local d = S.job_desc(fields)
+  local mt = getmetatable(d)
+  local inner = mt.__index
+  mt.__index = function(t, k) if reads[k] then reads[k] = reads[k] + 1 end return inner(t, k) end
+  local rc = slurm_job_submit(d, parts, 1000)
+  local line = ""
+  for i = 1, #S.log do if S.log[i]:find("decision=", 1, true) then line = S.log[i] end end
+  out({rc = rc, script = reads.script, env = reads.environment, argv = reads.argv, line = line})
+end
+""" % (lua_literal(part_list(site)), lua_literal([d for _, d, _, _ in jobs]))
+    results = run_lua(tmp_path, body, render_filter(site, "job_submit"))
+    for (what, _, rc, single), r in zip(jobs, results):
+        assert r["rc"] == rc, (what, r)
+        if single:
+            assert r["script"] == r["env"] == r["argv"] == 0 and "source=single-node" in r["line"], (what, r)
+        else:
+            assert r["script"] == 1 and "source=single-node" not in r["line"], (what, r)
 
 
 USER_READS = """

@@ -84,7 +84,22 @@ end
 -- Fields most verdicts never look at (a GPU request in another form, the default partition of a
 -- job that names one, ...): read from the job_desc on first use. Each read is a C call into
 -- slurmctld; a job kept beyond its own call (a het component) is read completely (materialize).
+-- The script, argv and environment are lazy too: a job that runs on one node on every partition
+-- it may use is decided from its fields alone (P.decide_single_node), and never reads them (the
+-- script is copied on every access; each environment name is a search of the whole environment).
+local function script_of(desc)
+  local script = get(desc, "script")
+  if type(script) ~= "string" then return nil end
+  return script
+end
 local LAZY = {
+  script = script_of,
+  argv = function(desc) return argv_of(desc, get) end,
+  -- batch jobs and het components only: for salloc/srun slurmctld logs an error on every lookup
+  env = function(desc, _, job)
+    if job.script ~= nil or job.het_offset ~= nil then return env_of(desc) end
+    return nil
+  end,
   default_partition = function(_, part_list) return default_partition(part_list) end,
   tres_per_job = function(desc) return str(get(desc, "tres_per_job")) end,
   tres_per_task = function(desc) return str(get(desc, "tres_per_task")) end,
@@ -104,7 +119,7 @@ for k in pairs(LAZY) do READ[k] = {} end
 local LAZY_MT = {__index = function(job, k)
   local f = LAZY[k]
   if f == nil or rawget(job, READ[k]) then return nil end
-  local v = f(rawget(job, DESC), rawget(job, PARTS))
+  local v = f(rawget(job, DESC), rawget(job, PARTS), job)
   if v == nil then rawset(job, READ[k], true) else rawset(job, k, v) end
   return v
 end}
@@ -150,12 +165,8 @@ end
 -- get_. user_name is not read here: slurmctld resolves it through NSS on every read (an LDAP
 -- query on many sites); the policy asks job.lookup_user(job) only where it needs the name.
 local function read_job(desc, part_list, uid, get_)
-  local script = get_(desc, "script") -- copied by Slurm on every access: read once
-  if type(script) ~= "string" then script = nil end
   local job = {
     origin = "job_submit",
-    script = script,
-    argv = argv_of(desc, get_),
     partition = str(get_(desc, "partition")),
     nodes_min = num(get_(desc, "min_nodes")),
     nodes_max = num(get_(desc, "max_nodes")),
@@ -171,7 +182,6 @@ local function read_job(desc, part_list, uid, get_)
     het_offset = num(get_(desc, "het_job_offset")),
     lookup_user = lookup_user,
   }
-  if script ~= nil or job.het_offset ~= nil then job.env = env_of(desc) end
   job[DESC], job[PARTS] = desc, part_list
   return setmetatable(job, LAZY_MT)
 end
@@ -182,7 +192,7 @@ local function index(obj, key) return obj[key] end
 local function job_from_desc(desc, part_list, uid)
   local ok, job = pcall(read_job, desc, part_list, uid, index)
   if not ok or type(job) ~= "table" then job = read_job(desc, part_list, uid, get) end
-  het_share(job, job.script, job.het_offset)
+  if job.het_offset ~= nil then het_share(job, job.script, job.het_offset) else het_share(job, nil, nil) end
   return job
 end
 
@@ -253,8 +263,12 @@ local function audit(desc, v)
   if not ok then log(TAG .. " warning admin-comment: cannot set AdminComment: " .. P.clean(err, 200)) end
 end
 
+-- slurmctld's path: a job that runs on one node wherever it may run, and is no het component, is
+-- decided from its fields alone (P.decide_single_node: no TP group of it can span nodes); its
+-- script is read only by `slurmgpu check`, cli_filter and SPANK, which give the advice.
 local function submit(desc, part_list, uid)
-  local v, job = evaluate_desc(desc, part_list, uid)
+  local job = job_from_desc(desc, part_list, uid)
+  local v = P.decide_single_node(job, TOPO) or P.decide(job, TOPO)
   repair_segment(desc, v)
   log(P.log_line(v, job))
   audit(desc, v)

@@ -54,7 +54,7 @@ local layout_for = import("layout", "layout_for")
 local LENIENCY, mode_for = import("modes", "LENIENCY", "mode_for")
 local ABBREV, DASH_ONLY, ENV_NAMES, NAMES = import("names", "ABBREV", "DASH_ONLY", "ENV_NAMES", "NAMES")
 local note_detection = import("notes", "note_detection")
-local check_partition = import("partition", "check_partition")
+local check_partition, node_span = import("partition", "check_partition", "node_span")
 local first_unknown, partitions_of, unknown_log_lines, unknown_note =
   import("partitions", "first_unknown", "partitions_of", "unknown_log_lines", "unknown_note")
 local asks_for_gpus, job_nodes = import("shape", "asks_for_gpus", "job_nodes")
@@ -235,6 +235,39 @@ function P.evaluate(job, topo)
   note_detection(v, det, L, topo, ctx.seen)
   decide_from_findings(v)
   return v
+end
+
+-- The controller's verdict for a job that runs on one node on every partition it may run on
+-- and is no het component (most jobs: on the Helios trace 95% ask for one node): no TP group of
+-- it can span nodes, so job_submit accepts it from its fields alone, without reading the script,
+-- its arguments or the environment (what costs slurmctld most; see docs/admin-filter.md, "Cost").
+-- The advice for such a job (gpus-below-layout, world-mismatch, ...) comes from `slurmgpu
+-- check`, cli_filter and SPANK, which run the whole analysis. nil: the job needs P.decide (a
+-- het component, an exempt user, a partition the site does not describe, or one on which the
+-- job may span nodes). Never raises.
+local function single_node_verdict(job, topo)
+  if job.het_offset ~= nil or type(topo) ~= "table" then return nil end
+  local parts = type(topo.partitions) == "table" and topo.partitions or {}
+  local names = partitions_of(job, topo)
+  if #names == 0 then return nil end
+  for i = 1, #names do
+    local part = parts[names[i]]
+    if type(part) ~= "table" or type(part.gpus) ~= "number" then return nil end
+    local _, _, _, _, multi = node_span(job, part)
+    if multi then return nil end
+  end
+  local ex, ex_note = exempt_reason(job, topo)
+  if ex or ex_note then return nil end
+  local v = new_verdict()
+  v.source = "single-node" -- (the log line says source=single-node: no scan)
+  v.layout = {tp = "-", pp = "-", cp = "-", ep = "-"}
+  return v
+end
+
+function P.decide_single_node(job, topo)
+  local ok, v = pcall(single_node_verdict, job, topo)
+  if ok and type(v) == "table" then return v end
+  return nil
 end
 
 local INTERNAL_REJECT = "slurmgpu: the GPU submit filter hit an internal error and this cluster rejects jobs when "
