@@ -1,19 +1,25 @@
 # `make test` is the README's test command and what .ci/run calls: it installs what the
-# suite needs (Debian's Slurm/munge/Lua 5.1/shellcheck when run as root, plus a cached
-# chroot with the other Debian release's Slurm -- 24.11 on Debian 12, 22.05 on Debian 13 --
-# built by contrib/testcluster/make-chroot.sh; Python test dependencies) and runs every
-# test. The local Slurm clusters (one per release) are started by the tests.
+# suite needs (Debian's Slurm/munge/Lua 5.1/shellcheck when run as root, plus cached
+# chroots with the other Debian releases' Slurm -- 24.11 and 26.05 on Debian 12, 22.05 and
+# 26.05 on Debian 13 -- built by contrib/testcluster/make-chroot.sh; Python test
+# dependencies) and runs every test. The local Slurm clusters (one per release) are started
+# by the tests.
 PYTHON ?= python3
 
-.PHONY: test deps test-unit bench docs-img lint lint-format lint-ruff lint-mypy lint-vermin lint-shell lint-lua
+.PHONY: test test-serial deps test-unit bench docs-img lint lint-format lint-ruff lint-mypy lint-vermin lint-shell lint-lua
 
 test: deps
+	PYTHON=$(PYTHON) bash .ci/test-matrix
+
+# the same tests in one pytest process (slower; for bisecting an interaction between tests)
+test-serial: deps
 	$(PYTHON) -m pytest -q
 
 deps:
 	@if [ "$$(id -u)" = 0 ]; then bash contrib/testcluster/install-deps.sh; \
 	 else echo "not root: skipping Debian packages (cluster tests will be skipped unless already installed)"; fi
 	$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[test,e2e,lint,contract]'
+	$(PYTHON) contrib/contract/make_env.py
 
 test-unit:
 	$(PYTHON) -m pytest -q -m "not cluster"
@@ -26,6 +32,8 @@ bench:
 	$(PYTHON) bench/spank_bench.py
 	$(PYTHON) bench/explain_bench.py
 	$(PYTHON) bench/replay_speed.py
+	$(PYTHON) bench/plan_accuracy.py --by-source
+	$(PYTHON) bench/affinity_bench.py
 
 # `make lint` runs every check below (also after one fails) and fails if any failed; the
 # same commands are the hooks in .pre-commit-config.yaml. Tools: `make deps` (ruff, mypy and

@@ -11,11 +11,23 @@ LAUNCHERS = ("torchrun", "srun", "megatron", "deepspeed", "nemo", "torchtitan", 
 # Container runtimes a site or a job may name.
 RUNTIMES = ("pyxis", "apptainer", "none")
 
-# What the planner sizes a job for.
+# What the planner sizes a job for, and the other words users write for them (accepted everywhere
+# -- slurmgpu.yaml, gen, plan, diff -- and read as the canonical name; help and completion list TASKS).
 TASKS = ("pretrain", "finetune", "lora", "qlora", "inference")
+TASK_ALIASES = (
+    ("serve", "inference"),
+    ("serving", "inference"),
+    ("infer", "inference"),
+    ("sft", "finetune"),
+    ("full", "finetune"),
+    ("fine-tune", "finetune"),
+    ("train", "pretrain"),
+)
 
 # Layout degrees a job may pin (slurmgpu.yaml `parallel:`, --tp ..., the planner's pins).
 PARALLEL_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch")
+# what a program torchrun/srun/accelerate/DeepSpeed only starts may declare it runs itself (`implements:`)
+PROGRAM_DEGREES = ("tp", "pp", "cp", "ep", "recompute")
 
 # Number formats the planner sizes GEMMs and weights for.
 PRECISIONS = ("bf16", "fp16", "fp8")
@@ -25,3 +37,7 @@ RECOMPUTE = ("none", "selective", "full")
 
 # Inter-node fabric kinds of a node type (slurmgpu.fabric.FABRIC_TABLE has one entry for each).
 FABRICS = ("infiniband", "roce", "efa", "slingshot", "ethernet")
+
+
+# The framework log formats `slurmgpu report` reads (slurmgpu.runs.logs.READERS, in this order).
+REPORT_FORMATS = ("megatron", "torchtitan", "deepspeed", "hf-trainer", "vllm", "sglang")

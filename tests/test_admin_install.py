@@ -410,8 +410,8 @@ def test_check_prints_a_warning_for_an_unknown_gpu_partition(tmp_path):
     script.write_text("#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8 -p h100\nsrun x --tp 16\n")
     res = invoke(["check", "--site", str(TESTCLUSTER), str(script)])
     assert res.exit_code == 1, res.output  # judged as the default partition gpu (8 GPUs per node): TP=16 spans
-    assert "warning: slurmgpu: partition 'h100' is not described by site 'testcluster'" in res.stdout
-    assert "warning: partition 'h100' is not described by site 'testcluster'" in res.stdout
+    assert "warning: slurmgpu: partition 'h100' is not described by site 'testcluster'" in res.stderr
+    assert "warning: partition 'h100' is not described by site 'testcluster'" in res.stderr
     assert "REJECTED on site testcluster, partition h100" in res.stdout
     res = invoke(["check", "--site", str(TESTCLUSTER), str(script), "--json"])
     d = json.loads(res.stdout)

@@ -63,17 +63,26 @@ def _check(g):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("spec", [dict(smoke=True), REAL], ids=["smoke", "data"])
 def test_matrix_accepted_and_parsed_back(spec: dict) -> None:
     checked, failures = 0, []
+    counts: dict = {}
     for case in CM.matrix("pretrain"):
         # the planner honours Megatron's caps (no ZeRO-3 with PP/EP): every plan it makes renders
-        g = CM.render(case, "megatron", **spec)
+        try:
+            g = CM.render(case, "megatron", **spec)
+        except ConfigError as e:  # pretrain_gpt.py has no GeGLU: Gemma 2 is refused by name
+            assert case.model == "gemma2-27b" and "cannot build Gemma 2 27B" in str(e), (case.id, e)
+            CM.count(counts, "refused: no gelu_tanh gated MLP in pretrain_gpt.py")
+            continue
         if g is None:
+            CM.count(counts, "refused by the planner (does not fit)")
             continue
         checked += 1
         broken, got, want = _check(g)
         if broken or got != want:
             failures.append((case.id, broken, {k: (got[k], want[k]) for k in got if got[k] != want[k]}))
-    print("megatron contract (%s): %d checked, %d pass" % (sorted(spec)[0], checked, checked - len(failures)))
-    assert checked >= 50
+    print(
+        "megatron contract (%s): %d checked, %d pass, %s" % (sorted(spec)[0], checked, checked - len(failures), counts)
+    )
+    assert checked >= 200
     assert not failures, failures
 
 

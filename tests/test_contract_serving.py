@@ -148,3 +148,30 @@ def test_an_abbreviated_or_loopback_line_is_refused() -> None:
         tp, pp, dp, ep, nodes, gpus_per_node = 8, 1, 1, 1, 1, 8
 
     assert check("sglang", ns, Lay) == ["host-default-loopback"]
+
+
+def test_sglang_refusal_across_nodes_names_its_replica_rule() -> None:
+    """Issue 27 #8: the 64-node refusal said "does not fit" with memory-free reasons; the cause is
+    SGLang's rule that data-parallel replicas stay on one node."""
+    from slurmgpu.errors import PlanError
+    from slurmgpu.job import JobSpec, generate
+    from slurmgpu.job.templates import search_path
+    from slurmgpu.site import load_site, preset_dir
+
+    site = load_site(str(preset_dir() / "lumi-g.yaml"))
+    js = JobSpec(launcher="sglang", model="mistral-7b", nodes=64, task="inference", weights="org/m", time="01:00:00")
+    with pytest.raises(PlanError, match="sglang cannot serve Mistral 7B on 64 nodes: it runs data-parallel replicas"):
+        generate(site, js, search_path(None, None, site))
+
+
+def test_vllm_starts_a_few_api_servers_not_one_per_replica() -> None:
+    """Issue 27 #8: vLLM starts one API server per DP rank on node 0 unless told (512 for DP 512)."""
+    from slurmgpu.job.launchers import vllm
+    from tests import contract_matrix as M
+
+    gen = M.render(M.Case("lumi-g", "mistral-7b", 64, "inference"), "vllm")
+    assert gen is not None and gen.request.layout.dp > vllm.API_SERVERS
+    prog = [str(a) for a in gen.request.launch.program]
+    assert prog[prog.index("--api-server-count") + 1] == str(vllm.API_SERVERS)
+    own = M.render(M.Case("lumi-g", "mistral-7b", 64, "inference"), "vllm", args=("--api-server-count", "16"))
+    assert own is not None and [str(a) for a in own.request.launch.program].count("--api-server-count") == 1

@@ -2,11 +2,15 @@
 planned layout, precision, model and batch, for both versions the adapter writes (0.3.0 from
 PyPI, the default, and main at b5bcd76c; the spec's launcher_version picks).
 
-The judges are tests/data/contract/torchtitan-0.3.0.json and torchtitan-main.json, recorded from
-each version's own ConfigManager (tyro parser) by contrib/contract/record_torchtitan.py;
-torchtitan imports need triton, datasets, grain, tensorboard, ... (about 2 GB), so CI checks
-against the records, and the recorder's --check mode re-parses the argvs with the real
-ConfigManager when a pin moves.
+0.3.0 is judged by torchtitan itself (contrib/contract/judge.py in .contract-env,
+tests/contract_judges.py): its ConfigManager parses the line through the config function and
+tyro, then what the trainer derives before it touches a GPU is compared with the plan: the
+model the config function builds, the float8 layers its converters put in, ParallelDims, the
+layers per pipeline rank and chunk (torchtitan's own split functions), the training length, the
+batch and the tokenizer folder. main (b5bcd76c) is not on PyPI: its lines are checked against
+tests/data/contract/torchtitan-main.json, recorded from its ConfigManager by
+contrib/contract/record_torchtitan.py, and the recorded 0.3.0 catalogue keeps checking that the
+recorder and the real parser agree.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import pytest
 
 from slurmgpu.errors import ConfigError
 from slurmgpu.job.launchers import torchtitan as tt
+from tests import contract_judges as J
+from tests import contract_matrix as M
 from tests.contract_matrix import matrix, render
 
 DATA = pathlib.Path(__file__).parent / "data/contract"
@@ -27,6 +33,7 @@ CATALOGUES: Dict[str, Dict[str, Any]] = {
 }
 CATALOGUE = CATALOGUES[tt.VERSION]
 VERSIONS = (tt.VERSION, tt.MAIN)
+SMALL = M.Case("dgx-h100", "llama3.1-8b", 1, "pretrain")  # a case every version plans
 INPUTS = dict(tokenizer="/data/hf/Llama-3.1", lr="3e-4", train_iters=100, checkpoint_dir="/ckpt/run1")
 
 
@@ -67,9 +74,17 @@ def parse(argv: List[str], version: str = tt.VERSION) -> Tuple[Dict[str, str], L
             got[norm] = "True"
             i += 1
             continue
+        meta = str(rule["metavar"])
+        if meta.endswith("...]]}"):  # list[list[str]]: words up to the next option, each comma-separated
+            j = i + 1
+            while j < len(rest) and not rest[j].startswith("--") and rest[j] not in cat["subcommands"]:
+                j += 1
+            assert j > i + 1, "%s needs values" % key
+            got[norm] = " ".join(rest[i + 1 : j])
+            i = j
+            continue
         value = inline if inline else rest[i + 1]
         i += 1 if inline else 2
-        meta = str(rule["metavar"])
         if meta in ("INT", "{None}|INT"):
             int(value)
         elif meta in ("FLOAT", "FLOAT|INT"):
@@ -107,7 +122,10 @@ def check_case(gen: object, want_ac: bool = True, version: str = tt.VERSION) -> 
     assert (shard * lay.cp * lay.tp) % lay.ep == 0
     if lay.pp > 1 or lay.ep > 1:  # CATALOGUE["rules"]: Trainer.Config refuses CUDA graphs there
         assert got.get("--training.disable-cuda-graphs") == "True", "pp/ep > 1 without --training.disable_cuda_graphs"
-    assert got["--training.mixed-precision-param"] == {"bf16": "bfloat16", "fp32": "float32"}[gen.sizing.plan.precision]  # type: ignore[attr-defined]
+    assert (
+        got["--training.mixed-precision-param"]
+        == {"bf16": "bfloat16", "fp8": "bfloat16", "fp32": "float32"}[gen.sizing.plan.precision]
+    )  # type: ignore[attr-defined]
     check_batch(gen, got, version)
     model = gen.sizing.model  # type: ignore[attr-defined]
     rec = cat["configs"][key]
@@ -178,35 +196,137 @@ def check_batch(gen: object, got: Dict[str, str], version: str) -> None:
             assert n_pp == g // (mb * dp)
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-def test_matrix_accepted_and_parsed_back(version: str) -> None:
-    checked = refused_model = planner_refused = refused_fp8 = 0
+# What torchtitan's config functions build that the command line cannot change, where it differs
+# from the catalogue (recorded from the judge's answers; the test fails if one goes away or a new
+# one appears): DeepSeek-V3's RMSNorm keeps torch's default eps where the checkpoint has 1e-6.
+INHERITED = {("deepseek-v3", "norm_eps"): 1e-05}
+
+
+def titan_mismatches(gen: object, case: M.Case, v: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
+    """What torchtitan 0.3.0 built against the plan and the catalogue model."""
+    lay = gen.request.layout  # type: ignore[attr-defined]
+    plan, model = gen.sizing.plan, gen.sizing.model  # type: ignore[attr-defined]
+    b = v["model"]
+    want: Dict[str, Any] = {
+        "layers": model.layers,
+        "dim": model.hidden,
+        "vocab_size": model.vocab,
+        "heads": model.heads,
+        "kv_heads": None if model.is_mla else (model.kv_heads or model.heads),
+        "kv_lora_rank": model.kv_lora_rank or None,
+        "q_lora_rank": model.q_lora_rank or None,
+        "experts": model.experts,
+        "ffn": model.ffn,
+        "dense_layers": model.layers - model.moe_layers,
+        "norm_eps": INHERITED.get((model.name, "norm_eps"), model.norm_eps),
+        "rope_theta": model.rope_base,
+        "rope_scaling": {"llama3": "llama", "yarn": "yarn", "": "none"}[model.rope_scaling],
+        "weight_tying": model.tied_embeddings,
+        "float8": plan.precision == "fp8",
+    }
+    if model.rope_scaling:
+        want["rope_factor"] = model.rope_factor if model.rope_scaling == "yarn" else 8.0
+    got = {k: b.get(k) for k in want}
+    got["float8"] = b["float8_layers"] > 0
+    if got["rope_scaling"] is None:
+        got["rope_scaling"] = "none"
+    d = v["dims"]
+    stages = list(plan.stage_layers) or [model.layers // lay.pp] * lay.pp
+    got.update(
+        dp=d["dp_shard"] * d["dp_replicate"],
+        tp=d["tp"],
+        pp=d["pp"],
+        cp=d["cp"],
+        ep=d["ep"],
+        layers_per_rank=[sum(r) for r in v["stages"]] if lay.pp > 1 else [model.layers],
+        chunks_per_rank=sorted({len(r) for r in v["stages"]}) if lay.pp > 1 else [1],
+        steps=v["training"]["steps"],
+        seq=v["training"]["seq_len"],
+        assets=v["hf_assets_path"],
+    )
+    steps = spec.get("train_iters") or (
+        tt.SMOKE_STEPS if spec.get("smoke") else -(-int(spec["tokens"]) // (plan.global_batch * plan.seq))
+    )
+    want.update(
+        dp=lay.dp,
+        tp=lay.tp,
+        pp=lay.pp,
+        cp=lay.cp,
+        ep=lay.ep,
+        layers_per_rank=stages,
+        chunks_per_rank=[plan.virtual_stages or 1],
+        steps=steps,
+        seq=plan.seq,
+        assets=spec.get("tokenizer") or tt.SMOKE_ASSETS,
+    )
+    return ["%s: built %r, plan %r" % (k, got[k], want[k]) for k in want if got[k] != want[k]]
+
+
+def render_titan(case: M.Case, version: str = tt.VERSION, **spec: Any) -> Any:
+    """A matrix case as a user following torchtitan's refusals would write it: Llama 3.1 405B
+    (whose config trains in float8) planned with --precision fp8."""
+    if case.model == "llama3.1-405b":
+        spec = dict(spec, precision="fp8")
+    return render(case, "torchtitan", launcher_version=version, **spec)
+
+
+def refusal(e: ConfigError, case: M.Case) -> str:
+    text = str(e)
+    if "has no config for model" in text:
+        assert case.model not in tt.CONFIGS, case.id
+        return "no torchtitan config for the model"
+    if "precision fp8 needs FP8 tensor cores" in text or "float8 converter" in text:
+        assert not _site_fp8(case.preset), case.id
+        return "float8 config on a GPU without FP8"
+    raise AssertionError("%s: unexpected refusal: %s" % (case.id, text))
+
+
+TOKENS = dict(tokenizer="/data/hf/Llama-3.1", lr="3e-4", tokens=1e12, data="/data/c4", checkpoint_dir="/ckpt/run1")
+
+
+@pytest.mark.parametrize("spec", [dict(smoke=True, lr="3e-4"), TOKENS], ids=["smoke", "data"])
+def test_matrix_is_built_by_torchtitan_as_planned(spec: Dict[str, Any]) -> None:
+    counts: Dict[str, int] = {}
+    failures = []
     for case in matrix("pretrain"):
         try:
-            gen = render(case, "torchtitan", launcher_version=version, **INPUTS)
+            gen = render_titan(case, **spec)
         except ConfigError as e:
-            if "float8 converter" in str(e):  # a site whose GPU has no FP8 tensor cores (lumi-g MI250X)
-                assert tt.CONFIGS[case.model][1] in tt.FLOAT8_CONFIGS and not _site_fp8(case.preset), case.id
-                refused_fp8 += 1
-                continue
-            assert case.model not in tt.CONFIGS and "has no config for model" in str(e), (case.id, e)
-            refused_model += 1
+            M.count(counts, "refused: " + refusal(e, case))
             continue
         if gen is None:
-            planner_refused += 1
+            M.count(counts, "refused by the planner (does not fit)")
             continue
-        check_case(gen, version=version)
-        key = "%s:%s" % tt.CONFIGS[case.model]
-        if "float8" in CATALOGUES[version]["configs"][key].get("load_error", ""):
-            assert _site_fp8(case.preset), "%s rendered on a GPU without FP8" % case.id
-        checked += 1
-    print(
-        "torchtitan %s: %d checked, %d no torchtitan config, %d no FP8 for llama3_405b, %d refused by the planner"
-        % (version, checked, refused_model, refused_fp8, planner_refused)
-    )
-    assert checked + refused_model + planner_refused + refused_fp8 == len(matrix("pretrain"))
-    assert refused_fp8 > 0
-    assert checked >= 40 and refused_model > 0  # only mixtral-8x7b (no torchtitan config) is refused
+        check_case(gen, version=tt.VERSION)
+        program = [str(a) for a in gen.request.launch.program]
+        ans = J.judge().ask("titan", program[2:], gen.request.layout.world, J.gpu_of(M.gpu_model(case.preset)))
+        if not ans["ok"]:
+            failures.append((case.id, "torchtitan refused: " + ans["error"]))
+            continue
+        bad = titan_mismatches(gen, case, ans["values"], spec)
+        if bad:
+            failures.append((case.id, bad))
+        M.count(counts, "checked")
+    print("torchtitan %s %s: %s" % (tt.VERSION, "smoke" if spec.get("smoke") else "data", counts))
+    assert not failures, failures[:5]
+    assert counts.get("checked", 0) >= 70, counts
+
+
+def test_main_matrix_is_accepted_by_its_recorded_parser() -> None:
+    counts: Dict[str, int] = {}
+    for case in matrix("pretrain"):
+        try:
+            gen = render_titan(case, tt.MAIN, **INPUTS)
+        except ConfigError as e:
+            M.count(counts, "refused: " + refusal(e, case))
+            continue
+        if gen is None:
+            M.count(counts, "refused by the planner (does not fit)")
+            continue
+        check_case(gen, version=tt.MAIN)
+        M.count(counts, "checked")
+    print("torchtitan main:", counts)
+    assert counts.get("checked", 0) >= 70, counts
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -215,7 +335,11 @@ def test_requeue_and_smoke_cases(version: str) -> None:
     for case in matrix("pretrain"):
         if case.model not in tt.CONFIGS or case.nodes > 2:
             continue
-        gen = render(case, "torchtitan", smoke=True, lr="3e-4", launcher_version=version)
+        try:
+            gen = render_titan(case, version, smoke=True, lr="3e-4")
+        except ConfigError as e:
+            refusal(e, case)
+            continue
         if gen is None:
             continue
         check_case(gen, version=version)
@@ -226,7 +350,7 @@ def test_requeue_and_smoke_cases(version: str) -> None:
         assert "--checkpoint.enable" not in got
         n += 1
     assert n > 0
-    gen = render(matrix()[0], "torchtitan", requeue=True, launcher_version=version, **INPUTS)
+    gen = render(SMALL, "torchtitan", requeue=True, launcher_version=version, **INPUTS)
     assert gen is not None
     got, _ = parse(list(gen.request.launch.program), version)
     assert got["--checkpoint.enable"] == "True" and got["--checkpoint.interval"] == "500"
@@ -234,7 +358,7 @@ def test_requeue_and_smoke_cases(version: str) -> None:
 
 def test_missing_tokenizer_is_named() -> None:
     with pytest.raises(ConfigError, match="no tokenizer.*--tokenizer"):
-        render(matrix()[0], "torchtitan", lr="3e-4")
+        render(SMALL, "torchtitan", lr="3e-4")
 
 
 def test_mixtral_names_what_torchtitan_has() -> None:
@@ -255,7 +379,7 @@ def test_unknown_option_fails_the_parse() -> None:
 
 def test_version_choice_is_explicit() -> None:
     """The default is 0.3.0 (PyPI); main is chosen by name, anything else names the choices."""
-    case = matrix()[0]
+    case = SMALL
     gen = render(case, "torchtitan", **INPUTS)
     assert gen is not None and gen.request.launch.targets.startswith("torchtitan 0.3.0")
     assert "--training.local_batch_size" in gen.request.launch.program
@@ -265,11 +389,11 @@ def test_version_choice_is_explicit() -> None:
     with pytest.raises(ConfigError, match="no version '0.4'.*0.3.0 or main"):
         render(case, "torchtitan", launcher_version="0.4", **INPUTS)
     with pytest.raises(ConfigError, match="one version only"):
-        render(case, "torchrun", launcher_version="main", command=("train.py",))
+        render(case, "torchrun", launcher_version="main", command=("train.py",), fsdp=True)
 
 
 def test_main_refuses_a_dataset_it_cannot_be_told() -> None:
-    case = matrix()[0]
+    case = SMALL
     with pytest.raises(ConfigError, match="dataset in the config function.*--launcher-version 0.3.0"):
         render(case, "torchtitan", launcher_version="main", data="/data/c4", **INPUTS)
     gen = render(case, "torchtitan", launcher_version="main", data="c4", **INPUTS)
@@ -285,3 +409,69 @@ def test_main_parser_refuses_the_0_3_batch_options() -> None:
     parse(argv, tt.VERSION)
     with pytest.raises(AssertionError, match="main has no option --training.local_batch_size"):
         parse(argv, tt.MAIN)
+
+
+def _titan(preset: str, model: str, nodes: int, **spec: Any) -> Tuple[Any, Dict[str, Any]]:
+    case = M.Case(preset, model, nodes, "pretrain")
+    gen = render_titan(case, **spec)
+    assert gen is not None, case
+    program = [str(a) for a in gen.request.launch.program]
+    ans = J.judge().ask("titan", program[2:], gen.request.layout.world, J.gpu_of(M.gpu_model(preset)))
+    assert ans["ok"], ans
+    return gen, ans["values"]
+
+
+def test_tokens_set_the_steps() -> None:
+    """Issue 27 #3: --tokens was ignored and the config function's 1,000-10,000 steps ran."""
+    gen, v = _titan("aws-p5", "llama3.1-8b", 16, **TOKENS)
+    plan = gen.sizing.plan
+    assert v["training"]["steps"] == -(-int(1e12) // (plan.global_batch * plan.seq)) == 238419
+    with pytest.raises(ConfigError, match="no training length"):
+        render(SMALL, "torchtitan", tokenizer="/data/hf/x", lr="3e-4")
+
+
+def test_a_hub_id_is_not_taken_for_the_assets_folder() -> None:
+    """Issue 27 #4: --tokenizer meta-llama/Llama-3.1-8B became --hf_assets_path, which torchtitan
+    reads as a local folder (FileNotFoundError at start); now it says how to get the folder."""
+    with pytest.raises(
+        ConfigError, match="looks like a Hugging Face id.*download_hf_assets.py.*--tokenizer /shared/hf/Llama-3.1-8B"
+    ):
+        render(SMALL, "torchtitan", **dict(TOKENS, tokenizer="meta-llama/Llama-3.1-8B"))
+    gen, v = _titan("dgx-h100", "llama3.1-8b", 1, **dict(TOKENS, tokenizer="$SCRATCH/hf/Llama-3.1-8B"))
+    assert v["hf_assets_path"] == "$SCRATCH/hf/Llama-3.1-8B"
+
+
+def test_405b_trains_in_float8_and_the_plan_says_so() -> None:
+    """Issue 27 #5: torchtitan's llama3_405b builds Float8Linear layers while plan, header and flags
+    said bf16: a bf16 plan is refused, an fp8 plan is what torchtitan builds."""
+    case = M.Case("dgx-h100", "llama3.1-405b", 16, "pretrain")
+    with pytest.raises(ConfigError, match="llama3_405b config trains in float8.*--precision fp8"):
+        render(case, "torchtitan", **TOKENS)
+    gen, v = _titan("dgx-h100", "llama3.1-405b", 16, **TOKENS)
+    assert (
+        gen.sizing.plan.precision == "fp8" and v["model"]["float8_layers"] == 126 * 5
+    )  # fused QKV, wo, w1-w3; lm_head kept
+    with pytest.raises(ConfigError, match="has no float8 converter"):
+        render(M.Case("dgx-h100", "llama3.1-8b", 2, "pretrain"), "torchtitan", precision="fp8", **TOKENS)
+
+
+@pytest.mark.parametrize(
+    "preset,model,nodes,chunks", [("dgx-h100", "deepseek-v3", 32, 1), ("leonardo", "llama3.1-70b", 64, 8)]
+)
+def test_stage_split_and_chunks_are_the_plans(preset: str, model: str, nodes: int, chunks: int) -> None:
+    """Issue 27 #6: DeepSeek-V3 on PP 32 ran [1, 2x30, 0] (an empty last stage) against the plan's
+    [1, 1, 2x29, 1]; Llama 3.1 70B on 64 leonardo nodes built 2 chunks per rank against 8."""
+    gen, v = _titan(preset, model, nodes, **TOKENS)
+    plan = gen.sizing.plan
+    assert plan.virtual_stages == chunks
+    assert [sum(r) for r in v["stages"]] == list(plan.stage_layers) and {len(r) for r in v["stages"]} == {chunks}
+    assert min(min(r) for r in v["stages"]) > 0
+
+
+def test_the_judge_refuses_a_split_torchtitan_cannot_build() -> None:
+    gen, _ = _titan("dgx-h100", "deepseek-v3", 32, **TOKENS)
+    program = [str(a) for a in gen.request.launch.program][2:]
+    i = program.index("--parallelism.module_fqns_per_model_part")
+    bad = program[: i + 1] + ["tok_embeddings,layers.0", "layers.1,no_such_module"] + program[i + 33 :]
+    ans = J.judge().ask("titan", bad, gen.request.layout.world, J.gpu_of("H100-SXM5-80GB"))
+    assert not ans["ok"], ans

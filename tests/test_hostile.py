@@ -171,6 +171,9 @@ def hostile_spec(tmp_path, launcher, container):
             "lr": "3e-4",
         }
         if launcher == "megatron"
+        # NeMo and torchtitan refuse to run without a training length (their recipes' own is not the plan's)
+        else {"train_iters": 100}
+        if launcher in ("nemo", "torchtitan")
         else {}
     )
     return JobSpec(
@@ -261,10 +264,15 @@ def test_hostile_values_reach_the_program_verbatim(tmp_path, stubs, launcher, co
     pre = [x for x in recs if x["prog"] == "slurmgpu"]
     # the per-node records and the aggregation run as the two ends of one pipe, in either order
     stamp = next(ln for ln in text.splitlines() if ln.startswith("# slurmgpu: "))
-    assert sorted(x["argv"] for x in pre) == [
-        ["preflight", "--site", "dgx-h100", "--aggregate", "-", "--nodes", "node[001-002]", "--stamp", stamp],
-        ["preflight", "--site", "dgx-h100", "--record"],
-    ]
+    from slurmgpu.plan.placement import RANK_SOURCES
+
+    agg = ["preflight", "--site", "dgx-h100", "--aggregate", "-", "--nodes", "node[001-002]", "--stamp", stamp]
+    agg += ["--rank-source", RANK_SOURCES[launcher]]
+    want_pre = [agg, ["preflight", "--site", "dgx-h100", "--record"]]
+    if req.binding is not None and req.binding.bound:  # the rank step (docs/affinity.md)
+        want_pre = [agg + ["--ranks-per-node", "8"], want_pre[1]]
+        want_pre.append(["preflight", "--site", "dgx-h100", "--ranks", req.binding.how, "--record"])
+    assert sorted(x["argv"] for x in pre) == sorted(want_pre)
     srun_main = [x for x in recs if x["prog"] == "srun"][-1]["argv"]
     if container == "pyxis":
         assert "--container-image=" + spec.container.image in srun_main
@@ -434,6 +442,9 @@ def path_spec(tmp_path, launcher, container):
     inputs = (
         {"data": "$SCRATCH/corpus/$USER text", "tokenizer": "${HOME}/tok $OTHER", "train_iters": 10, "lr": "1e-4"}
         if launcher == "megatron"
+        # NeMo and torchtitan refuse to run without a training length (their recipes' own is not the plan's)
+        else {"train_iters": 100}
+        if launcher in ("nemo", "torchtitan")
         else {}
     )
     return JobSpec(

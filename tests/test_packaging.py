@@ -143,7 +143,8 @@ def test_readme_main_command_and_tour_in_a_fresh_venv_without_lua(installed, tmp
         (tour, ["templates", "eject", "parts/launch_torchrun.j2"]),
         (tour, ["gen"]),
         (elsewhere, list(README_MAIN)),
-        (elsewhere, ["gen", "--model", "llama3-8b", "--launcher", "torchrun", "--", "train.py"]),
+        # a program torchrun starts is planned as what it declares: as DDP, 8B fits nowhere
+        (elsewhere, ["gen", "--model", "llama3-8b", "--launcher", "torchrun", "--fsdp", "--", "train.py"]),
     ]
     codes = []
     for cwd, args in steps:
@@ -153,6 +154,11 @@ def test_readme_main_command_and_tour_in_a_fresh_venv_without_lua(installed, tmp
         assert r.returncode == 0, "slurmgpu %s: %s" % (" ".join(args), r.stderr)
     assert "accepted" in _run([exe, "check", "job.sbatch"], cwd=str(tour), env=env).stdout
     assert (tour / ".slurmgpu" / "templates" / "parts" / "launch_torchrun.j2").is_file()
+    # the guides --help and init's slurmgpu.yaml point to ship in the wheel (`slurmgpu docs TOPIC`)
+    r = _run([exe, "docs", "gen"], cwd=str(tour), env=env)
+    assert r.returncode == 0 and r.stdout == (ROOT / "docs" / "gen.md").read_text(encoding="utf-8"), r.stderr
+    r = _run([exe, "docs", "launchers", "--path"], cwd=str(tour), env=env)
+    assert r.returncode == 0 and r.stdout.startswith(str(installed)), r.stdout
 
 
 def test_code_needs_no_more_than_python_39():

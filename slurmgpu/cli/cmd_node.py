@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import click
 
 from .. import vocab
 from ..errors import SlurmgpuError
 from ..site import SitePreflight
-from .app import main
-from .common import _emit_json, _load_site
+from .app import exits, main
+from .common import OUTPUT_FILE, _emit_json, _load_site, complete_files
 
 
 @main.command("preflight")
@@ -45,6 +45,13 @@ from .common import _emit_json, _load_site
     metavar="LINE",
     help="With --aggregate: the job's stamp line (`# slurmgpu: tp=.. cp=.. ep=.. gpus_per_node=..`); "
     "on multi-node NVLink sites (NVL72) every TP/CP/EP group must then report one ClusterUUID/CliqueId.",
+)
+@click.option(
+    "--rank-source",
+    type=click.Choice(("procid", "nodeid", "hostname")),
+    help="With --aggregate --stamp: what the launcher numbers its ranks by (srun tasks, SLURM_NODEID, "
+    "torchrun's host-name order); the groups are placed on the nodes in that order as each node's "
+    "record reports it (default: the --nodes order).",
 )
 @click.option(
     "--bandwidth",
@@ -104,7 +111,25 @@ from .common import _emit_json, _load_site
     help="Free space the checkpoint directory needs (default: the site's preflight.min_free_gb, %g)."
     % SitePreflight.min_free_gb,
 )
+@click.option(
+    "--ranks",
+    "ranks_how",
+    type=click.Choice(("srun", "torchrun", "deepspeed", "accelerate", "vllm", "sglang")),
+    help="Check this task as one rank (one task per GPU, launched with the job's binding): its real CPUs "
+    "(sched_getaffinity), memory policy, its GPU's NUMA node and NIC against the site's affinity map, for a "
+    "job whose launcher binds as HOW (`slurmgpu docs affinity`).",
+)
+@click.option(
+    "--ranks-per-node",
+    type=click.IntRange(1),
+    metavar="N",
+    help="With --aggregate: every node must also send N rank records (the --ranks step).",
+)
 @click.option("--strict", is_flag=True, help="Treat warnings as failures.")
+@exits(
+    (0, "every check passed (warnings allowed unless --strict)"),
+    (1, "a check failed on a node (the FAIL rows say what to fix)"),
+)
 def preflight_cmd(
     site_name: Optional[str],
     partition: Optional[str],
@@ -113,6 +138,7 @@ def preflight_cmd(
     aggregate: Optional[str],
     expect_nodes: Optional[str],
     stamp_line: Optional[str],
+    rank_source: Optional[str],
     bandwidth: bool,
     bandwidth_size_mb: int,
     min_bandwidth_fraction: Optional[float],
@@ -123,6 +149,8 @@ def preflight_cmd(
     container_runtime: Optional[str],
     checkpoint_dir: Optional[str],
     min_free_gb: Optional[float],
+    ranks_how: Optional[str],
+    ranks_per_node: Optional[int],
     strict: bool,
 ) -> None:
     """Check this node before a multi-node job starts; exit 1 with node, check, found, expected, fix.
@@ -131,7 +159,7 @@ def preflight_cmd(
     the socket interface, the NCCL variables (values NCCL ignores silently, prefix lists such as
     mlx5_1 that also match mlx5_10), the rendezvous port, the container runtime and checkpoint space.
 
-    Generated scripts run it on every node and aggregate the records (docs/preflight.md).
+    Generated scripts run it on every node and aggregate the records (`slurmgpu docs preflight`).
     For tests, SLURMGPU_PROBE_FIXTURE=DIR reads a recorded node instead of this one.
 
     \b
@@ -145,6 +173,8 @@ def preflight_cmd(
         | slurmgpu preflight --aggregate - --nodes "$SLURM_JOB_NODELIST"
       srun --ntasks-per-node=8 slurmgpu preflight --bandwidth --nccl-diag --record \\
         | slurmgpu preflight --aggregate - --nodes "$SLURM_JOB_NODELIST"
+      srun --ntasks-per-node=8 --cpu-bind=none slurmgpu preflight --ranks torchrun --record \\
+        | slurmgpu preflight --aggregate - --nodes "$SLURM_JOB_NODELIST" --ranks-per-node 8
     """
     from ..node import preflight as pf
 
@@ -154,9 +184,12 @@ def preflight_cmd(
             "bandwidth check is the preflight step that starts one (or `slurmgpu gen --nccl-diag` for the launch)"
         )
     if aggregate:
-        _preflight_aggregate(pf, aggregate, expect_nodes, as_json, site_name, strict, stamp_line, partition)
+        _preflight_aggregate(
+            pf, aggregate, expect_nodes, as_json, site_name, strict, stamp_line, partition, rank_source, ranks_per_node
+        )
         return
     node = pf.node_name(os.environ)
+    key = None
     try:
         s = _load_site(site_name, quiet=record or as_json)
         opts = pf.Options(
@@ -169,7 +202,10 @@ def preflight_cmd(
         )
         if min_bandwidth_fraction is None:
             min_bandwidth_fraction = s.preflight.min_bandwidth_fraction
-        if bandwidth:
+        rep: Optional[Any]
+        if ranks_how:
+            rep, key = pf.rank_report(s, os.environ, ranks_how, opts)
+        elif bandwidth:
             rep = pf.bandwidth_report(
                 s,
                 os.environ,
@@ -192,18 +228,23 @@ def preflight_cmd(
             (
                 pf.CheckResult(
                     node,
-                    "bandwidth" if bandwidth else "preflight",
+                    "affinity" if ranks_how else "bandwidth" if bandwidth else "preflight",
                     "fail",
                     "%s: %s" % (type(exc).__name__, (str(exc).splitlines() or [""])[0]),
                     "the check runs",
                     "run `slurmgpu preflight%s` on %s to see the whole error"
-                    % (" --bandwidth" if bandwidth else "", node),
+                    % (" --ranks %s" % ranks_how if ranks_how else " --bandwidth" if bandwidth else "", node),
                 ),
             ),
         )
+    if not record and not pf.in_job(os.environ):
+        click.echo("note: %s" % pf.outside_job_note(node), err=True)
+        rep = pf.outside_job(rep)
     failed = not rep.ok or (strict and any(r.status == "warn" for r in rep.results))
     if record:
-        click.echo(rep.record())
+        if ranks_how and key is None:
+            key = "%s/%s" % (node, os.environ.get("SLURM_LOCALID", "0"))
+        click.echo(rep.record(key))
     elif as_json:
         _emit_json(rep.to_dict())
     else:
@@ -221,6 +262,8 @@ def _preflight_aggregate(
     strict: bool,
     stamp_line: Optional[str] = None,
     partition: Optional[str] = None,
+    rank_source: Optional[str] = None,
+    ranks_per_node: Optional[int] = None,
 ) -> None:
     from ..slurm import parse_hostlist
     from ..stamp import parse_stamp
@@ -244,7 +287,10 @@ def _preflight_aggregate(
             words,
             parse_hostlist(expect_nodes) if expect_nodes else (),
             partition or os.environ.get("SLURM_JOB_PARTITION"),
+            rank_source,
         )
+    if ranks_per_node:
+        agg.job.extend(pf.check_rank_counts(agg, parse_hostlist(expect_nodes) if expect_nodes else (), ranks_per_node))
     site_label = site_name or next((r.site for r in agg.reports if r.site), "")
     if as_json:
         _emit_json(agg.to_dict())
@@ -256,7 +302,7 @@ def _preflight_aggregate(
 
 
 @main.command("doctor")
-@click.argument("target", metavar="JOBID|LOGFILE")
+@click.argument("target", metavar="JOBID|LOGFILE", shell_complete=complete_files)
 @click.option(
     "--site",
     "site_name",
@@ -268,7 +314,7 @@ def _preflight_aggregate(
     "--html",
     "html_file",
     metavar="FILE",
-    type=click.Path(dir_okay=False),
+    type=OUTPUT_FILE,
     help="Also write the explain view to FILE: the job's layout with the failing ranks and nodes highlighted.",
 )
 @click.option(
@@ -277,6 +323,11 @@ def _preflight_aggregate(
     metavar="HOSTLIST",
     help="The job's nodes in order (e.g. gpu[01-04]), so ranks in NCCL DIAG/RAS reports and Xid lines are named "
     "by node (default: the job's NodeList for a JOBID).",
+)
+@exits(
+    (0, "diagnosed: a known failure was recognised (root cause first)"),
+    (1, "the log was read but nothing in it was recognised"),
+    (2, "the job or its log cannot be found or read (e.g. no Slurm here: pass the log file), or a usage error"),
 )
 def doctor_cmd(
     target: str, site_name: Optional[str], as_json: bool, html_file: Optional[str], node_list: Optional[str]
@@ -289,7 +340,6 @@ def doctor_cmd(
     lists them root cause first with the fix. NCCL's own reports (NCCL DIAG lines of
     NCCL_RUN_DIAGNOSTICS / NCCL_RUN_RAS_DIAGNOSTICS, `ncclras` status with missing or dead ranks)
     and GPU Xid lines are placed: rank -> node -> local GPU -> TP/PP/DP group, from the stamp.
-    Exit status: 0 diagnosed, 1 nothing recognised.
 
     \b
     Examples:
@@ -317,7 +367,7 @@ def doctor_cmd(
         from ..slurm import parse_hostlist
 
         nodes = tuple(parse_hostlist(node_list))
-    d = dr.diagnose(src.text, site=site, stamp=stamp, source=src.label, nodes=nodes)
+    d = dr.diagnose(src.text, site=site, stamp=stamp, source=src.label, nodes=nodes, caps=_stamped_caps(stamp))
     if html_file:
         from .explain_out import doctor_view
 
@@ -328,3 +378,24 @@ def doctor_cmd(
         click.echo(dr.render_text(d), nl=False)
     if not d.matches:
         sys.exit(1)
+
+
+def _stamped_caps(stamp: Mapping[str, str]) -> Any:
+    """The stamped launcher's capabilities and memory rules, with what gen declared of the program
+    (the plan line's launcher, implements and ZeRO stage); None when the job names none."""
+    from ..job.launchers import LAUNCHERS, planner_caps
+
+    launcher = LAUNCHERS.get(stamp.get("launcher", ""))
+    if launcher is None:
+        return None
+    from ..errors import ConfigError
+    from ..plan import get_model
+
+    implements = tuple(x for x in stamp.get("implements", "").split(",") if x)
+    try:
+        model = get_model(stamp.get("model", ""))
+    except ConfigError:
+        model = None
+    # a program torchrun/srun start is planned as FSDP exactly when the spec said `fsdp: true` (ZeRO-3)
+    fsdp = launcher.program and stamp.get("zero") == "3"
+    return planner_caps(launcher, stamp.get("precision", "bf16"), implements, fsdp, model)

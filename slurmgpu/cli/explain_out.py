@@ -5,33 +5,19 @@ Kept out of the cmd_*.py modules so each command only adds its option and one ca
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any, List, Mapping, Optional
 
 import click
+
+from .common import _write_atomic
 
 HTML_HELP = "Also write the explain view (one self-contained HTML file: topology, groups, numbers) to FILE."
 
 
 def write_text(path: str, text: str) -> None:
     """Atomically (temporary file in the same directory, then rename): never a half-written page."""
-    import tempfile
-
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=d)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    click.echo("slurmgpu: wrote %s" % path, err=True)
+    _write_atomic(path, text, mode=0o644, say=True)
 
 
 def _topology(site: Any, partition: Optional[str], gpus_per_node: int, segment: Optional[int], names: Any = ()) -> Any:
@@ -60,6 +46,12 @@ def gen_view(site: Any, gen: Any, html: str) -> None:
     lay = req.layout
     seg = plan.segment if plan is not None else None
     topo = _topology(site, req.sbatch.partition, lay.gpus_per_node, seg)
+    if req.binding is not None:  # what this launcher binds (DeepSpeed's cores are a share of the node's)
+        from dataclasses import replace
+
+        from ..view import binding_rows
+
+        topo = replace(topo, binding=binding_rows(req.binding.ranks), binding_note=req.binding.note)
     if plan is not None:
         write_text(html, plan_page(plan, topo))
         return
@@ -193,3 +185,42 @@ def _int(v: Any) -> Optional[int]:
         return int(v) if v is not None else None
     except (TypeError, ValueError):
         return None
+
+
+def report_view(site: Any, rep: Any, html: str) -> None:
+    """`report --html`: the job's layout, and the measured figures beside the plan's (with the
+    plan's memory and time sections when the plan can be rebuilt from the script)."""
+    from ..errors import SlurmgpuError
+    from ..plan import Layout
+    from ..view import report_page
+
+    st = rep.facts.stamp
+    lay = topo = plan = None
+    try:
+        lay = Layout(
+            tp=int(st["tp"]),
+            pp=int(st["pp"]),
+            dp=int(st["dp"]),
+            cp=int(st.get("cp", 1)),
+            ep=int(st.get("ep", 1)),
+            micro_batch=int(rep.facts.plan.get("mbs", "1") or 1),
+            nodes=int(st["nodes"]),
+            gpus_per_node=int(st["gpus_per_node"]),
+        )
+    except (KeyError, ValueError):
+        click.echo("warning: no complete slurmgpu stamp: the page has no layout picture", err=True)
+    if lay is not None and site is not None:
+        topo = _topology(site, rep.facts.plan.get("partition"), lay.gpus_per_node, None, rep.nodes)
+        try:
+            from ..runs.report import rebuild_plan
+
+            plan = rebuild_plan(site, rep.facts)
+        except SlurmgpuError as exc:
+            click.echo("note: the plan's breakdown is not drawn: %s" % str(exc).splitlines()[0], err=True)
+    elif lay is not None:
+        click.echo("warning: no site config: the page has no layout picture", err=True)
+        lay = None
+    try:
+        write_text(html, report_page(lay, topo, rep.to_dict(), plan))
+    except OSError as exc:
+        raise SlurmgpuError("cannot write %s: %s" % (html, exc.strerror or exc)) from None

@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .. import __version__
-from ..errors import ConfigError, Issue
+from ..errors import ConfigError, Issue, PlanError
 from ..nccl import FabricEnv, fabric_env
 from ..plan import Layout
+from ..plan.placement import RANK_SOURCES, spans, strict_kinds
 from ..render import PATH_VARS, TemplateDir, comment, render
 from ..site import NodeType, Partition, Site, preset_dir
+from .binding import Binding, plan_binding
 from .launchers import Launcher, Options, get_launcher
 from .sizing import Sizing, _check_size, segment_for
 
@@ -48,6 +50,8 @@ class Sbatch:
     dependency: Optional[str]
     extra: Tuple[str, ...] = ()
     switches: Optional[int] = None  # --switches=1: the job fits under one IB leaf switch of the site
+    network: Optional[str] = None  # unique-channel-per-segment: one IMEX channel per segment (25.11)
+    requeue_expedite: bool = False  # --requeue=expedite where the site enables it (25.11)
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,9 @@ class Launch:
     targets: str = ""  # the framework version the adapter's flags are checked against
     files: Tuple[Tuple[str, str], ...] = ()  # (path, text) the script writes before the step (DeepSpeed config)
     runner_args: Tuple[str, ...] = ()  # the plan's flags for the runner itself, before the program (accelerate)
+    # what the launcher numbers its ranks by (plan.placement.RANK_SOURCES): preflight --aggregate
+    # places the groups on the nodes in that order
+    rank_source: str = "procid"
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,8 @@ class RenderRequest:
     export_srun_cpus: bool = True
     about: Tuple[str, ...] = ()
     model: Optional[str] = None  # catalogue name, read by `slurmgpu doctor` for out-of-memory advice
+    binding: Optional[Binding] = None  # CPU/NUMA binding per launcher from the site's map (job/binding.py)
+    plan_line: Optional[str] = None  # `# slurmgpu-plan: ...`, the promised figures `slurmgpu report` reads back
 
     def context(self) -> Dict[str, Any]:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -158,6 +167,12 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
 
     user_argv = tuple(spec.command) + tuple(spec.args)
     container = _container(site, node, spec, warnings)
+    if launcher.entry_in and container.runtime == "none" and (not spec.command or spec.command[0].startswith("-")):
+        warnings.append(
+            "launcher %s starts %s, which exists only in %s; with no container image the job runs on the host, "
+            "where it is most likely missing: give --image with that container (or your own program after --)"
+            % (launcher.name, " ".join(launcher.default_entry), launcher.entry_in)
+        )
     fab = fabric_env(node, launcher.name, layout, fsdp)
     warnings.extend(_lint_user_env(fab, node, spec.env))
     warnings.extend(_lint_paths(spec.checkpoint_dir, container.mounts))
@@ -172,8 +187,16 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         targets=launcher.version(spec.launcher_version)[1],  # the version the flags were written for
         files=L.framework_files(launcher, layout, opts, user_argv),
         runner_args=L.runner_args(launcher, layout, opts, user_argv),
+        rank_source=RANK_SOURCES.get(launcher.name, "hostname"),
     )
+    sbatch = _sbatch(site, part, node, spec, sizing, launcher, requeue)
+    _check_rank_order(site, node, layout, launch, sbatch.segment)
     ver = _version_tuple(site.slurm_version)
+    sbatch = _sbatch(site, part, node, spec, sizing, launcher, requeue)
+    binding = plan_binding(
+        site.name, node, launcher.name, launcher.runner, layout.gpus_per_node, sbatch.cpus_per_task, tpn, user_argv
+    )
+    warnings.extend("site %s: %s" % (site.name, n) for n in (node.affinity.notes if node.affinity else ()))
     req = RenderRequest(
         version=__version__,
         template=spec.template,
@@ -183,7 +206,7 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         stamp=layout.stamp(site.name),
         layout=layout,
         node=node,
-        sbatch=_sbatch(site, part, node, spec, sizing, launcher, requeue),
+        sbatch=sbatch,
         fabric=fab,
         launch=launch,
         container=container,
@@ -194,8 +217,18 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         export_srun_cpus=ver is None or ver < (23, 11),
         about=about_lines(site, node, layout, launcher, fab, sizing),
         model=getattr(sizing.model, "name", None),
+        binding=binding,
+        plan_line=_plan_line(site, sizing, launcher, spec.implements),
     )
     return req, tuple(warnings)
+
+
+def _plan_line(site: Site, sizing: Sizing, launcher: Launcher, implements: Sequence[str] = ()) -> Optional[str]:
+    if sizing.plan is None:
+        return None
+    from ..plan.planline import format_plan_line
+
+    return format_plan_line(site, sizing.plan, launcher.name, implements)
 
 
 def _requeue(site: Site, spec: JobSpec, sizing: Sizing, launcher: Launcher, warnings: List[str]) -> Optional[Requeue]:
@@ -290,6 +323,8 @@ def launch_argv(
         version=launcher.version(spec.launcher_version, spec.source or "")[0],
         gpu=gpu_model,
         gpu_fp8=_gpu_fp8(gpu_model),
+        levers=tuple(getattr(plan, "levers", ()) or ()),
+        implements=tuple(spec.implements),
     )
     try:
         planned = L.framework_args(launcher, sizing.layout, opts, user_argv)
@@ -343,6 +378,7 @@ def _sbatch(
     layout = sizing.layout
     tpn = launcher.tasks_per_node(layout.gpus_per_node)
     full_node = layout.gpus_per_node == node.gpus
+    segment = segment_for(site, node, layout, spec.segment, getattr(sizing.plan, "segment", None))
     return Sbatch(
         job_name=spec.name or "%s-%s" % (_slug(spec.model) if spec.model else "job", launcher.name),
         nodes=layout.nodes,
@@ -359,13 +395,63 @@ def _sbatch(
         output=spec.output or "%x-%j.out",
         error=spec.error,
         exclusive=part.exclusive,
-        segment=segment_for(site, node, layout, spec.segment, getattr(sizing.plan, "segment", None)),
+        segment=segment,
         signal="B:USR2@%d" % requeue.grace if requeue else None,
         requeue=spec.requeue,
         dependency=spec.dependency,
         extra=tuple(spec.sbatch),
         switches=switches_for(site, part, layout.nodes),
+        network=network_for(node, layout.nodes, segment),
+        requeue_expedite=spec.requeue and site.requeue.expedite,
     )
+
+
+def _check_rank_order(site: Site, node: NodeType, layout: Layout, launch: Launch, segment: Optional[int]) -> None:
+    """Refuse a layout whose TP/CP/EP groups span nodes when the launcher's ranks do not walk the
+    job's nodes block by block on this site (host names that interleave the NVLink blocks, and a
+    rank order that follows the names): a --segment then keeps each segment in one block, but not
+    the ranks of a group (plan/placement.py, "Node-rank order")."""
+    if site.topology != "block" or not node.multi_node_nvlink or not segment or layout.nodes <= 1:
+        return
+    if site.ranks_follow_blocks(launch.rank_source):
+        return
+    kinds = strict_kinds(site.policy.groups)
+    crossing = [s for s in spans(layout, layout.gpus_per_node, kinds) if s.unit > 1]
+    if not crossing:
+        return
+    fix = (
+        "launch with --launcher srun (one task per GPU: 26.05 numbers srun's tasks in topology order)"
+        if launch.rank_source != "procid"
+        else "ask the admins for TopologyParam=BlockAsNodeRank (Slurm 25.11+), or on 26.05 drop "
+        "CR_NO_DIST_TOPO_BLOCK from SelectTypeParameters"
+    )
+    raise PlanError(
+        "%s groups span %d nodes, but on site %s the host names interleave the NVLink blocks and %s numbers "
+        "its ranks by %s (node_rank_order: %s): --segment=%d keeps each segment in one block, not each group. "
+        "Use groups that fit one node (e.g. TP=%d), or %s"
+        % (
+            crossing[0].kind.upper(),
+            crossing[0].unit,
+            site.name,
+            launch.name,
+            {"procid": "srun task", "nodeid": "SLURM_NODEID", "hostname": "host name (torchrun's rendezvous)"}[
+                launch.rank_source
+            ],
+            site.node_rank_order,
+            segment,
+            node.gpus,
+            fix,
+        )
+    )
+
+
+def network_for(node: NodeType, nodes: int, segment: Optional[int]) -> Optional[str]:
+    """--network=unique-channel-per-segment for a job of several segments on a node type whose site
+    gives each segment its own IMEX channel (node_types.X.imex_per_segment, Slurm 25.11+): one
+    channel for the whole job would span racks that share no NVLink."""
+    if node.imex_per_segment and segment and nodes // segment > 1:
+        return "unique-channel-per-segment"
+    return None
 
 
 def switches_for(site: Site, part: Partition, nodes: int) -> Optional[int]:
@@ -498,11 +584,13 @@ def about_lines(
             node.nvlink_domain,
             node.link,
         ),
-        "  TP=%-3d tensor parallel: %d consecutive ranks, %s"
+        "  TP=%-3d tensor parallel: %s"
         % (
             layout.tp,
-            layout.tp,
-            "inside one NVLink domain" if layout.tp <= node.nvlink_domain else "SPANS NVLink domains",
+            "none (each rank holds whole layers)"
+            if layout.tp == 1
+            else "%d consecutive ranks, %s"
+            % (layout.tp, "inside one NVLink domain" if layout.tp <= node.nvlink_domain else "SPANS NVLink domains"),
         ),
         "  PP=%-3d pipeline stages" % layout.pp,
         "  DP=%-3d data-parallel replicas" % layout.dp,
@@ -516,6 +604,17 @@ def about_lines(
         lines.append("Model: %s" % getattr(sizing.model, "label", sizing.model))
     for note in sizing.notes:
         lines.append("Plan: %s" % note)
+    cal = site.calibration.for_gpu(node.gpu_model) if site.calibration is not None else None
+    if sizing.plan is not None and cal is not None:
+        lines.append(
+            "Speed: calibrated on this site's %d runs (%s, fitted %s), leave-one-out error %s"
+            % (
+                cal.runs,
+                site.calibration.path if site.calibration is not None else "",
+                site.calibration.fitted if site.calibration is not None else "",
+                "+-%.0f%%" % cal.loo_p90 if cal.loo_p90 is not None else "not measured",
+            )
+        )
     return tuple(comment(x) for x in lines)
 
 

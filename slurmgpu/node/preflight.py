@@ -23,7 +23,7 @@ import re
 import shutil
 import socket
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, Issue, SlurmgpuError
@@ -58,12 +58,28 @@ class CheckResult:
         return asdict(self)
 
 
+def _int_field(v: Any) -> Optional[int]:
+    """A whole number >= 0 from a record (None: absent or anything else)."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int) and v >= 0:
+        return v
+    if isinstance(v, str) and v.isdigit():
+        return int(v)
+    return None
+
+
 @dataclass(frozen=True)
 class NodeReport:
     node: str
     site: str
     results: Tuple[CheckResult, ...]
     nvlink_clique: str = ""  # "ClusterUUID/CliqueId" from nvidia-smi -q (multi-node NVLink), for the job check
+    # where Slurm put this node in the preflight step (one task per node): its task rank
+    # (SLURM_PROCID) and node rank (SLURM_NODEID); the job check orders the nodes by the one the
+    # launcher numbers its ranks by (26.05: task ranks in topology order, node ranks in name order)
+    task_rank: Optional[int] = None
+    node_id: Optional[int] = None
 
     @property
     def ok(self) -> bool:
@@ -75,6 +91,8 @@ class NodeReport:
             "site": self.site,
             "ok": self.ok,
             "nvlink_clique": self.nvlink_clique,
+            "task_rank": self.task_rank,
+            "node_id": self.node_id,
             "results": [r.to_dict() for r in self.results],
         }
 
@@ -85,20 +103,23 @@ class NodeReport:
             site=str(d.get("site", "")),
             results=tuple(CheckResult(**{k: str(v) for k, v in r.items()}) for r in d.get("results", ())),
             nvlink_clique=str(d.get("nvlink_clique") or ""),
+            task_rank=_int_field(d.get("task_rank")),
+            node_id=_int_field(d.get("node_id")),
         )
 
-    def record(self) -> str:
-        """What a node prints for the aggregation step: lines `SLURMGPU-PREFLIGHT NODE i/n DATA`.
+    def record(self, key: Optional[str] = None) -> str:
+        """What a node prints for the aggregation step: lines `SLURMGPU-PREFLIGHT KEY i/n DATA`.
 
         DATA is the report as zlib-compressed JSON in URL-safe base64, cut into pieces so every
         line stays under 1 KiB: srun forwards task output in 1 KiB messages and splits longer
-        lines, interleaving other nodes' output into them.
+        lines, interleaving other nodes' output into them. KEY is the node, or NODE/LOCALID for
+        one rank's record (the rank step: several tasks per node, merged by node when read).
         """
         raw = json.dumps(self.to_dict(), separators=(",", ":")).encode()
         data = base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode()
         parts = [data[i : i + RECORD_CHUNK] for i in range(0, len(data), RECORD_CHUNK)] or [""]
         return "\n".join(
-            "%s%s %d/%d %s" % (RECORD_PREFIX, self.node, i + 1, len(parts), part) for i, part in enumerate(parts)
+            "%s%s %d/%d %s" % (RECORD_PREFIX, key or self.node, i + 1, len(parts), part) for i, part in enumerate(parts)
         )
 
 
@@ -758,11 +779,106 @@ def local_addresses() -> Dict[str, List[str]]:
     return {name: [a.address for a in addrs if a.family in fams] for name, addrs in psutil.net_if_addrs().items()}
 
 
+RANK_HOWS = ("srun", "torchrun", "deepspeed", "accelerate", "vllm", "sglang")  # job/binding.py HOWS but none
+
+
+def rank_report(
+    site: Site,
+    environ: Mapping[str, str],
+    how: str,
+    opts: Options = Options(),
+    affinity: Optional[Any] = None,
+) -> Tuple[NodeReport, str]:
+    """One task of the rank step (`srun --ntasks-per-node=GPUS <the launch's binding> slurmgpu preflight
+    --ranks HOW --record`): this rank's real CPUs, memory policy, GPU NUMA node and NIC against the site
+    map. Returns the report and its record key (NODE/LOCALID)."""
+    from . import affinity as aff
+
+    node = node_name(environ)
+    nt = _node_type(site, opts, environ)
+    root = environ.get(FIXTURE_ENV)
+    sysfs = os.path.join(fixture_dir(root, node), "sys") if root else "/sys"
+    amap = nt.affinity
+    ranks = amap.ranks(nt.gpus) if amap is not None and amap.known else ()
+    local = int(environ.get("SLURM_LOCALID", "0") or 0)
+    plan = ranks[local] if local < len(ranks) else None
+    exact = how == "srun" and bool(ranks) and all(r.cpus for r in ranks)
+    facts = aff.gather_rank_facts(environ, sysfs, plan, node, how, affinity)
+    if root:  # a recorded node: this machine's cpuset memory nodes say nothing about it
+        facts = replace(facts, mems=())
+    if not ranks:
+        why = amap.unknown if amap is not None else "no affinity map"
+        findings = [
+            aff.Finding(
+                "fail",
+                "site %s, node type %s: %s" % (site.name, nt.name, why),
+                "an affinity map to check the ranks against",
+                "the script binds nothing without a map: drop --ranks, or give node_types.%s.affinity" % nt.name,
+            )
+        ]
+    else:
+        findings = aff.check_rank(facts, plan, how, exact, nt, site.name)
+    results = tuple(CheckResult(node, "affinity", f.status, f.found, f.expected, f.fix) for f in findings)
+    return NodeReport(node=node, site=site.name, results=results), "%s/%d" % (node, local)
+
+
+def check_rank_counts(agg: Aggregate, expect_nodes: Sequence[str], per_node: int) -> List[CheckResult]:
+    """A failing row for every node from which fewer than `per_node` rank records arrived."""
+    out = []
+    for node in list(expect_nodes) or sorted(agg.rank_keys):
+        got = len(agg.rank_keys.get(node, ()))
+        if got < per_node:
+            out.append(
+                CheckResult(
+                    node,
+                    "affinity",
+                    "fail",
+                    "%d of %d ranks reported" % (got, per_node),
+                    "a record from every rank",
+                    "the rank step did not start every task (see the srun errors above: a --cpu-bind Slurm "
+                    "refused?); try `srun -w %s --ntasks-per-node=%d slurmgpu preflight --ranks ...` by hand"
+                    % (node, per_node),
+                )
+            )
+    return out
+
+
 def preflight_node(site: Site, environ: Mapping[str, str], opts: Options = Options()) -> NodeReport:
     """Gather facts on this node (or the fixture) and run every check."""
     node = node_name(environ)
     facts, from_fixture = gather_facts(node, environ)
-    return run_checks(site, facts, environ, opts, node=node, addresses=None if from_fixture else local_addresses())
+    rep = run_checks(site, facts, environ, opts, node=node, addresses=None if from_fixture else local_addresses())
+    return replace(
+        rep, task_rank=_int_field(environ.get("SLURM_PROCID")), node_id=_int_field(environ.get("SLURM_NODEID"))
+    )
+
+
+def in_job(environ: Mapping[str, str]) -> bool:
+    """Whether this runs inside a Slurm job (a recorded node, SLURMGPU_PROBE_FIXTURE, counts as one)."""
+    return bool(environ.get("SLURM_JOB_ID") or environ.get(FIXTURE_ENV))
+
+
+def outside_job_note(node: str) -> str:
+    return (
+        "not inside a Slurm job (SLURM_JOB_ID is not set): these are the checks of %s, most likely a login "
+        "node, not of a job's compute node; run them where the job runs: srun -N1 -p PARTITION slurmgpu "
+        "preflight (generated scripts run them on every node)" % node
+    )
+
+
+def outside_job(report: NodeReport) -> NodeReport:
+    """A report of a machine that is no job's node: advice to exclude it from a job (resubmit with
+    --exclude=...) makes no sense there, so such fixes say to run the check on a compute node."""
+    fixed = []
+    for r in report.results:
+        fix = r.fix
+        if "--exclude" in fix:
+            fix = (
+                "this machine is not a node of a job: run the check on a compute node (srun -N1 -p PARTITION "
+                "slurmgpu preflight)"
+            )
+        fixed.append(replace(r, fix=fix))
+    return replace(report, results=tuple(fixed))
 
 
 # ---------------------------------------------------------------------------
@@ -775,6 +891,7 @@ class Aggregate:
     missing: List[str] = field(default_factory=list)
     other_lines: List[str] = field(default_factory=list)
     job: List[CheckResult] = field(default_factory=list)  # checks across nodes (check_domain_groups)
+    rank_keys: Dict[str, List[str]] = field(default_factory=dict)  # node -> the rank records read (NODE/LOCALID)
 
     @property
     def ok(self) -> bool:
@@ -822,17 +939,35 @@ def parse_records(lines: Iterable[str], expect_nodes: Sequence[str] = ()) -> Agg
         got[k] = data
     seen: Dict[str, NodeReport] = {}
     broken: List[str] = []
-    for node, (total, got) in pieces.items():
+    for key, (total, got) in pieces.items():
+        node = key.split("/", 1)[0]  # NODE/LOCALID: one rank's record, merged into its node's
         try:
             if sorted(got) != list(range(1, total + 1)):
                 raise ValueError("%d of %d parts" % (len(got), total))
-            seen[node] = decode_record(got)
+            rep = decode_record(got)
         except (ValueError, KeyError, TypeError, zlib.error) as exc:
             broken.append(node)
-            agg.other_lines.append("unreadable preflight record from %s (%s)" % (node, exc))
+            agg.other_lines.append("unreadable preflight record from %s (%s)" % (key, exc))
+            continue
+        if "/" in key:
+            agg.rank_keys.setdefault(node, []).append(key)
+        prev = seen.get(rep.node)
+        seen[rep.node] = rep if prev is None else _merged(prev, rep)
     agg.reports = [seen[n] for n in sorted(seen)]
     agg.missing = [n for n in expect_nodes if n not in seen] + sorted(n for n in broken if n not in expect_nodes)
     return agg
+
+
+def _merged(a: NodeReport, b: NodeReport) -> NodeReport:
+    """One node's report from its node record and its ranks' records (in the order read)."""
+    return NodeReport(
+        node=a.node,
+        site=a.site or b.site,
+        results=a.results + b.results,
+        nvlink_clique=a.nvlink_clique or b.nvlink_clique,
+        task_rank=a.task_rank if a.task_rank is not None else b.task_rank,
+        node_id=a.node_id if a.node_id is not None else b.node_id,
+    )
 
 
 def render_table(agg: Aggregate, site: str = "") -> str:
@@ -934,22 +1069,48 @@ def stamp_layout(stamp: Mapping[str, str]) -> Layout:
     return Layout(**{k: (v if v is not None else 1) for k, v in vals.items()})
 
 
+RANK_ORDER_SOURCES = ("procid", "nodeid", "hostname")  # plan/placement.py RANK_SOURCES
+
+
+def rank_node_order(agg: Aggregate, node_order: Sequence[str], rank_source: Optional[str]) -> List[str]:
+    """The job's nodes in the order the launcher's ranks fill them, as the preflight step saw them:
+    by the task rank each node's preflight task had (procid: srun's own order, topology order on
+    26.05), by its SLURM_NODEID (nodeid), or by host name (torchrun's rendezvous sorts the nodes'
+    names). Without a rank source, or when a node did not say, the order given (SLURM_JOB_NODELIST,
+    name order unless TopologyParam=BlockAsNodeRank) -- what all launchers did up to 25.11."""
+    names = [r.node for r in agg.reports]
+    if rank_source == "hostname":
+        return sorted(names)
+    key = {"procid": "task_rank", "nodeid": "node_id"}.get(rank_source or "")
+    if key:
+        ranks = {r.node: getattr(r, key) for r in agg.reports}
+        if ranks and all(v is not None for v in ranks.values()) and len(set(ranks.values())) == len(ranks):
+            return sorted(names, key=lambda n: ranks[n])
+    return list(node_order) or sorted(names)
+
+
 def check_domain_groups(
-    agg: Aggregate, site: Any, stamp: Mapping[str, str], node_order: Sequence[str], partition: Optional[str] = None
+    agg: Aggregate,
+    site: Any,
+    stamp: Mapping[str, str],
+    node_order: Sequence[str],
+    partition: Optional[str] = None,
+    rank_source: Optional[str] = None,
 ) -> List[CheckResult]:
     """Rows for TP/CP/EP groups whose nodes report different NVLink domains (ClusterUUID/CliqueId).
 
     The placement is plan/placement.py's (Megatron rank order, ranks filling the job's nodes in
-    SLURM_JOB_NODELIST order); the status per kind follows the site's policy.groups (TP: enforce
-    unless set). Only node types whose NVLink domain spans nodes are checked: elsewhere a
-    multi-node group is on the network by design and the submit filter already said so.
+    the launcher's order: `rank_node_order`); the status per kind follows the site's
+    policy.groups (TP: enforce unless set). Only node types whose NVLink domain spans nodes are
+    checked: elsewhere a multi-node group is on the network by design and the submit filter
+    already said so.
     """
     nt = site.node_type_of(partition) if partition and partition in site.partitions else site.node_type_of()
     if not nt.multi_node_nvlink:
         return []
     layout = stamp_layout(stamp)
     clique = {r.node: r.nvlink_clique for r in agg.reports}
-    order = list(node_order) or sorted(clique)
+    order = rank_node_order(agg, node_order, rank_source)
     out: List[CheckResult] = []
     for kind in DOMAIN_KINDS:
         if int(getattr(layout, kind)) <= 1:

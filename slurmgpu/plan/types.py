@@ -6,22 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from ..vocab import TASK_ALIASES
 from .layout import Layout
 from .memory import (
     MemoryBreakdown,
     usable_gb,
 )
 from .models import ModelSpec
-
-TASK_ALIASES = {
-    "serve": "inference",
-    "serving": "inference",
-    "infer": "inference",
-    "sft": "finetune",
-    "full": "finetune",
-    "fine-tune": "finetune",
-    "train": "pretrain",
-}
+from .profile import TEXTBOOK, MemoryProfile
+from .terms import CostTerms
 
 
 @dataclass(frozen=True)
@@ -44,6 +37,17 @@ class Capabilities:
     serving_dp: bool = True  # serving: data-parallel replicas inside one server (False: one TP x PP server)
     serving_dp_nodes: bool = True  # serving: those replicas may span several nodes (False: DP only on one node)
     launcher: str = ""  # whose capabilities these are, for the errors that name it
+    memory: MemoryProfile = TEXTBOOK  # what the framework keeps per GPU with the flags the launcher writes
+    declare: bool = False  # the launcher runs the user's own program: a missing degree can be declared (implements:)
+    # what the launcher's `selective` recomputation keeps (memory.SELECTIVE_POLICIES): "attention"
+    # (Megatron: the attention core only) or "op" (PyTorch op-level checkpointing, torchtitan 'op')
+    selective: str = "attention"
+    # the attention kernels the framework runs: "fused" (Transformer Engine: cuDNN / FlashAttention-3)
+    # or "sdpa" (PyTorch scaled_dot_product_attention: FlashAttention-2), which the cost model times
+    attention: str = "fused"
+    # EP groups come only out of the sharded data-parallel ranks x CP x TP (torchtitan's ParallelDims),
+    # and ZeRO-1/2 shard inside one node (HSDP, layout.node_shard): EP must divide that
+    ep_within_shard: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,10 @@ class PlanRequest:
     target_days: Optional[float] = None  # with tokens: smallest allocation that trains in time
     virtual_stages: Optional[int] = None  # interleaved pipeline chunks per GPU (Megatron VPP); default: searched
     caps: Capabilities = Capabilities()  # what the launcher can run (default: anything)
+    terms: Optional[CostTerms] = None  # the cost model's fitted terms (default: terms.DEFAULT_TERMS)
+    # a published, tuned layout for this model and allocation (keys: PIN_KEYS): the free choice may claim a
+    # gain over it only inside the out-of-sample error band; beyond it the plan keeps this layout
+    reference: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -163,6 +171,10 @@ class Plan:
     train_days: Optional[float] = None
     prefill_s: Optional[float] = None
     virtual_stages: int = 1  # interleaved pipeline: model chunks per GPU
+    levers: Tuple[str, ...] = ()  # cheaper-profile flags the launcher must write (profile.Lever keys)
+    # (flag, GB per GPU it saves against the framework's defaults) for every memory flag the plan relies on
+    memory_flags: Tuple[Tuple[str, float], ...] = ()
+    framework: str = ""  # whose memory rules the plan charged (MemoryProfile.framework)
 
     def to_dict(self) -> Dict[str, Any]:
         lay = self.layout
@@ -199,6 +211,9 @@ class Plan:
             "virtual_stages": self.virtual_stages,
             "stage_layers": list(self.stage_layers),
             "memory": self.memory.to_dict(),
+            "memory_framework": self.framework,
+            "levers": list(self.levers),
+            "memory_flags": [{"flag": f, "saves_gb": round(gb, 2)} for f, gb in self.memory_flags],
             "stage_memory": [m.to_dict() for m in self.stage_memory],
             "step_time_s": _r(self.step_time_s),
             "tokens_per_s": round(self.tokens_per_s, 1),
@@ -220,4 +235,4 @@ def _r(x: float) -> float:
 
 def task_name(task: str) -> str:
     """Canonical task name ('serve' -> 'inference'); unknown names pass through to be refused."""
-    return TASK_ALIASES.get(task.lower(), task.lower())
+    return dict(TASK_ALIASES).get(task.lower(), task.lower())

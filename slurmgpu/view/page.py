@@ -354,6 +354,22 @@ def _list(title: str, lines: Sequence[str], cls: str = "") -> str:
     )
 
 
+def _binding_section(topo: Topology) -> str:
+    """Which CPUs and NIC each GPU's rank uses (the same on every node), and what binds them."""
+    head = "<h2>CPUs and NIC per GPU</h2><p>%s</p>" % escape(topo.binding_note or "no binding")
+    if not topo.binding:
+        return head
+    rows = "".join(
+        '<tr><td>%d</td><td>%d</td><td>%s</td><td class="l">%s</td><td class="l">%s</td></tr>'
+        % (i, gpu, escape(numa), escape(cpus), escape(nics))
+        for i, (gpu, numa, cpus, nics) in enumerate(topo.binding)
+    )
+    return (
+        head + '<table class="binding"><thead><tr><th>local rank</th><th>GPU</th><th>NUMA node</th>'
+        '<th class="l">CPUs</th><th class="l">NIC</th></tr></thead><tbody>%s</tbody></table>' % rows
+    )
+
+
 def _crossing_words(lay: Layout, topo: Topology) -> List[str]:
     cross = crossings(lay, topo)
     if not cross:
@@ -410,6 +426,7 @@ def plan_page(plan: Plan, topo: Topology) -> str:
         _time_section(plan),
         _traffic_section(plan),
         _alternatives_section(plan),
+        _binding_section(topo),
         _list("Why this layout", list(plan.explanation)),
         _list("Notes", list(plan.notes)),
     ]
@@ -467,7 +484,7 @@ def check_page(
             "Suggested fix: TP=%d with PP=%d%s keeps every TP group inside one NVLink domain on the same %d GPUs."
             % (fix.tp, fix.pp, escape(fix_note), fix.nodes * fix.gpus_per_node)
         )
-    after = [_list("Why it was rejected", messages, "bad"), _list("Warnings", warnings)]
+    after = [_list("Why it was rejected", messages, "bad"), _list("Warnings", warnings), _binding_section(topo)]
     lays = [submitted] + ([fix] if fix is not None else [])
     return _view(heading, intro, figures, lays, [a for a in after if a])
 
@@ -517,3 +534,69 @@ def doctor_page(
 
 def _node_name(topo: Topology, n: int) -> str:
     return topo.node_names[n] if n < len(topo.node_names) else "node %d" % n
+
+
+def report_page(
+    lay: Optional[Layout], topo: Optional[Topology], report: Mapping[str, Any], plan: Optional[Plan]
+) -> str:
+    """`report --html`: the job's layout, plan vs measured per term (RunReport.to_dict()), and the
+    plan's memory and time sections when the plan could be rebuilt."""
+    heading = "report: %s" % report.get("source", "")
+    rows = []
+    for t in report.get("terms", []):
+        err = t.get("error_pct")
+        inside = t.get("inside_band")
+        verdict = "" if inside is None else ("inside" if inside else "OUTSIDE")
+        cls = "" if inside is None or inside else ' class="bad"'
+        rows.append(
+            '<tr%s><td class="l">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td class="l">%s</td></tr>'
+            % (
+                cls,
+                escape("%s%s" % (t.get("label", ""), " (%s)" % t["unit"] if t.get("unit") else "")),
+                _val(t.get("plan"), t.get("unit")),
+                _val(t.get("measured"), t.get("unit")),
+                "-" if err is None else "%+.1f%%" % err,
+                "none stated" if t.get("band_pct") is None else escape("+-%s%% %s" % (t["band_pct"], verdict)),
+                escape(str(t.get("how", ""))),
+            )
+        )
+    table = (
+        '<h2>Plan vs measured</h2><table><thead><tr><th class="l">term</th><th>plan</th><th>measured</th>'
+        '<th>error</th><th>band</th><th class="l">how it was measured</th></tr></thead><tbody>%s</tbody></table>'
+        % "".join(rows)
+    )
+    pl = report.get("plan", {})
+    words = pl.get("plan_line", {})
+    intro = [
+        escape(
+            "Plan from the %s%s: %s, %s; measured from %s."
+            % (
+                pl.get("found_in", "?"),
+                " (recomputed)" if pl.get("recomputed") else "",
+                pl.get("model") or "no model",
+                ", ".join(
+                    "%s %s" % (k, words[k])
+                    for k in ("precision", "seq", "gbs", "mbs", "zero", "recompute")
+                    if k in words
+                ),
+                report.get("measured_from", {}).get("source", "?"),
+            )
+        )
+    ]
+    after = [table, _list("Notes", [str(n) for n in report.get("notes", [])])]
+    if plan is not None:
+        after += [_memory_section(plan), _time_section(plan)]
+    after = [a for a in after if a]
+    if lay is None or topo is None:
+        return _doc(heading, ["<h1>%s</h1>" % escape(heading)] + ["<p>%s</p>" % p for p in intro] + after)
+    intro += _crossing_words(lay, topo)
+    figure = svg(lay, topo, standalone=False, prefix="report")
+    return _view(heading, intro, [("The job's layout", figure)], [lay], after)
+
+
+def _val(x: Any, unit: Any) -> str:
+    if x is None:
+        return "-"
+    if unit == "":
+        return "%.1f%%" % (100 * float(x))
+    return "%.4g" % float(x)

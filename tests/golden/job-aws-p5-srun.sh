@@ -14,7 +14,7 @@
 #SBATCH --exclusive
 #
 # Layout: 16 GPUs = 2 nodes x 8 H100-SXM5-80GB; NVLink domain 8 GPUs (nvlink)
-#   TP=1   tensor parallel: 1 consecutive ranks, inside one NVLink domain
+#   TP=1   tensor parallel: none (each rank holds whole layers)
 #   PP=1   pipeline stages
 #   DP=16  data-parallel replicas
 #   CP=1   context parallel   EP=1 expert parallel   micro-batch 1
@@ -39,6 +39,18 @@ SLURMGPU_HOSTS=$(scontrol show hostnames "$SLURM_JOB_NODELIST")
 MASTER_ADDR=${SLURMGPU_HOSTS%%$'\n'*}
 MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
 export MASTER_ADDR MASTER_PORT
+
+# --- CPU/NUMA binding: none: no GPU/NUMA/CPU map for site aws-p5, node type p5-48xlarge (no public p5.48xlarge GPU-to-NUMA capture was found; run `slurmgpu discover --probe` on an instance); nothing is bound rather than guessed ---
+
+# --- fingerprint: what this run ran with (one line in the log, read by `slurmgpu report`) ---
+SLURMGPU_ENV=$(python3 -c 'import hashlib,importlib.metadata as m,re
+d,t={},set()
+for x in m.distributions():
+    n=(x.metadata["Name"] or "").lower();d[n]=x.version
+    if any(re.match(r"torch\b",r) for r in x.requires or ()):t.add(n)
+h=hashlib.sha256("\n".join("%s==%s"%p for p in sorted(d.items())).encode()).hexdigest()[:16]
+print(" ".join(["env_hash="+h]+["%s=%s"%(n,d[n]) for n in sorted(d) if n=="torch" or "nccl" in n or n in t]))' 2>/dev/null) || SLURMGPU_ENV="env_hash=unknown"
+echo "# slurmgpu-env: nodes=$SLURM_JOB_NODELIST $SLURMGPU_ENV"
 
 # --- launch: srun, one task per GPU; RANK/LOCAL_RANK/WORLD_SIZE from Slurm ---
 # Each task sets RANK/LOCAL_RANK/WORLD_SIZE from its own Slurm ids (hence the single quotes).

@@ -17,7 +17,7 @@
 #SBATCH --mail-type=END
 #
 # Layout: 16 GPUs = 2 nodes x 8 H100-SXM5-80GB; NVLink domain 8 GPUs (nvlink)
-#   TP=1   tensor parallel: 1 consecutive ranks, inside one NVLink domain
+#   TP=1   tensor parallel: none (each rank holds whole layers)
 #   PP=1   pipeline stages
 #   DP=16  data-parallel replicas
 #   CP=1   context parallel   EP=1 expert parallel   micro-batch 1
@@ -46,11 +46,24 @@ MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
 export MASTER_ADDR MASTER_PORT
 
 # --- preflight: check every node (GPUs, fabric, environment) before the launch ---
-srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=0 \
+srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --distribution=block \
+    --kill-on-bad-exit=0 \
     "${SLURMGPU_BIN:-slurmgpu}" preflight --site hgx-h100-roce --record \
   | "${SLURMGPU_BIN:-slurmgpu}" preflight --site hgx-h100-roce --aggregate - --nodes "$SLURM_JOB_NODELIST" \
-      --stamp '# slurmgpu: site=hgx-h100-roce tp=1 pp=1 dp=16 cp=1 ep=1 nodes=2 gpus_per_node=8' \
+      --stamp '# slurmgpu: site=hgx-h100-roce tp=1 pp=1 dp=16 cp=1 ep=1 nodes=2 gpus_per_node=8' --rank-source nodeid \
   || { echo "slurmgpu: preflight failed on this allocation; the launcher was not started" >&2; exit 1; }
+
+# --- CPU/NUMA binding: none: no GPU/NUMA/CPU map for site hgx-h100-roce, node type hgx-h100 (HGX servers differ by vendor; run `slurmgpu discover --probe` on one of your nodes); nothing is bound rather than guessed ---
+
+# --- fingerprint: what this run ran with (one line in the log, read by `slurmgpu report`) ---
+SLURMGPU_ENV=$(python3 -c 'import hashlib,importlib.metadata as m,re
+d,t={},set()
+for x in m.distributions():
+    n=(x.metadata["Name"] or "").lower();d[n]=x.version
+    if any(re.match(r"torch\b",r) for r in x.requires or ()):t.add(n)
+h=hashlib.sha256("\n".join("%s==%s"%p for p in sorted(d.items())).encode()).hexdigest()[:16]
+print(" ".join(["env_hash="+h]+["%s=%s"%(n,d[n]) for n in sorted(d) if n=="torch" or "nccl" in n or n in t]))' 2>/dev/null) || SLURMGPU_ENV="env_hash=unknown"
+echo "# slurmgpu-env: nodes=$SLURM_JOB_NODELIST $SLURMGPU_ENV"
 
 # --- launch: DeepSpeed runner (--no_ssh), one task per node ---
 # The runner reads the nodes from a hostfile (on the shared submit directory); each node starts its
@@ -65,6 +78,8 @@ cat > ".slurmgpu-deepspeed-${SLURM_JOB_ID}.json" <<'SLURMGPU_EOF'
   },
   "gradient_accumulation_steps": 1,
   "gradient_clipping": 1.0,
+  "log_level": "info",
+  "steps_per_print": 10,
   "train_batch_size": 16,
   "train_micro_batch_size_per_gpu": 1
 }

@@ -12,9 +12,11 @@ local rule_gpu_request_unreadable, rule_gpus_per_node_unknown =
 local rule_tp_in_domain, rule_step_layout = import("rule_tp", "tp_in_domain", "step_layout")
 local rule_domain_groups = import("rule_groups", "domain_groups")
 local rule_scan_truncated = import("rule_scan", "scan_truncated")
+local rule_external_gpu_job = import("rule_external", "external_gpu_job")
 local rule_tp_branch_spans, rule_gpus_below_layout, rule_world_mismatch, rule_no_gpus, rule_pcie_multinode,
   rule_nccl_env_missing = import("rule_advice", "tp_branch_spans", "gpus_below_layout", "world_mismatch",
   "no_gpus", "pcie_multinode", "nccl_env_missing")
+local rule_unbound_ranks = import("rule_binding", "unbound_ranks")
 
 -- Ranks per node, the launcher's view: torchrun --nproc-per-node, srun --ntasks-per-node on
 -- the launch line, the job's --ntasks-per-node, else one rank per GPU.
@@ -86,6 +88,7 @@ local function check_partition(ctx, pname, part)
   local f, out = facts(ctx, pname, part), {}
   rule_gpu_request_unreadable(ctx, f, out)
   rule_gpus_per_node_unknown(ctx, f, out)
+  rule_external_gpu_job(ctx, f, out)
   if f.readable and f.dn > 1 and (f.tp > 1 or f.L.cp > 1 or f.L.ep > 1) then
     rule_domain_groups(ctx, f, out) -- NVLink domains of several nodes (NVL72)
   elseif f.tp > 1 and f.readable and f.dn <= 1 then
@@ -99,6 +102,7 @@ local function check_partition(ctx, pname, part)
   rule_no_gpus(ctx, f, out)
   rule_pcie_multinode(ctx, f, out)
   rule_nccl_env_missing(ctx, f, out)
+  rule_unbound_ranks(ctx, f, out)
   return out, f.L
 end
 

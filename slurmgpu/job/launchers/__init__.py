@@ -7,13 +7,18 @@ Each module (megatron, torchtitan, vllm, ...) declares its `LAUNCHER` record and
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import ModuleType
-from typing import Dict, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Optional, Sequence, Tuple
 
 from ...errors import ConfigError, Issue
-from ...plan import Layout
+from ...plan import Capabilities, Layout
+from ...plan.profile import MemoryProfile
 from ...vocab import LAUNCHERS as NAMES
 from . import accelerate, deepspeed, megatron, nemo, sglang, srun, torchrun, torchtitan, vllm
+
+if TYPE_CHECKING:
+    from ...plan import ModelSpec
 from .base import (
     DEFAULT_SAVE_INTERVAL,
     PYTHONS,
@@ -22,9 +27,11 @@ from .base import (
     Options,
     check_caps,
     check_conflicts,
+    check_precision,
     given_keys,
     option_key,
     program,
+    program_caps,
     serving_layout_ok,
     weights_args,
 )
@@ -38,6 +45,7 @@ LAUNCHERS: Dict[str, Launcher] = {n: _MODULES[n].LAUNCHER for n in NAMES if n in
 
 def framework_args(launcher: Launcher, layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[str, ...]:
     """What the framework must be told about the planned model, precision and layout."""
+    check_precision(launcher, opts)
     out: Tuple[str, ...] = _MODULES[launcher.name].args(layout, opts, user_argv)
     return out
 
@@ -56,6 +64,31 @@ def runner_args(launcher: Launcher, layout: Layout, opts: Options, user_argv: Se
     fn = getattr(_MODULES[launcher.name], "runner_args", None)
     out: Tuple[str, ...] = fn(layout, opts, user_argv) if fn else ()
     return out
+
+
+def memory_profile(
+    launcher: Launcher, precision: str = "bf16", implements: Sequence[str] = (), model: Optional[ModelSpec] = None
+) -> MemoryProfile:
+    """What the launcher's framework keeps per GPU with the flags its adapter writes for `model` (each
+    module's `memory(precision, model)`); for a program the launcher only starts, the recomputation it
+    declares."""
+    prof: MemoryProfile = _MODULES[launcher.name].memory(precision or "bf16", model)
+    if launcher.program:
+        prof = replace(prof, recompute=("full",) if "recompute" in implements else ("none",))
+    return prof
+
+
+def planner_caps(
+    launcher: Launcher,
+    precision: str = "bf16",
+    implements: Sequence[str] = (),
+    fsdp: bool = False,
+    model: Optional[ModelSpec] = None,
+) -> Capabilities:
+    """The Capabilities the planner gets for a job: what the launcher (and a program it starts,
+    by its declaration) can run, and its framework's memory profile for the model."""
+    caps = program_caps(launcher, implements, fsdp)
+    return replace(caps, launcher=launcher.name, memory=memory_profile(launcher, precision, implements, model))
 
 
 def get_launcher(name: str) -> Launcher:
@@ -89,10 +122,14 @@ __all__ = [
     "Options",
     "check_caps",
     "check_conflicts",
+    "check_precision",
     "framework_args",
     "framework_files",
     "get_launcher",
     "given_keys",
+    "memory_profile",
+    "planner_caps",
+    "program_caps",
     "option_key",
     "program",
     "runner_args",

@@ -15,12 +15,17 @@ each version's own ConfigManager by contrib/contract/record_torchtitan.py.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from dataclasses import replace
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from ...errors import ConfigError
-from ...plan import Capabilities, Layout
+from ...plan import Capabilities, Layout, node_shard
+from ...plan.profile import TERMS, MemoryProfile, StageBytes
 from ...render import PathArg
-from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, field_error, given_keys
+from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, field_error, given_keys, train_iters
+
+if TYPE_CHECKING:
+    from ...plan import ModelSpec
 
 VERSION = "0.3.0"  # the default: the PyPI release
 MAIN = "main"
@@ -37,8 +42,9 @@ CONFIGS: Dict[str, Tuple[str, str]] = {
     "llama3.1-405b": ("llama3", "llama3_405b"),
     "deepseek-v3": ("deepseek_v3", "deepseek_v3_671b"),
 }
-# configs that build a float8 converter at load (SM89+ / gfx942+), in 0.3.0 and main alike: the
-# recorded catalogues have their load_error on CPU
+# configs whose model carries a float8 converter (SM89+ / gfx942+; 0.3.0 and main alike): every
+# Linear but the output head becomes Float8Linear, so they train in fp8 whatever the flags say, and
+# no command-line option removes the converter. Plans for them must say fp8 (model_config).
 FLOAT8_CONFIGS = ("llama3_405b",)
 # torchtitan's own small model with its test tokenizer and c4_test (paths relative to its checkout)
 SMOKE_ASSETS = "./tests/assets/tokenizer"
@@ -75,9 +81,7 @@ FLAGS = (
     "--parallelism.tensor_parallel_degree",
     "--parallelism.pipeline_parallel_degree",
     "--parallelism.pipeline_parallel_schedule",
-    "--parallelism.pipeline_parallel_layers_per_stage",
-    "--parallelism.pipeline_parallel_first_stage_less_layers",
-    "--parallelism.pipeline_parallel_last_stage_less_layers",
+    "--parallelism.module_fqns_per_model_part",
     "--parallelism.pipeline_parallel_microbatch_size",
     "--parallelism.context_parallel_degree",
     "--parallelism.expert_parallel_degree",
@@ -94,10 +98,53 @@ LAUNCHER = Launcher(
     default_entry=("-m", "torchtitan.train"),
     aliases=tuple((f, (f.replace("_", "-"),)) for f in FLAGS if "_" in f),
     targets=VERSIONS[0][1],
-    # FSDP2 always shards (no plain ZeRO-0 DDP with TP/PP); no expert-TP option in 0.3.0 nor main
-    caps=Capabilities(zero=(1, 2, 3)),
+    # FSDP2 always shards (no plain ZeRO-0 DDP with TP/PP); no expert-TP option in 0.3.0 nor main;
+    # attention through PyTorch SDPA (FlashAttention-2 kernels), which the cost model times apart
+    # EP comes out of dp_shard x CP x TP only (ParallelDims), so ZeRO-1/2's node-local shard bounds it
+    caps=Capabilities(zero=(1, 2, 3), attention="sdpa", ep_within_shard=True),
     versions=VERSIONS,
 )
+
+
+def memory(precision: str, model: Optional[ModelSpec] = None) -> MemoryProfile:
+    """What torchtitan (0.3.0 and main alike) keeps per GPU with the flags `args` writes.
+
+    training.dtype float32 (the default): parameters, gradients (mixed_precision_reduce float32) and
+    Adam moments are fp32 and FSDP2-sharded over DP-shard x CP, with no separate master copy
+    (4 + 4 + 8 B/param). FSDP2's MixedPrecisionPolicy gathers the compute copies in
+    mixed_precision_param (bf16: 2 B/param). ZeRO-3 (the default "default" reshard policy) reshards
+    after forward: two blocks gathered at a time, and the final norm/output layer stays gathered;
+    with PP the default policy does not reshard, so the whole stage stays gathered from forward to
+    backward. ZeRO-1/2 are HSDP inside a node with reshard_after_forward never: the stage stays gathered.
+    """
+    half = 4.0 if precision == "fp32" else 2.0
+    hsdp = StageBytes(
+        1,
+        weights=4.0,
+        grads=4.0,
+        master=0.0,
+        sharded=TERMS,
+        group="node",
+        copies=half,
+        about="HSDP: fp32 weights, gradients and Adam moments sharded inside a node, gathered from forward to backward",
+    )
+    full = StageBytes(
+        3,
+        weights=4.0,
+        grads=4.0,
+        master=0.0,
+        sharded=TERMS,
+        gathered=2 * half,
+        head_copy=half,
+        copies_pp=half,
+        about="FSDP2: fp32 weights, gradients and Adam moments sharded over DP x CP = {n}",
+    )
+    return MemoryProfile(
+        framework="torchtitan (FSDP2, fp32 parameters)",
+        stages=(hsdp, replace(hsdp, zero=2), full),
+        default_zero=3,
+        experts_keep_tp=False,  # models/common/moe_sharding.py: with EP the experts shard over EP, not TP
+    )
 
 
 def _error(field: str, msg: str) -> ConfigError:
@@ -135,6 +182,22 @@ def model_config(opts: Options, user_argv: Sequence[str]) -> Tuple[str, ...]:
             "or give a config function without float8 after `--` (-- --module my_pkg.configs --config my_405b)"
             % (config, opts.gpu or "this site's GPU"),
         )
+    if config in FLOAT8_CONFIGS and opts.precision != "fp8":
+        raise _error(
+            "precision",
+            "torchtitan's %s config trains in float8: its model converts every Linear but the output head to "
+            "Float8Linear, and no command-line option turns that off, so a %s plan would promise another job. "
+            "Plan it as it runs with --precision fp8, or give a config function without float8 after `--` "
+            "(-- --module my_pkg.configs --config my_405b)" % (config, opts.precision),
+        )
+    if opts.precision == "fp8" and config not in FLOAT8_CONFIGS:
+        raise _error(
+            "precision",
+            "precision fp8: torchtitan %s's %s config has no float8 converter and the command line cannot add one; "
+            "plan with --precision bf16, or give a config function with one after `--` (-- --module my_pkg.configs "
+            "--config my_fp8_run); %s trains in float8 as shipped"
+            % (opts.version or VERSION, config, ", ".join(FLOAT8_CONFIGS)),
+        )
     return ("--module", module, "--config", config)
 
 
@@ -146,37 +209,47 @@ def _dp_split(layout: Layout, opts: Options) -> Tuple[int, int, Optional[str]]:
     dp = layout.dp
     if opts.fsdp or opts.zero in (None, 3) or dp == 1:
         return dp, 1, None
-    per_node = max(1, layout.gpus_per_node // max(1, layout.tp * layout.cp))
-    shard = max(d for d in range(1, dp + 1) if dp % d == 0 and d <= per_node)
+    shard = node_shard(dp, layout.cp, layout.tp, layout.gpus_per_node)
     return shard, dp // shard, "never"
 
 
 def _pipeline(layout: Layout, opts: Options) -> List[str]:
+    """The plan's split, module by module: torchtitan's own split (first/last_stage_less_layers, or
+    layers_per_stage) cannot say every plan (DeepSeek-V3's 61 layers on 32 stages ran 1,2x30,0: an
+    empty last stage; Llama 3.1 70B with 8 chunks per rank got its default 2), so the chunks are
+    listed with --parallelism.module_fqns_per_model_part, which torchtitan takes as the split."""
     out = ["--parallelism.pipeline_parallel_degree", str(layout.pp)]  # said even when 1 (see args)
     if layout.pp == 1:
         return out
-    layers = opts.model.layers if opts.model else 0
-    stages = layout.pp * max(1, opts.virtual_stages)
-    if opts.virtual_stages > 1:
-        out += ["--parallelism.pipeline_parallel_schedule", "Interleaved1F1B"]
-        if layers and layers % stages == 0:
-            out += ["--parallelism.pipeline_parallel_layers_per_stage", str(layers // stages)]
-    else:
-        out += ["--parallelism.pipeline_parallel_schedule", "1F1B"]
-    # torchtitan's default takes one layer off the first and the last stage; say the plan's split
-    first = last = 0
-    if opts.stage_layers and opts.virtual_stages == 1:
-        full = max(opts.stage_layers)
-        first, last = full - opts.stage_layers[0], full - opts.stage_layers[-1]
-    out += [
-        "--parallelism.pipeline_parallel_first_stage_less_layers",
-        str(first),
-        "--parallelism.pipeline_parallel_last_stage_less_layers",
-        str(last),
-    ]
+    vp = max(1, opts.virtual_stages)
+    out += ["--parallelism.pipeline_parallel_schedule", "Interleaved1F1B" if vp > 1 else "1F1B"]
+    counts = list(opts.stage_layers)
+    if not counts and opts.model is not None and opts.model.layers % layout.pp == 0:
+        counts = [opts.model.layers // layout.pp] * layout.pp
+    if counts:
+        out += ["--parallelism.module_fqns_per_model_part"] + module_chunks(counts, vp)
     if opts.version != MAIN:  # main sizes microbatches in tokens (_batch_tokens)
         out += ["--parallelism.pipeline_parallel_microbatch_size", str(layout.micro_batch)]
     return out
+
+
+def module_chunks(counts: Sequence[int], vp: int) -> List[str]:
+    """One word per model chunk, stage s = v*pp + r (rank r's v-th chunk, torchtitan's loop order),
+    its module names comma-separated: the embedding first, layers in order, norm and head last."""
+    pp = len(counts)
+    chunks: List[List[str]] = []
+    for v in range(vp):
+        for r in range(pp):
+            n = counts[r] // vp + (1 if v < counts[r] % vp else 0)
+            chunks.append([""] * n)
+    layer = 0
+    for chunk in chunks:
+        for i in range(len(chunk)):
+            chunk[i] = "layers.%d" % layer
+            layer += 1
+    chunks[0].insert(0, "tok_embeddings")
+    chunks[-1] += ["norm", "lm_head"]
+    return [",".join(c) for c in chunks]
 
 
 def _batch(layout: Layout, opts: Options) -> List[str]:
@@ -222,6 +295,22 @@ def _data_main(opts: Options) -> None:
         )
 
 
+def assets_path(tokenizer: str) -> str:
+    """torchtitan reads the tokenizer from a folder (--hf_assets_path: tokenizer.json, config.json)
+    and never downloads it, so a Hugging Face id would fail at start (FileNotFoundError). A path
+    is absolute, ./relative, ~ or a $VARIABLE; anything else is taken for a Hub id and refused."""
+    if tokenizer.startswith(("/", "./", "../", "~", "$")) or tokenizer in (".", ".."):
+        return tokenizer
+    raise _error(
+        "tokenizer",
+        "--tokenizer %r looks like a Hugging Face id, but torchtitan reads the tokenizer from a local folder "
+        "(--hf_assets_path) and never downloads it, and compute nodes often cannot reach the Hub. Download it "
+        "once where the Hub is reachable, e.g. in torchtitan's checkout: python scripts/download_hf_assets.py "
+        "--repo_id %s --assets tokenizer --local_dir /shared/hf (a gated model also needs --hf_token), then "
+        "give the folder: --tokenizer /shared/hf/%s" % (tokenizer, tokenizer, tokenizer.rstrip("/").split("/")[-1]),
+    )
+
+
 def args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[str, ...]:
     given = given_keys(user_argv)
     out: List[str] = list(model_config(opts, user_argv))
@@ -236,14 +325,14 @@ def args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[
     # inputs: tokenizer (HF assets folder) and data, or torchtitan's own test assets for --smoke
     # (main: the config's own dataset, c4 streamed from the Hugging Face Hub; c4_test is not selectable)
     if opts.smoke:
-        add("--hf_assets_path", opts.tokenizer or SMOKE_ASSETS)
+        add("--hf_assets_path", assets_path(opts.tokenizer) if opts.tokenizer else SMOKE_ASSETS)
         if not main:
             add("--dataloader.dataset", SMOKE_DATASET)
         add("--training.steps", str(opts.train_iters or SMOKE_STEPS))
         add("--lr_scheduler.warmup_steps", "1")
     else:
         if opts.tokenizer:
-            add("--hf_assets_path", PathArg(opts.tokenizer))
+            add("--hf_assets_path", PathArg(assets_path(opts.tokenizer)))
         elif "--hf_assets_path" not in given and "--hf-assets-path" not in given:
             raise _error(
                 "tokenizer",
@@ -258,8 +347,16 @@ def args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[
         elif opts.data:
             add("--dataloader.dataset", "c4")  # the c4 loader reads a local copy in c4's json layout
             add("--dataloader.dataset_path", PathArg(opts.data))
-        if opts.train_iters:
-            add("--training.steps", str(opts.train_iters))
+        steps = train_iters(opts)
+        if steps:
+            add("--training.steps", str(steps))
+        elif "--training.steps" not in given and "--training-steps" not in given:
+            raise _error(
+                "train_iters",
+                "no training length: give --train-iters STEPS or --tokens 2T (steps from the global batch and "
+                "sequence), or `train_iters:` / `tokens:` in slurmgpu.yaml; otherwise torchtitan trains its config "
+                "function's own length (1,000 to 10,000 steps)",
+            )
     if opts.lr:
         add("--optimizer.param_groups.0.optimizer_kwargs.lr", opts.lr)
     if main:
@@ -269,14 +366,17 @@ def args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[
             add("--training.seq_len", str(opts.seq))
         out += _batch(layout, opts)
 
-    if opts.precision not in _PRECISION:
+    if opts.precision == "fp8":  # a float8 config (model_config checked): bf16 parameters, fp8 GEMMs
+        out += ["--training.mixed_precision_param", "bfloat16"]
+    elif opts.precision not in _PRECISION:
         raise _error(
             "precision",
             "precision %s: torchtitan's --training.mixed_precision_param takes bfloat16 or float32; "
             "float8/MX training is a converter in a config function (e.g. llama3_8b_mxfp8), give it "
             "with -- --module/--config, or plan with --precision bf16" % opts.precision,
         )
-    out += ["--training.mixed_precision_param", _PRECISION[opts.precision]]
+    else:
+        out += ["--training.mixed_precision_param", _PRECISION[opts.precision]]
     if layout.pp > 1 or layout.ep > 1:  # Trainer.Config refuses CUDA graphs with PP or a blocking EP dispatcher
         out.append("--training.disable_cuda_graphs")
 
