@@ -4,6 +4,7 @@
 
 local import = ...
 local format = string.format
+local floor = math.floor
 local parse_gpus = import("gpus", "parse_gpus")
 local host_count = import("hostlist", "host_count")
 local ceil_div, flag_set, pos32, posnum = import("util", "ceil_div", "flag_set", "pos32", "posnum")
