@@ -879,7 +879,7 @@ def main() -> int:
 # the three production filters adds (paired medians over the rounds of one run).
 RATIO_TARGETS = {"mix": 2.0, "megatron": 4.0}
 WORKLOAD_TITLES = {
-    "megatron": "the multi-node Megatron script (12 kB, 2 nodes)",
+    "megatron": "the multi-node Megatron script (2 nodes)",
     "mix": "the realistic mix (Helios shares)",
 }
 
