@@ -279,8 +279,8 @@ def test_scontrol_update_numtasks_is_judged_with_the_jobs_task_layout(slurm_clus
     for update in ("NumTasks=16", "NumTasks=8"):
         results[update] = slurm_cluster.run(as_nobody + ["scontrol", "update", "jobid=" + job, update]).returncode
     slurm_cluster.run(["scancel", job])
-    assert results == {"NumTasks=16": 1, "NumTasks=8": 0}, results
     log = slurm_cluster.ctld_log(mark)
+    assert results == {"NumTasks=16": 1, "NumTasks=8": 0}, (results, log)
     assert "origin=job_modify" in log and "changed=num_tasks" in log and "decision=reject" in log
     assert slurm_cluster.job_submit_errors(mark) == []
 
@@ -450,7 +450,10 @@ def test_internal_error_keeps_the_sites_choice_and_shows_no_internals(slurm_clus
         )
         job_submit(text.replace(anchor, plant + anchor))
         mark = slurm_cluster.log_mark()
-        rc, _, err = slurm_cluster.sbatch(None, "--test-only", "-p", "gpu4", "--gpus-per-node=4", "--wrap", "true")
+        # (two nodes: a one-node job is decided from its fields, without P.decide)
+        rc, _, err = slurm_cluster.sbatch(
+            None, "--test-only", "-N2", "-p", "gpu4", "--gpus-per-node=4", "--wrap", "true"
+        )
         for leak in ("/etc/slurm/secret", "planted", "job_submit.lua", "attempt to", "stack traceback"):
             assert leak not in err, (kind, err)
         if choice == "accept":

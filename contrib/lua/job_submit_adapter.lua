@@ -362,6 +362,14 @@ local function modify(desc, rec, part_list, uid)
   local rec_cpus = num32(get(rec, "min_cpus"))
   local nt = num(get(desc, "num_tasks")) or dirs.num_tasks
   if nt == nil and rec_cpus and rec_cpus >= 2 then nt = math.floor(rec_cpus / (cpt or 1)) end
+  -- The record's max_nodes caps the node count only when the update leaves tasks and CPUs as
+  -- they are: slurmctld raises it itself for more tasks (26.05 records max_nodes=1 for a
+  -- -n8 --ntasks-per-node=8 job and logs "setting max_nodes from 1 to 2" on NumTasks=16).
+  local nmax = num(get(desc, "max_nodes"))
+  if nmax == nil and not (num(get(desc, "num_tasks")) or num(get(desc, "ntasks_per_node"))
+      or num(get(desc, "cpus_per_task")) or num(get(desc, "ntasks_per_tres")) or num32(get(desc, "min_cpus"))) then
+    nmax = num(get(rec, "max_nodes"))
+  end
   local job = {
     origin = "job_modify",
     script = script,
@@ -369,7 +377,7 @@ local function modify(desc, rec, part_list, uid)
     partition = pick_str("partition"),
     default_partition = default_partition(part_list),
     nodes_min = pick_num("min_nodes"),
-    nodes_max = pick_num("max_nodes"),
+    nodes_max = nmax,
     num_tasks = nt,
     ntasks_per_node = tpn,
     tres_per_node = str(get(desc, "tres_per_node")) or str(get(desc, "gres")) or str(get(rec, "tres_per_node")),
