@@ -856,7 +856,8 @@ def test_step_task_layout_is_judged_at_launch(enforce: Guarded, site: Site, scri
     out = res.stdout or ""
     assert res.state == "FAILED" and "launched" not in out, out
     assert "origin=spank" in enforce.slurmd_logs(before)
-    assert any(why in line and ": error: slurmgpu: TP=" in line for line in out.splitlines()), out
+    # ("slurmstepd: error: slurmgpu: ..." up to 24.11, "[timestamp] error: slurmgpu: ..." on 26.05)
+    assert any(why in line and " error: slurmgpu: TP=" in line for line in out.splitlines()), out
 
 
 def test_batch_step_that_passed_job_submit_is_refused_at_launch(enforce: Guarded, site: Site) -> None:
