@@ -192,7 +192,6 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
     sbatch = _sbatch(site, part, node, spec, sizing, launcher, requeue)
     _check_rank_order(site, node, layout, launch, sbatch.segment)
     ver = _version_tuple(site.slurm_version)
-    sbatch = _sbatch(site, part, node, spec, sizing, launcher, requeue)
     binding = plan_binding(
         site.name, node, launcher.name, launcher.runner, layout.gpus_per_node, sbatch.cpus_per_task, tpn, user_argv
     )
@@ -612,7 +611,9 @@ def about_lines(
                 cal.runs,
                 site.calibration.path if site.calibration is not None else "",
                 site.calibration.fitted if site.calibration is not None else "",
-                "+-%.0f%%" % cal.loo_p90 if cal.loo_p90 is not None else "not measured",
+                "+-%d%%" % sizing.plan.band[1]
+                if sizing.plan.band is not None and sizing.plan.band[2] == "site"
+                else "not measured",
             )
         )
     return tuple(comment(x) for x in lines)
