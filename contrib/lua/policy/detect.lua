@@ -15,14 +15,19 @@ local env_get, env_int, posnum = import("util", "env_get", "env_int", "posnum")
 
 
 -- Whether a word appears in the code outside comments (first 64 occurrences per document, in
--- the scanned text; shell.search_code: within the word budget, else taken as absent).
+-- the scanned text; shell.search_code: within the word budget). nil: not found, but a search the
+-- word budget stopped may have missed it (unknown; callers that only test truth take it as absent).
 -- line_only: comments as each line alone shows them (for advice: no lexing of the lines before).
 local function has_word(det, w, line_only)
   local outside = line_only and in_line_comment or in_comment
+  local unknown = false
   for i = 1, #det.docs do
     local d = det.docs[i]
-    if search_code(det, d, w, 64, function(h) return not outside(d, h) end) then return true end
+    local found = search_code(det, d, w, 64, function(h) return not outside(d, h) end)
+    if found then return true end
+    if found == nil then unknown = true end
   end
+  if unknown then return nil end
   return false
 end
 

@@ -86,7 +86,8 @@ local function nccl_env_missing(ctx, f, out)
     for i = 1, #part.nccl do
       local var = part.nccl[i]
       -- (the script first: each name looked up in the job environment is a search of all of it in slurmctld)
-      if not has_word(det, var, true) and env_get(job.env, var) == nil then missing[#missing + 1] = var end
+      -- (a search the word budget stopped is no evidence that the script lacks it: not reported)
+      if has_word(det, var, true) == false and env_get(job.env, var) == nil then missing[#missing + 1] = var end
     end
     if #missing > 0 then
       add_finding(out, "warn", "nccl-env-missing", format(
