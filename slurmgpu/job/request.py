@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .. import __version__
-from ..errors import ConfigError, Issue
+from ..errors import ConfigError, Issue, PlanError
 from ..nccl import FabricEnv, fabric_env
 from ..plan import Layout
 from ..render import PATH_VARS, TemplateDir, comment, render
 from ..site import NodeType, Partition, Site, preset_dir
 from .launchers import Launcher, Options, get_launcher
+from .serving import ServeDeployment, build_deployment
 from .sizing import Sizing, _check_size, segment_for
 
 if TYPE_CHECKING:
@@ -115,6 +116,7 @@ class RenderRequest:
     export_srun_cpus: bool = True
     about: Tuple[str, ...] = ()
     model: Optional[str] = None  # catalogue name, read by `slurmgpu doctor` for out-of-memory advice
+    serve: Optional[ServeDeployment] = None  # router / disaggregated serving: workers, ports, router
 
     def context(self) -> Dict[str, Any]:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -150,10 +152,19 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
     partition = spec.partition or site.default_partition
     part = site.partition(partition)
     node = site.node_types[part.node_type]
-    _check_size(spec, part, layout, launcher)
+    if sizing.serve is None:
+        _check_size(spec, part, layout, launcher)
+    elif layout.nodes > part.max_nodes_per_job:
+        raise PlanError(
+            "partition %s allows at most %d nodes per job, the deployment needs %d"
+            % (part.name, part.max_nodes_per_job, layout.nodes)
+        )
     fsdp = spec.fsdp or getattr(sizing.plan, "zero", None) == 3
     requeue = _requeue(site, spec, sizing, launcher, warnings)
-    argv, opts = launch_argv(launcher, spec, sizing, fsdp, requeue.grace if requeue else None, node.gpu_model)
+    if sizing.serve is not None:
+        argv, opts = serve_program(launcher, spec, sizing, node.gpu_model), None
+    else:
+        argv, opts = launch_argv(launcher, spec, sizing, fsdp, requeue.grace if requeue else None, node.gpu_model)
     from . import launchers as L
 
     user_argv = tuple(spec.command) + tuple(spec.args)
@@ -170,9 +181,22 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         program=argv,
         serving=launcher.serving,
         targets=launcher.version(spec.launcher_version)[1],  # the version the flags were written for
-        files=L.framework_files(launcher, layout, opts, user_argv),
-        runner_args=L.runner_args(launcher, layout, opts, user_argv),
+        files=L.framework_files(launcher, layout, opts, user_argv) if opts else (),
+        runner_args=L.runner_args(launcher, layout, opts, user_argv) if opts else (),
     )
+    serve = None
+    if sizing.serve is not None:
+        serve = build_deployment(
+            launcher.name,
+            node,
+            sizing.serve.chosen,
+            argv,
+            user_argv,
+            sizing.serve.workload.context,
+            spec.kv_transfer,
+            spec.ready_timeout,
+            spec.source or "",
+        )
     ver = _version_tuple(site.slurm_version)
     req = RenderRequest(
         version=__version__,
@@ -194,8 +218,21 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         export_srun_cpus=ver is None or ver < (23, 11),
         about=about_lines(site, node, layout, launcher, fab, sizing),
         model=getattr(sizing.model, "name", None),
+        serve=serve,
     )
     return req, tuple(warnings)
+
+
+def serve_program(launcher: Launcher, spec: JobSpec, sizing: Sizing, gpu_model: str) -> Tuple[str, ...]:
+    """A serving worker's program before its role's flags: entry point, weights, the user's arguments."""
+    from . import launchers as L
+
+    where = "%s (or the arguments after --)" % spec.source if spec.source else "arguments after --"
+    argv = list(L.program(launcher, spec.command, spec.args, where))
+    if not spec.command or spec.command[0].startswith("-"):
+        n_entry = len(launcher.default_entry)
+        argv[n_entry:n_entry] = L.weights_args(launcher, spec.weights)
+    return tuple(argv)
 
 
 def _requeue(site: Site, spec: JobSpec, sizing: Sizing, launcher: Launcher, warnings: List[str]) -> Optional[Requeue]:
@@ -359,13 +396,21 @@ def _sbatch(
         output=spec.output or "%x-%j.out",
         error=spec.error,
         exclusive=part.exclusive,
-        segment=segment_for(site, node, layout, spec.segment, getattr(sizing.plan, "segment", None)),
+        segment=segment_for(site, node, layout, spec.segment, _planned_segment(sizing)),
         signal="B:USR2@%d" % requeue.grace if requeue else None,
         requeue=spec.requeue,
         dependency=spec.dependency,
         extra=tuple(spec.sbatch),
         switches=switches_for(site, part, layout.nodes),
     )
+
+
+def _planned_segment(sizing: Sizing) -> Optional[int]:
+    """The plan's --segment; a disaggregated deployment that moves KV over NVLink keeps all its
+    nodes in one segment (one NVLink domain)."""
+    if sizing.serve is not None and sizing.serve.chosen.kv_over_nvlink:
+        return sizing.serve.chosen.nodes
+    return getattr(sizing.plan, "segment", None)
 
 
 def switches_for(site: Site, part: Partition, nodes: int) -> Optional[int]:

@@ -13,6 +13,7 @@ from .launchers import Launcher, get_launcher
 
 if TYPE_CHECKING:
     from ..plan import ModelSpec, PlanRequest
+    from ..plan.serving import ServePlan
     from ..plan.types import Plan
     from ..site import Partition
     from .spec import JobSpec
@@ -72,6 +73,7 @@ class Sizing:
     plan: Optional[Plan] = None  # when a model was planned
     model: Optional[ModelSpec] = None
     notes: Tuple[str, ...] = ()
+    serve: Optional[ServePlan] = None  # router and disaggregated serving: the deployment planned
 
 
 def plan_layout(site: Site, spec: JobSpec) -> Sizing:
@@ -79,6 +81,8 @@ def plan_layout(site: Site, spec: JobSpec) -> Sizing:
     partition = spec.partition or site.default_partition
     node = site.node_type_of(partition)
     launcher = get_launcher(spec.launcher)
+    if spec.serve != "aggregated":
+        return serve_sizing(site, spec, launcher)
     if not spec.model:
         pins = dict(spec.parallel)
         if launcher.serving:
@@ -101,6 +105,106 @@ def plan_layout(site: Site, spec: JobSpec) -> Sizing:
     model = _model(spec.model)
     plan = make_plan(site, plan_request(site, spec, model))
     return Sizing(layout=plan.layout, plan=plan, model=model, notes=tuple(plan.explanation))
+
+
+def workload(spec: JobSpec) -> Any:
+    """The request shape of a serving spec (plan.serving.Workload), defaults filled in."""
+    from ..plan.serving import DEFAULT_INPUT, DEFAULT_OUTPUT, Workload
+
+    rate = float(spec.rate) if spec.rate is not None else None
+    work = Workload(spec.input_len or DEFAULT_INPUT, spec.output_len or DEFAULT_OUTPUT, spec.concurrency, rate)
+    if spec.seq is not None and spec.seq < work.context:
+        raise ConfigError(
+            [
+                Issue(
+                    spec.source or "",
+                    None,
+                    None,
+                    "seq",
+                    "seq %d (the context a request may reach) is shorter than input_len + output_len = %d + %d: "
+                    "raise --seq or lower the lengths" % (spec.seq, work.input_len, work.output_len),
+                )
+            ]
+        )
+    return work
+
+
+def serve_sizing(site: Site, spec: JobSpec, launcher: Launcher) -> Sizing:
+    """Router or disaggregated serving: the serving planner's workers, compared with one server
+    (make_plan's layout for the launcher) on the same nodes."""
+    from ..plan import make_plan
+    from ..plan.serving import MODES, plan_serving
+
+    where = spec.source or ""
+    if not launcher.serving:
+        raise ConfigError(
+            [Issue(where, None, None, "serve", "serve %s needs a serving engine: --launcher vllm or sglang" % spec.serve)]
+        )
+    if not spec.model:
+        raise ConfigError(
+            [
+                Issue(
+                    where,
+                    None,
+                    None,
+                    "model",
+                    "serve %s sizes each worker from the model: give --model (a catalogue name, a size such as 70B, "
+                    "or a model file)" % spec.serve,
+                )
+            ]
+        )
+    pins = sorted(k for k, v in spec.parallel.items() if v is not None)
+    if pins:
+        raise ConfigError(
+            [
+                Issue(
+                    where,
+                    None,
+                    None,
+                    "parallel",
+                    "serve %s plans each worker's TP and PP itself; drop the pinned %s (pins apply to one "
+                    "aggregated server)" % (spec.serve, ", ".join(pins)),
+                )
+            ]
+        )
+    partition = spec.partition or site.default_partition
+    node = site.node_type_of(partition)
+    model = _model(spec.model)
+    work = workload(spec)
+    nodes = spec.nodes
+    if spec.gpus is not None:
+        nodes = -(-spec.gpus // node.gpus)
+        if spec.gpus % node.gpus:
+            raise PlanError("serve %s takes whole nodes: --gpus %d is not a multiple of %d" % (spec.serve, spec.gpus, node.gpus))
+    allowed = list(MODES)
+    reason = {}
+    if node.fabric in ("efa", "slingshot"):
+        allowed.remove("disaggregated")
+    try:
+        one = make_plan(
+            site,
+            replace(plan_request(site, replace(spec, serve="aggregated"), model), seq=work.context, nodes=nodes),
+        )
+        agg = (one.layout, "one %s server of %d GPUs: %s" % (launcher.name, one.layout.world, one.explanation[0] if one.explanation else ""))
+    except PlanError as e:
+        agg = (None, str(e).splitlines()[0])
+    sp = plan_serving(
+        site, model, work, spec.serve, partition, nodes, spec.precision, agg if agg[0] is not None else None, allowed
+    )
+    if agg[0] is None:
+        sp = replace(sp, refused=tuple((m, agg[1] if m == "aggregated" else w) for m, w in sp.refused))
+    if "disaggregated" not in allowed:
+        reason["disaggregated"] = "no checked KV-transfer recipe for %s here" % node.fabric
+        sp = replace(sp, refused=tuple((m, reason.get(m, w)) for m, w in sp.refused))
+    dep = sp.chosen
+    tp = max(r.worker.tp for r in dep.roles)
+    pp = max(r.worker.pp for r in dep.roles)
+    world = dep.nodes * node.gpus
+    layout = Layout(
+        tp=tp, pp=pp, dp=max(1, world // (tp * pp)), cp=1, ep=1, micro_batch=1, nodes=dep.nodes, gpus_per_node=node.gpus
+    )
+    notes = ["%s: %d x %s (%s)" % (r.role, r.count, r.worker.words(), r.why) for r in dep.roles]
+    return Sizing(layout=layout, model=model, notes=tuple(notes), serve=sp)
 
 
 def plan_request(site: Site, spec: JobSpec, model: ModelSpec, **extra: Any) -> PlanRequest:

@@ -60,6 +60,11 @@ def runner_args(launcher: Launcher, layout: Layout, opts: Options, user_argv: Se
     return out
 
 
+def module(name: str) -> ModuleType:
+    """The adapter module of a launcher (the serving engines' role and router functions live there)."""
+    return _MODULES[name]
+
+
 def get_launcher(name: str) -> Launcher:
     try:
         return LAUNCHERS[name]
@@ -95,6 +100,7 @@ __all__ = [
     "framework_args",
     "framework_files",
     "get_launcher",
+    "module",
     "given_keys",
     "option_key",
     "program",

@@ -9,9 +9,11 @@ planner keeps DP at 1 (one TP x PP server). The API binds 0.0.0.0: SGLang's defa
 
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 from ...plan import Capabilities, Layout
+from ...render import RuntimeArg
+from ..serving import ROUTER_PORT, Endpoint
 from .base import Launcher, Options, given_keys
 
 RUNTIME = ("--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr")
@@ -51,4 +53,66 @@ def args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[
         out += ("--nnodes", str(layout.nodes))
     if "--host" not in given_keys(user_argv):
         out += ("--host", "0.0.0.0")
+    return out
+
+
+# ---------------------------------------------------------------------------
+# router and disaggregated deployments (job.serving): one server per worker, sglang-router in front
+
+ROUTER = ("python", "-m", "sglang_router.launch_router")  # sglang-router 0.3.2 (PyPI), its launch script
+ROUTER_NAME = "sglang-router"
+# --node-rank of each node of a multi-node worker: srun starts one task per node, numbered from 0
+NODE_RANK_SHELL = 'exec "$@" --node-rank "$SLURM_PROCID"'
+
+
+def worker_args(
+    role: str,
+    tp: int,
+    pp: int,
+    nodes: int,
+    context: int,
+    end: Endpoint,
+    kv_backend: Optional[str],
+    ib_devices: str,
+    user_argv: Sequence[str] = (),
+) -> Tuple[str, ...]:
+    """One worker's flags: its size, address, context, and for prefill/decode the KV transfer.
+
+    SGLang 0.5.23 (server_args.py, arg group disaggregation): --disaggregation-mode prefill|decode,
+    --disaggregation-transfer-backend (mooncake by default; nixl), --disaggregation-bootstrap-port
+    (the prefill side's bootstrap server, which the router passes on to decode), and
+    --disaggregation-ib-device (Mooncake's RDMA devices; NIXL reads UCX_NET_DEVICES instead)."""
+    given = given_keys(user_argv)
+    out: Tuple[str, ...] = ("--tp-size", str(tp), "--pp-size", str(pp))
+    if "--context-length" not in given:
+        out += ("--context-length", str(context))  # what the plan sized the KV cache for
+    out += ("--host", "0.0.0.0", "--port", end.port)
+    if nodes > 1:
+        out += ("--nnodes", str(nodes), "--dist-init-addr", RuntimeArg("%s:%s" % (end.host, end.dist)))
+    if role in ("prefill", "decode"):
+        out += ("--disaggregation-mode", role, "--disaggregation-transfer-backend", kv_backend or "nixl")
+        if role == "prefill":
+            out += ("--disaggregation-bootstrap-port", end.side)
+        if kv_backend == "mooncake" and ib_devices:
+            out += ("--disaggregation-ib-device", ib_devices)
+    return out
+
+
+def worker_env(role: str, end: Endpoint) -> Tuple[Tuple[str, str], ...]:
+    return ()
+
+
+def router_argv(mode: str, workers: Sequence[Tuple[str, Endpoint]]) -> Tuple[str, ...]:
+    """sglang-router's line: --worker-urls for replicas; --pd-disaggregation with each prefill's URL
+    and bootstrap port and each decode's URL (sglang_router/router_args.py, launch_router.py)."""
+    out: Tuple[str, ...] = ROUTER + ("--host", "0.0.0.0", "--port", ROUTER_PORT)
+    if mode == "router":
+        return out + ("--worker-urls",) + tuple(e.url for _, e in workers)
+    out += ("--pd-disaggregation",)
+    for role, e in workers:
+        if role == "prefill":
+            out += ("--prefill", e.url, e.side)
+    for role, e in workers:
+        if role == "decode":
+            out += ("--decode", e.url)
     return out
