@@ -330,7 +330,8 @@ def build_deployment(
         argv=adapter.router_argv(mode, [(w.role, Endpoint(w.index)) for w in workers]),
     )
     roles = ", ".join(
-        "%d %s%s (TP=%d%s)" % (r.count, r.role, "s" if r.count != 1 else "", r.worker.tp, " PP=%d" % r.worker.pp if r.worker.pp > 1 else "")
+        "%d %s%s (TP=%d%s)"
+        % (r.count, r.role, "s" if r.count != 1 else "", r.worker.tp, " PP=%d" % r.worker.pp if r.worker.pp > 1 else "")
         for r in deployment.roles
     )
     summary = "%s: %s behind %s%s" % (

@@ -138,7 +138,15 @@ def serve_sizing(site: Site, spec: JobSpec, launcher: Launcher) -> Sizing:
     where = spec.source or ""
     if not launcher.serving:
         raise ConfigError(
-            [Issue(where, None, None, "serve", "serve %s needs a serving engine: --launcher vllm or sglang" % spec.serve)]
+            [
+                Issue(
+                    where,
+                    None,
+                    None,
+                    "serve",
+                    "serve %s needs a serving engine: --launcher vllm or sglang" % spec.serve,
+                )
+            ]
         )
     if not spec.model:
         raise ConfigError(
@@ -175,7 +183,9 @@ def serve_sizing(site: Site, spec: JobSpec, launcher: Launcher) -> Sizing:
     if spec.gpus is not None:
         nodes = -(-spec.gpus // node.gpus)
         if spec.gpus % node.gpus:
-            raise PlanError("serve %s takes whole nodes: --gpus %d is not a multiple of %d" % (spec.serve, spec.gpus, node.gpus))
+            raise PlanError(
+                "serve %s takes whole nodes: --gpus %d is not a multiple of %d" % (spec.serve, spec.gpus, node.gpus)
+            )
     allowed = list(MODES)
     reason = {}
     if node.fabric in ("efa", "slingshot"):
@@ -185,7 +195,11 @@ def serve_sizing(site: Site, spec: JobSpec, launcher: Launcher) -> Sizing:
             site,
             replace(plan_request(site, replace(spec, serve="aggregated"), model), seq=work.context, nodes=nodes),
         )
-        agg = (one.layout, "one %s server of %d GPUs: %s" % (launcher.name, one.layout.world, one.explanation[0] if one.explanation else ""))
+        agg = (
+            one.layout,
+            "one %s server of %d GPUs: %s"
+            % (launcher.name, one.layout.world, one.explanation[0] if one.explanation else ""),
+        )
     except PlanError as e:
         agg = (None, str(e).splitlines()[0])
     sp = plan_serving(

@@ -405,7 +405,8 @@ def _disagg(sz: _Sizer, pre: Worker, dec: Worker, nodes: Optional[int], nvlink_o
     move = _kv_move(sz, pre, nvlink)
     why_p = (
         "prefill is compute-bound: one %s worker takes %d prompt tokens/s (%.0f ms per %d-token prompt); "
-        "%d of them take %.2f requests/s" % (pre.words(), pre.prefill_tok_s, 1000 * pre.prefill_s, work.input_len, p, lam_p)
+        "%d of them take %.2f requests/s"
+        % (pre.words(), pre.prefill_tok_s, 1000 * pre.prefill_s, work.input_len, p, lam_p)
     )
     why_d = (
         "decode is bound by HBM bandwidth and the KV cache: one %s worker holds %d requests of %d tokens "
@@ -540,7 +541,9 @@ def plan_serving(
     if nodes is None:
         # size the asked mode alone, then compare every mode on the nodes it needs
         first = plan_serving(site, model, work, mode, partition, -1, precision, None, (mode,), nvlink_kv)
-        return plan_serving(site, model, work, mode, partition, first.chosen.nodes, precision, aggregated, allowed, nvlink_kv)
+        return plan_serving(
+            site, model, work, mode, partition, first.chosen.nodes, precision, aggregated, allowed, nvlink_kv
+        )
     sized = nodes if nodes > 0 else None
     refused: List[Tuple[str, str]] = []
     deps: Dict[str, Deployment] = {}
@@ -643,12 +646,15 @@ def format_serve_plan(sp: ServePlan) -> str:
     )
     if d.kv_transfer_s:
         out.append(
-            "  KV transfer: %.1f ms per prompt over %s" % (1000 * d.kv_transfer_s, "NVLink" if d.kv_over_nvlink else "the fabric")
+            "  KV transfer: %.1f ms per prompt over %s"
+            % (1000 * d.kv_transfer_s, "NVLink" if d.kv_over_nvlink else "the fabric")
         )
     for n in d.notes:
         out.append("  note: %s" % n)
     out.append("Compared on the same request shape:")
-    out.append("  %-14s %5s %6s %10s %11s %9s %9s" % ("mode", "nodes", "GPUs", "req/s", "out tok/s", "TTFT ms", "TPOT ms"))
+    out.append(
+        "  %-14s %5s %6s %10s %11s %9s %9s" % ("mode", "nodes", "GPUs", "req/s", "out tok/s", "TTFT ms", "TPOT ms")
+    )
     for c in sp.compared:
         out.append(
             "  %-14s %5d %6d %10.2f %11.0f %9.0f %9.1f%s"
