@@ -27,7 +27,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import pytest
 
@@ -217,7 +217,7 @@ def test_vllm_disaggregated_job_routes_prefill_then_decode(slurm_cluster, policy
     pre = [int(p[0].rsplit(":", 1)[1]) for p in router["start"]["prefill"]]
     dec = [int(d.rsplit(":", 1)[1]) for d in router["start"]["decode"]]
     assert sorted(pre + dec) == sorted(by_port) and not set(pre) & set(dec)
-    for port, w in by_port.items():
+    for w in by_port.values():
         env = w["start"]["env"]
         # the KV transfer goes over the site's NIC (testcluster: ethernet on lo), with its own side channel
         assert env["UCX_NET_DEVICES"] == "lo"

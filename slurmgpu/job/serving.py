@@ -223,8 +223,8 @@ def kv_env(node: NodeType, backend: str, nvlink: bool, where: str = "") -> Tuple
     return tuple(out)
 
 
-def place_workers(deployment: Deployment) -> List[Tuple[str, int, int, int, int, Tuple[int, ...], bool]]:
-    """(role, rank, TP, PP, first node, nodes, GPUs per node) per worker, in the plan's role order."""
+def place_workers(deployment: Deployment) -> List[Tuple[str, int, int, int, int, int, Tuple[int, ...], bool]]:
+    """(role, rank, TP, PP, first node, nodes, GPUs on each node, whole nodes) per worker, in the plan's order."""
     from ..plan.serving import place
 
     gpn = deployment.gpus_per_node

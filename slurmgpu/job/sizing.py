@@ -4,7 +4,7 @@ suggestion shown when a pinned layout is refused."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple
 
 from ..errors import ConfigError, Issue, PlanError
 from ..plan import Layout
@@ -132,9 +132,6 @@ def workload(spec: JobSpec) -> Any:
 def serve_sizing(site: Site, spec: JobSpec, launcher: Launcher) -> Sizing:
     """Router or disaggregated serving: the serving planner's workers, compared with one server
     (make_plan's layout for the launcher) on the same nodes."""
-    from ..plan import make_plan
-    from ..plan.serving import MODES, plan_serving
-
     where = spec.source or ""
     if not launcher.serving:
         raise ConfigError(
@@ -175,41 +172,9 @@ def serve_sizing(site: Site, spec: JobSpec, launcher: Launcher) -> Sizing:
                 )
             ]
         )
-    partition = spec.partition or site.default_partition
-    node = site.node_type_of(partition)
     model = _model(spec.model)
-    work = workload(spec)
-    nodes = spec.nodes
-    if spec.gpus is not None:
-        nodes = -(-spec.gpus // node.gpus)
-        if spec.gpus % node.gpus:
-            raise PlanError(
-                "serve %s takes whole nodes: --gpus %d is not a multiple of %d" % (spec.serve, spec.gpus, node.gpus)
-            )
-    allowed = list(MODES)
-    reason = {}
-    if node.fabric in ("efa", "slingshot"):
-        allowed.remove("disaggregated")
-    try:
-        one = make_plan(
-            site,
-            replace(plan_request(site, replace(spec, serve="aggregated"), model), seq=work.context, nodes=nodes),
-        )
-        agg = (
-            one.layout,
-            "one %s server of %d GPUs: %s"
-            % (launcher.name, one.layout.world, one.explanation[0] if one.explanation else ""),
-        )
-    except PlanError as e:
-        agg = (None, str(e).splitlines()[0])
-    sp = plan_serving(
-        site, model, work, spec.serve, partition, nodes, spec.precision, agg if agg[0] is not None else None, allowed
-    )
-    if agg[0] is None:
-        sp = replace(sp, refused=tuple((m, agg[1] if m == "aggregated" else w) for m, w in sp.refused))
-    if "disaggregated" not in allowed:
-        reason["disaggregated"] = "no checked KV-transfer recipe for %s here" % node.fabric
-        sp = replace(sp, refused=tuple((m, reason.get(m, w)) for m, w in sp.refused))
+    sp = serve_plan(site, spec, model, launcher)
+    node = site.node_type_of(spec.partition or site.default_partition)
     dep = sp.chosen
     tp = max(r.worker.tp for r in dep.roles)
     pp = max(r.worker.pp for r in dep.roles)
@@ -219,6 +184,62 @@ def serve_sizing(site: Site, spec: JobSpec, launcher: Launcher) -> Sizing:
     )
     notes = ["%s: %d x %s (%s)" % (r.role, r.count, r.worker.words(), r.why) for r in dep.roles]
     return Sizing(layout=layout, model=model, notes=tuple(notes), serve=sp)
+
+
+def serve_plan(site: Site, spec: JobSpec, model: ModelSpec, launcher: Launcher) -> ServePlan:
+    """The serving planner's answer for the spec's mode and request shape, every mode compared on
+    the same nodes; the aggregated row is make_plan's one server for `launcher` (its caps)."""
+    from ..plan import make_plan
+    from ..plan.serving import MODES, plan_serving
+
+    partition = spec.partition or site.default_partition
+    node = site.node_type_of(partition)
+    work = workload(spec)
+    nodes = spec.nodes
+    if spec.gpus is not None:
+        nodes = -(-spec.gpus // node.gpus)
+        if spec.gpus % node.gpus:
+            raise PlanError(
+                "serve %s takes whole nodes: --gpus %d is not a multiple of %d" % (spec.serve, spec.gpus, node.gpus)
+            )
+    allowed = list(MODES)
+    reasons: Dict[str, str] = {}
+    if node.fabric in ("efa", "slingshot"):
+        allowed.remove("disaggregated")
+        reasons["disaggregated"] = "no checked KV-transfer recipe for %s here (NIXL's LIBFABRIC backend)" % node.fabric
+    if nodes is None and spec.serve != "aggregated":
+        # the nodes the asked mode needs; every mode is then compared on them
+        first = plan_serving(site, model, work, spec.serve, partition, None, spec.precision, None, allowed, True, reasons)
+        nodes = first.chosen.nodes
+    agg: Tuple[Optional[Layout], str]
+    try:
+        one = make_plan(
+            site,
+            replace(
+                plan_request(site, replace(spec, serve="aggregated"), model),
+                seq=work.context,
+                nodes=nodes,
+            ),
+        )
+        agg = (one.layout, "one %s server over the nodes" % launcher.name)
+        nodes = one.layout.nodes
+    except PlanError as e:
+        agg = (None, str(e).splitlines()[0])
+        reasons["aggregated"] = agg[1]
+    sp = plan_serving(
+        site,
+        model,
+        work,
+        spec.serve,
+        partition,
+        nodes,
+        spec.precision,
+        (agg[0], agg[1]) if agg[0] is not None else None,
+        allowed,
+        True,
+        reasons,
+    )
+    return sp
 
 
 def plan_request(site: Site, spec: JobSpec, model: ModelSpec, **extra: Any) -> PlanRequest:

@@ -467,11 +467,12 @@ def _best_replica(sz: _Sizer, nodes: Optional[int]) -> Optional[Tuple[Worker, in
     if best is None:
         return None
     _, _, w, count, used = best
-    others = ", ".join(
-        "%s %.2f" % (sz.worker(t, p).words(), _replicas(sz, "router", sz.worker(t, p), 1, 1, "").requests_per_s)  # type: ignore[union-attr]
-        for t, p in cands
-        if (t, p) != (w.tp, w.pp)
-    )
+    parts = []
+    for t, p in cands:
+        o = sz.worker(t, p)
+        if o is not None and (t, p) != (w.tp, w.pp):
+            parts.append("%s %.2f" % (o.words(), _replicas(sz, "router", o, 1, 1, "").requests_per_s))
+    others = ", ".join(parts)
     why = (
         "%s is the replica size with the most requests/s per GPU at this request shape: it holds %d requests "
         "of %d tokens (%.1f GB KV per GPU next to %.1f GB of weights)%s"
@@ -487,24 +488,20 @@ def _best_replica(sz: _Sizer, nodes: Optional[int]) -> Optional[Tuple[Worker, in
     return w, count, used, why
 
 
-def _disagg_sizes(sz: _Sizer, max_nodes: int) -> Optional[Tuple[Worker, Worker]]:
-    """Prefill: the smallest worker that holds the weights (prefill throughput per GPU barely
-    changes with TP, and small workers leave more of them). Decode: the size with the most
-    decode tokens/s per GPU at the batch its KV pool holds."""
-    cands = sz.candidates(max_nodes)
+def _disagg_sizes(sz: _Sizer, max_nodes: int) -> List[Tuple[Worker, Worker]]:
+    """(prefill, decode) sizes to try, best first. Prefill: the smallest worker that holds the
+    weights (prefill throughput per GPU barely changes with TP, and small workers leave more of
+    them). Decode: by decode tokens/s per GPU at the batch its KV pool holds, most first."""
+    cands = [w for w in (sz.worker(*c) for c in sz.candidates(max_nodes)) if w is not None]
     if not cands:
-        return None
-    pre = sz.worker(*cands[0])
-    best: Optional[Tuple[float, Worker]] = None
-    for c in cands:
-        w = sz.worker(*c)
-        assert w is not None
+        return []
+    pre = cands[0]
+
+    def score(w: Worker) -> float:
         b = max(1, min(w.kv_seqs, MAX_BATCH))
-        score = b / sz.step(w, b) / w.gpus
-        if best is None or score > best[0] * 1.05:
-            best = (score, w)
-    assert pre is not None and best is not None
-    return pre, best[1]
+        return b / sz.step(w, b) / w.gpus
+
+    return [(pre, d) for d in sorted(cands, key=score, reverse=True)]
 
 
 def plan_serving(
@@ -518,11 +515,12 @@ def plan_serving(
     aggregated: Optional[Tuple[Layout, str]] = None,
     allowed: Sequence[str] = MODES,
     nvlink_kv: bool = True,
+    reasons: Optional[Dict[str, str]] = None,
 ) -> ServePlan:
     """Size `mode` (router | disaggregated | aggregated) for `work` and compare it with the other
     modes on the same nodes. `aggregated` is the one-server layout make_plan chose (and why), or
     None when it refused; `allowed` the modes the launcher and fabric can run (the others are
-    listed as refused with the reason in `aggregated`'s second item or a generic one)."""
+    listed as refused with `reasons`' words)."""
     if mode not in MODES:
         raise PlanError("unknown serving mode %r; expected one of: %s" % (mode, ", ".join(MODES)))
     if work.input_len < 1 or work.output_len < 1:
@@ -540,9 +538,10 @@ def plan_serving(
     sz = _Sizer(hw, model, precision, work)
     if nodes is None:
         # size the asked mode alone, then compare every mode on the nodes it needs
-        first = plan_serving(site, model, work, mode, partition, -1, precision, None, (mode,), nvlink_kv)
+        first = plan_serving(site, model, work, mode, partition, -1, precision, None, allowed, nvlink_kv, reasons)
+        nodes = first.chosen.nodes
         return plan_serving(
-            site, model, work, mode, partition, first.chosen.nodes, precision, aggregated, allowed, nvlink_kv
+            site, model, work, mode, partition, nodes, precision, aggregated, allowed, nvlink_kv, reasons
         )
     sized = nodes if nodes > 0 else None
     refused: List[Tuple[str, str]] = []
@@ -565,13 +564,19 @@ def plan_serving(
     if "router" in allowed:
         deps["router"] = _replicas(sz, "router", w, count, used, why)
     on = sized if sized is not None else used
-    sizes = _disagg_sizes(sz, on)
-    if "disaggregated" in allowed and sizes is not None:
-        d = _disagg(sz, sizes[0], sizes[1], sized, nvlink_kv)
-        if d is not None and (sized is None or d.nodes <= sized):
-            deps["disaggregated"] = d
+    if "disaggregated" in allowed:
+        for pre, dec in _disagg_sizes(sz, on):
+            d = _disagg(sz, pre, dec, sized, nvlink_kv)
+            if d is not None and (sized is None or d.nodes <= sized):
+                deps["disaggregated"] = d
+                break
         else:
-            refused.append(("disaggregated", "one prefill and one decode worker do not fit on %d nodes" % on))
+            refused.append(
+                (
+                    "disaggregated",
+                    "one prefill and one decode worker do not fit on %d node%s" % (on, "s" if on != 1 else ""),
+                )
+            )
     if aggregated is not None and aggregated[0] is not None and "aggregated" in allowed:
         lay = aggregated[0]
         aw = sz.worker(lay.tp, lay.pp)
@@ -581,8 +586,7 @@ def plan_serving(
             refused.append(("aggregated", "one server of TP%d x PP%d holds no full-context request" % (lay.tp, lay.pp)))
     for m in MODES:
         if m not in deps and m not in (r[0] for r in refused):
-            why_not = aggregated[1] if m == "aggregated" and aggregated is not None else "not run by this launcher"
-            refused.append((m, why_not))
+            refused.append((m, (reasons or {}).get(m, "not sized for this launcher")))
     if mode not in deps:
         why_not = dict(refused).get(mode, "it does not fit")
         raise PlanError("cannot serve %s as %s on %s: %s" % (model.label, mode, part.name, why_not))
