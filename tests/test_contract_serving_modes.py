@@ -186,8 +186,10 @@ def test_every_router_and_disaggregated_line_is_accepted() -> None:
 
 
 def test_the_router_judge_can_refuse() -> None:
-    """The judges are not rubber stamps: a misspelt flag and a PD line without decode URLs fail."""
-    assert not judge().ask("sglang_router", ["--worker-url", "http://a:1"], 0, {})["ok"]
+    """The judges are not rubber stamps: an unknown flag, a policy the router lacks and a --prefill
+    without its URL fail. (sglang-router's parser accepts abbreviations such as --worker-url.)"""
+    assert not judge().ask("sglang_router", ["--worker-urlz", "http://a:1"], 0, {})["ok"]
+    assert not judge().ask("sglang_router", ["--worker-urls", "http://a:1", "--policy", "fastest"], 0, {})["ok"]
     assert not judge().ask("vllm_router", ["--vllm-pd-disaggregation", "--prefill"], 0, {})["ok"]
     ok = judge().ask("vllm_router", ["--worker-urls", "http://a:1", "http://b:2"], 0, {})
     assert ok["ok"] and ok["values"]["worker_urls"] == ["http://a:1", "http://b:2"]

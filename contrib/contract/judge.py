@@ -429,10 +429,10 @@ def _router(package: str, argv: List[str]) -> Dict[str, Any]:
     return {
         "host": args.host,
         "port": args.port,
-        "worker_urls": list(args.worker_urls),
+        "worker_urls": list(args.worker_urls or ()),
         "pd": pd,
-        "prefill_urls": [list(p) if isinstance(p, (tuple, list)) else [p] for p in args.prefill_urls],
-        "decode_urls": list(args.decode_urls),
+        "prefill_urls": [list(p) if isinstance(p, (tuple, list)) else [p] for p in args.prefill_urls or ()],
+        "decode_urls": list(args.decode_urls or ()),
         "policy": args.policy,
     }
 

@@ -131,7 +131,9 @@ def models_cmd(as_json: bool) -> None:
     "every mode is compared on the same nodes.",
 )
 @click.option("--input-len", type=int, metavar="TOKENS", help="Inference: prompt tokens per request (default 1024).")
-@click.option("--output-len", type=int, metavar="TOKENS", help="Inference: generated tokens per request (default 1024).")
+@click.option(
+    "--output-len", type=int, metavar="TOKENS", help="Inference: generated tokens per request (default 1024)."
+)
 @click.option("--concurrency", type=int, metavar="N", help="Inference: requests in flight (default 128).")
 @click.option("--rate", metavar="REQ/S", help="Inference: requests per second to size for (instead of --concurrency).")
 @click.option("--diagram", is_flag=True, help="Draw the nodes and GPUs with TP/PP/DP groups.")

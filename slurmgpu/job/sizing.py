@@ -158,6 +158,19 @@ def serve_sizing(site: Site, spec: JobSpec, launcher: Launcher) -> Sizing:
                 )
             ]
         )
+    if spec.requeue:
+        raise ConfigError(
+            [
+                Issue(
+                    where,
+                    None,
+                    None,
+                    "requeue",
+                    "serve %s: a serving job runs until its time limit and keeps no checkpoint to resume from; "
+                    "drop --requeue (submit it again to serve longer)" % spec.serve,
+                )
+            ]
+        )
     pins = sorted(k for k, v in spec.parallel.items() if v is not None)
     if pins:
         raise ConfigError(
@@ -209,7 +222,9 @@ def serve_plan(site: Site, spec: JobSpec, model: ModelSpec, launcher: Launcher) 
         reasons["disaggregated"] = "no checked KV-transfer recipe for %s here (NIXL's LIBFABRIC backend)" % node.fabric
     if nodes is None and spec.serve != "aggregated":
         # the nodes the asked mode needs; every mode is then compared on them
-        first = plan_serving(site, model, work, spec.serve, partition, None, spec.precision, None, allowed, True, reasons)
+        first = plan_serving(
+            site, model, work, spec.serve, partition, None, spec.precision, None, allowed, True, reasons
+        )
         nodes = first.chosen.nodes
     agg: Tuple[Optional[Layout], str]
     try:

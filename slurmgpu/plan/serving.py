@@ -227,17 +227,21 @@ class _Sizer:
         self._steps: Dict[Tuple[int, int, int], float] = {}
 
     def candidates(self, max_nodes: int) -> List[Tuple[int, int]]:
-        """(TP, PP) from the fewest GPUs up: TP inside a node (or an NVL72 domain); PP across
-        nodes only for a model no single-node worker holds."""
+        """(TP, PP) from the fewest GPUs up: TP inside a node (or an NVL72 domain); PP only for a
+        model no TP worker holds, the fewest stages that hold it (on one node's GPUs, else over
+        whole nodes)."""
         nt = self.hw.nt
         tps = [t for t in range(1, nt.nvlink_domain + 1) if not _tp_rules(self.hw, self.model, t, 1, min(t, nt.gpus))]
         tps = [t for t in tps if t <= nt.gpus or (nt.multi_node_nvlink and t % nt.gpus == 0)]
         out = [(t, 1) for t in tps]
         if not any(self.worker(t, 1) for t, _ in out):
+            # pipeline stages: on the node's GPUs (PCIe nodes, where TP stays 1), then over whole nodes
             top = max((t for t in tps if t <= nt.gpus), default=1)
-            if top == nt.gpus:  # the fewest whole nodes whose stages hold the model
-                pp = next((p for p in range(2, min(max_nodes, self.model.layers) + 1) if self.worker(top, p)), 0)
-                out += [(top, pp)] if pp else []
+            for p in range(2, min(max_nodes * nt.gpus // top, self.model.layers) + 1):
+                g = top * p
+                if (nt.gpus % g == 0 or g % nt.gpus == 0) and self.worker(top, p):
+                    out.append((top, p))
+                    break
         return [c for c in out if self.worker(*c) is not None]
 
     def worker(self, tp: int, pp: int) -> Optional[Worker]:

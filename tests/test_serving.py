@@ -1,0 +1,156 @@
+"""Router and disaggregated serving: the planner's figures recomputed from first principles, the
+placement and ports the script gets, and the refusals (issue 32). The scripts' runs are in
+tests/test_e2e_serving.py, the engines' and routers' parsers in tests/test_contract_serving_modes.py."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import replace
+
+import pytest
+
+from slurmgpu.errors import ConfigError, PlanError
+from slurmgpu.job import JobSpec, generate
+from slurmgpu.job.templates import search_path
+from slurmgpu.plan import get_model
+from slurmgpu.plan.memory import usable_gb
+from slurmgpu.plan.serving import ERROR_BAND, Workload, format_serve_plan, place, plan_serving
+from slurmgpu.site import load_site, preset_dir
+
+
+def site(name: str):  # type: ignore[no-untyped-def]
+    return load_site(str(preset_dir() / (name + ".yaml")))
+
+
+def gen(preset: str, **kw: object):  # type: ignore[no-untyped-def]
+    s = site(preset)
+    spec = JobSpec(**dict(dict(weights="org/m", time="01:00:00"), **kw))  # type: ignore[arg-type]
+    return generate(s, spec, search_path(None, None, s))
+
+
+def test_kv_pool_is_what_the_weights_leave_counted_in_tokens_and_requests() -> None:
+    """Llama 3.1 70B on H100: per GPU, usable memory - weights - working set = KV pool; one token's
+    KV is 2 (K, V) x 80 layers x 8 KV heads x 128 x 2 bytes / TP, recomputed here from the shape."""
+    m = get_model("llama3.1-70b")
+    sp = plan_serving(site("dgx-h100"), m, Workload(1024, 1024), "router", nodes=1)
+    r = sp.chosen.roles[0]
+    w = r.worker
+    assert abs(w.kv_pool_gb - (usable_gb(80) - w.weights_gb - w.work_gb)) < 1e-9
+    per_token = 2 * 80 * 8 * 128 * 2 / w.tp
+    assert w.kv_tokens == int(w.kv_pool_gb * 1e9 / per_token)
+    assert w.kv_seqs == w.kv_tokens // 2048
+    assert abs(w.weights_gb - 2 * m.params / w.tp / 1e9) / w.weights_gb < 0.02  # bf16, split over TP
+    # the router replicas fill the node: 8 GPUs / TP
+    assert r.count * w.gpus == 8
+
+
+def test_decode_is_bounded_by_hbm_and_prefill_by_compute() -> None:
+    m = get_model("llama3.1-8b")
+    sp = plan_serving(site("dgx-h100"), m, Workload(2048, 256, concurrency=64), "disaggregated", nodes=1)
+    dec = sp.chosen.role("decode")
+    pre = sp.chosen.role("prefill")
+    assert dec is not None and pre is not None
+    # one decode step reads the weights and every request's KV at least once from HBM (3.35 TB/s)
+    kv = 2 * 32 * 8 * 128 * 2 * dec.batch * (2048 + 128) / dec.worker.tp
+    floor_s = (dec.worker.weights_gb * 1e9 + kv) / 3.35e12
+    assert dec.decode_step_s >= floor_s * 0.99
+    # a prompt costs at least its forward FLOPs (2 x params x tokens) at the H100's 989 TFLOP/s
+    assert pre.worker.prefill_s >= 2 * m.active_params * 2048 / (989e12 * pre.worker.tp)
+    assert "compute-bound" in pre.why and "HBM bandwidth" in dec.why
+    assert sp.chosen.tpot_s == dec.decode_step_s  # a decode worker never prefills
+
+
+def test_modes_are_compared_on_the_same_nodes_and_the_band_is_unvalidated() -> None:
+    m = get_model("llama3.1-70b")
+    sp = plan_serving(site("dgx-h100"), m, Workload(), "disaggregated", nodes=2)
+    assert {d.mode for d in sp.compared} >= {"router", "disaggregated"}
+    assert all(d.nodes == 2 and d.gpus <= 16 for d in sp.compared)
+    text = format_serve_plan(sp)
+    assert "unvalidated until measured" in text and sp.error_band == ERROR_BAND
+    assert "<- chosen" in text
+
+
+def test_nvl72_pairs_share_a_domain_and_move_kv_over_nvlink() -> None:
+    m = get_model("llama3.1-70b")
+    nvl = plan_serving(site("gb200-nvl72"), m, Workload(), "disaggregated", nodes=4)
+    assert nvl.chosen.kv_over_nvlink and "NVLink" in " ".join(nvl.chosen.notes)
+    h100 = plan_serving(site("dgx-h100"), m, Workload(), "disaggregated", nodes=2)
+    assert not h100.chosen.kv_over_nvlink
+    g = gen("gb200-nvl72", launcher="sglang", model="llama3.1-70b", serve="disaggregated", nodes=4)
+    assert "#SBATCH --segment=4\n" in g.script and "UCX_CUDA_IPC_ENABLE_MNNVL=y" in g.script
+
+
+def test_pp_only_when_no_tp_worker_holds_the_model() -> None:
+    ds = get_model("deepseek-v3")
+    h100 = plan_serving(site("dgx-h100"), ds, Workload(), "router", precision="fp8")
+    assert [(r.worker.tp, r.worker.pp) for r in h100.chosen.roles] == [(8, 2)]
+    h200 = plan_serving(site("dgx-h200"), ds, Workload(), "router", precision="fp8")
+    assert all(r.worker.pp == 1 for r in h200.chosen.roles)
+
+
+def test_place_packs_workers_on_nodes_in_order() -> None:
+    spots, used = place([(4, 3), (8, 1), (16, 1), (2, 2)], 8)
+    assert spots == [(0, 1, 0), (0, 1, 4), (1, 1, 0), (2, 1, 0), (3, 2, 0), (5, 1, 0), (5, 1, 2)]
+    assert used == 6
+
+
+def test_router_script_gives_each_worker_its_gpus_ports_and_a_health_wait() -> None:
+    g = gen("dgx-h100", launcher="vllm", model="llama3.1-70b", serve="router", nodes=2)
+    serve = g.request.serve
+    assert serve is not None and serve.mode == "router"
+    names = [w.name for w in serve.workers]
+    assert names == ["replica-%d" % i for i in range(len(names))]
+    # two TP=4 replicas per node: GPUs 0-3 and 4-7
+    vis = re.findall(r"env CUDA_VISIBLE_DEVICES=([\d,]+)", g.script)
+    assert vis == ["0,1,2,3", "4,5,6,7"] * 2
+    assert len(re.findall(r"^slurmgpu_wait_ready ", g.script, re.M)) == len(names) + 1  # and the router
+    assert g.script.index("slurmgpu_wait_ready replica-3") < g.script.index("# vllm-router on the first node")
+    assert g.script.index("slurmgpu_wait_ready router") < g.script.index('echo "slurmgpu: serving at')
+    assert "vllm-router \\\n    --host 0.0.0.0" in g.script and g.verdict is not None
+    r = subprocess.run(["bash", "-n"], input=g.script, text=True, capture_output=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_disaggregated_kv_nic_is_the_compute_hcas_never_storage_or_management() -> None:
+    g = gen("dgx-h100", launcher="sglang", model="llama3.1-70b", serve="disaggregated", nodes=2, kv_transfer="mooncake")
+    hcas = "mlx5_0,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_9,mlx5_10,mlx5_11"
+    assert "export UCX_NET_DEVICES=%s  #" % ",".join(h + ":1" for h in hcas.split(",")) in g.script
+    assert "--disaggregation-ib-device %s" % hcas in g.script
+    assert "--disaggregation-transfer-backend mooncake" in g.script
+    for other in ("mlx5_1", "mlx5_2", "mlx5_7", "mlx5_8", "bond0"):
+        assert not re.search(r"(UCX_NET_DEVICES|ib-device)\S* \S*\b%s\b" % other, g.script)
+
+
+def test_refusals_name_the_fix() -> None:
+    with pytest.raises(PlanError, match="no checked KV-transfer recipe for efa"):
+        gen("aws-p5", launcher="vllm", model="llama3.1-8b", serve="disaggregated")
+    assert gen("aws-p5", launcher="vllm", model="llama3.1-8b", serve="router").request.serve is not None
+    with pytest.raises(ConfigError, match="needs a serving engine"):
+        gen("dgx-h100", launcher="torchrun", model="llama3.1-8b", serve="router", command=("train.py",))
+    with pytest.raises(ConfigError, match="drop the pinned tp"):
+        gen("dgx-h100", launcher="vllm", model="llama3.1-8b", serve="router", parallel={"tp": 2})
+    with pytest.raises(ConfigError, match="Mooncake's flags for SGLang only"):
+        gen("dgx-h100", launcher="vllm", model="llama3.1-8b", serve="disaggregated", kv_transfer="mooncake")
+    with pytest.raises(ConfigError, match="shorter than input_len"):
+        gen("dgx-h100", launcher="vllm", model="llama3.1-8b", serve="router", seq=1024)
+    with pytest.raises(ConfigError, match="serving job runs until"):
+        gen("dgx-h100", launcher="vllm", model="llama3.1-8b", serve="router", requeue=True)
+
+
+def test_a_user_flag_that_the_plan_sets_is_refused_for_every_worker() -> None:
+    with pytest.raises(ConfigError, match="--port"):
+        gen("dgx-h100", launcher="sglang", model="llama3.1-8b", serve="router", args=("--port", "9000"))
+    g = gen("dgx-h100", launcher="sglang", model="llama3.1-8b", serve="router", args=("--mem-fraction-static", "0.8"))
+    assert g.script.count("--mem-fraction-static 0.8") == len(g.request.serve.workers)  # type: ignore[union-attr]
+
+
+def test_rate_sizes_the_fewest_nodes_that_serve_it() -> None:
+    m = get_model("llama3.1-8b")
+    low = plan_serving(site("dgx-h100"), m, Workload(rate=5.0), "router")
+    high = plan_serving(site("dgx-h100"), m, Workload(rate=400.0), "router")
+    assert low.chosen.nodes < high.chosen.nodes and high.chosen.requests_per_s >= 400.0
+    d = plan_serving(site("dgx-h100"), m, Workload(rate=400.0), "disaggregated")
+    assert d.chosen.requests_per_s >= 400.0 * 0.95
+    with pytest.raises(PlanError, match="--rate must be a positive number"):
+        plan_serving(site("dgx-h100"), m, replace(Workload(), rate=-1.0), "router")
