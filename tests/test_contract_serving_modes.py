@@ -62,7 +62,7 @@ def render(preset: str, model: str, mode: str, engine: str) -> Tuple[Optional[Ge
 def resolve(word: Any, workers: Any) -> str:
     """A run-time word as the script's shell would make it, with node i called n<i>."""
 
-    def one(m: "re.Match[str]") -> str:
+    def one(m: re.Match) -> str:  # type: ignore[type-arg]
         if m.group(1) == "ROUTER_PORT":
             return str(PORT0)
         w = workers[int(m.group(2))]

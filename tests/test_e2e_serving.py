@@ -161,10 +161,19 @@ def all_gone(pids: List[int], timeout: float = 30.0) -> List[int]:
     return alive
 
 
-def finish(cluster, job_id: int, pids: List[int]) -> None:
+def finish(cluster, job_id: int, pids: List[int]) -> str:
+    """scancel the serving job; every stand-in must be gone. Returns the job's output."""
     run(cluster, ["scancel", str(job_id)])
-    cluster.wait_job(job_id, timeout=60)
+    result = cluster.wait_job(job_id, timeout=60)
     assert all_gone(pids) == [], "stand-in processes left after scancel"
+    return result.stdout or ""
+
+
+def no_filter_noise(out: str) -> None:
+    """The site's cli_filter judges every srun step of the job: a serving script's steps must give it
+    nothing to warn about (they did when the batch shell exported one layout, SLURMGPU_TP/DP, for
+    workers of other sizes)."""
+    assert not [line for line in out.splitlines() if "lua: slurmgpu" in line], out
 
 
 def test_sglang_router_job_waits_for_every_replica_then_routes(slurm_cluster, policy, tmp_path):  # noqa: F811
@@ -201,7 +210,10 @@ def test_sglang_router_job_waits_for_every_replica_then_routes(slurm_cluster, po
     got = ask(url.replace(url.split("//")[1].split(":")[0], "127.0.0.1"), "/generate", {"text": "hi"})
     assert got["served_by"]["role"] == "replica" and got["served_by"]["port"] in ports
     pids = [w["start"]["pid"] for w in workers] + [router["start"]["pid"]]
-    finish(slurm_cluster, job_id, pids)
+    out = finish(slurm_cluster, job_id, pids)
+    no_filter_noise(out)
+    ready = [out.index("slurmgpu: %s ready at" % name) for name, _, _ in plan]
+    assert max(ready) < out.index("slurmgpu: router ready at") < out.index("slurmgpu: serving at " + url)
 
 
 def test_vllm_disaggregated_job_routes_prefill_then_decode(slurm_cluster, policy, tmp_path):  # noqa: F811
@@ -229,7 +241,7 @@ def test_vllm_disaggregated_job_routes_prefill_then_decode(slurm_cluster, policy
     got = ask("http://127.0.0.1:%s" % url.rsplit(":", 1)[1], "/v1/completions", {"prompt": "hi", "max_tokens": 8})
     assert got["served_by"]["port"] in dec and got["prefill"]["served_by"]["port"] in pre
     assert got["prefill"]["got"]["max_tokens"] == 1  # vllm-router's prefill leg
-    finish(slurm_cluster, job_id, [w["start"]["pid"] for w in workers] + [router["start"]["pid"]])
+    no_filter_noise(finish(slurm_cluster, job_id, [w["start"]["pid"] for w in workers] + [router["start"]["pid"]]))
 
 
 def test_a_worker_that_fails_to_load_fails_the_job_with_its_log_tail(slurm_cluster, policy, tmp_path):  # noqa: F811
@@ -240,6 +252,7 @@ def test_a_worker_that_fails_to_load_fails_the_job_with_its_log_tail(slurm_clust
     out = result.stdout or ""
     assert re.search(r"slurmgpu: decode-\d ended before it answered http://\S+/health; the last lines of", out), out
     assert "RuntimeError: stand-in decode worker on port" in out  # the worker's own log tail
+    no_filter_noise(out)
     procs = by_pid(records(tmp_path))
     assert not [p for p in procs.values() if p["start"]["kind"] == "router"], "a router started"
     prefill = [p for p in procs.values() if p["start"].get("role") == "prefill"]

@@ -115,7 +115,7 @@ def test_router_script_gives_each_worker_its_gpus_ports_and_a_health_wait() -> N
 def test_disaggregated_kv_nic_is_the_compute_hcas_never_storage_or_management() -> None:
     g = gen("dgx-h100", launcher="sglang", model="llama3.1-70b", serve="disaggregated", nodes=2, kv_transfer="mooncake")
     hcas = "mlx5_0,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_9,mlx5_10,mlx5_11"
-    assert "export UCX_NET_DEVICES=%s  #" % ",".join(h + ":1" for h in hcas.split(",")) in g.script
+    assert "export UCX_NET_DEVICES=%s,lo  #" % ",".join(h + ":1" for h in hcas.split(",")) in g.script
     assert "--disaggregation-ib-device %s" % hcas in g.script
     assert "--disaggregation-transfer-backend mooncake" in g.script
     for other in ("mlx5_1", "mlx5_2", "mlx5_7", "mlx5_8", "bond0"):
@@ -154,3 +154,23 @@ def test_rate_sizes_the_fewest_nodes_that_serve_it() -> None:
     assert d.chosen.requests_per_s >= 400.0 * 0.95
     with pytest.raises(PlanError, match="--rate must be a positive number"):
         plan_serving(site("dgx-h100"), m, replace(Workload(), rate=-1.0), "router")
+
+
+def test_check_explains_a_serving_jobs_groups(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from click.testing import CliRunner
+
+    from slurmgpu.cli import main
+
+    g = gen("dgx-h100", launcher="sglang", model="llama3.1-70b", serve="disaggregated", nodes=2)
+    path = tmp_path / "serve.sh"
+    path.write_text(g.script)
+    r = CliRunner().invoke(main, ["check", str(path), "--site", "dgx-h100"])
+    assert r.exit_code == 0, r.output
+    roles = g.request.serve.role_counts()  # type: ignore[union-attr]
+    lines = [x for x in r.output.splitlines() if x.startswith("serving group:")]
+    assert [x.split(": ", 1)[1].split(" worker")[0] for x in lines] == ["%d %s" % (n, role) for role, n, _, _ in roles]
+    assert all("TP inside one NVLink domain" in x for x in lines)
+    # a worker line that claims a TP the domain cannot hold is called out
+    path.write_text(g.script.replace("worker=decode-0 tp=4", "worker=decode-0 tp=16", 1))
+    r = CliRunner().invoke(main, ["check", str(path), "--site", "dgx-h100"])
+    assert "TP NOT inside one NVLink domain" in r.output

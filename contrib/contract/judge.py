@@ -422,7 +422,8 @@ def _router(package: str, argv: List[str]) -> Dict[str, Any]:
         with redirect_stderr(err):
             args = launch.parse_router_args(argv)
     except SystemExit:
-        raise ValueError(err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else "argparse exit")
+        msg = err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else "argparse exit"
+        raise ValueError(msg) from None
     args._validate_router_args()
     router.Router.from_args(args)
     pd = bool(getattr(args, "pd_disaggregation", False) or getattr(args, "vllm_pd_disaggregation", False))

@@ -18,6 +18,7 @@ them has been checked here, and a wrong one hangs for minutes.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
@@ -182,20 +183,24 @@ def kv_env(node: NodeType, backend: str, nvlink: bool, where: str = "") -> Tuple
         )
     out: List[Tuple[str, str, str]] = []
     nics = node.compute_nics
+    # UCX applies UCX_NET_DEVICES to every transport: without lo, NIXL's endpoint to itself has no
+    # transport and backend creation fails with NIXL_ERR_BACKEND (sgl-project/sglang PR#40641)
     if fabric in ("infiniband", "roce") and nics:
         out.append(
             (
                 "UCX_NET_DEVICES",
-                ",".join("%s:%d" % (n.name, n.port) for n in nics),
-                "KV transfer (NIXL over UCX) on the compute HCAs only; without it NIXL may pick the management "
-                "or storage NIC and each transfer waits for its timeout (sgl-project/sglang PR#28737)",
+                ",".join(["%s:%d" % (n.name, n.port) for n in nics] + ["lo"]),
+                "KV transfer (NIXL over UCX) on the compute HCAs only (and lo, NIXL's own endpoint); without it "
+                "NIXL may pick the management or storage NIC and each transfer waits for its timeout "
+                "(sgl-project/sglang PR#28737)",
             )
         )
     elif node.socket_ifname:
+        ifname = node.socket_ifname.split(",")[0].lstrip("=^")
         out.append(
             (
                 "UCX_NET_DEVICES",
-                node.socket_ifname.split(",")[0].lstrip("=^"),
+                ifname if ifname == "lo" else "%s,lo" % ifname,
                 "KV transfer (NIXL over UCX) over TCP on the site's %s interface (no RDMA fabric)" % fabric,
             )
         )
@@ -351,3 +356,67 @@ def build_deployment(
         kv_backend=backend,
         kv_over_nvlink=deployment.kv_over_nvlink,
     )
+
+
+# ---------------------------------------------------------------------------
+# the script's worker lines, read back (`slurmgpu check` explains a serving job's groups)
+
+SERVE_MARKER = "# slurmgpu-serve:"
+_SERVE_LINE = re.compile(
+    r"^# slurmgpu-serve: worker=([a-z]+)-(\d+) tp=(\d{1,4}) pp=(\d{1,4}) node=(\d{1,6}) nodes=(\d{1,6}) "
+    r"gpus=(\d{1,4})-(\d{1,4})$",
+    re.M,
+)
+
+
+@dataclass(frozen=True)
+class Group:
+    """The workers of one role as a script declares them."""
+
+    role: str
+    tp: int
+    pp: int
+    workers: Tuple[Tuple[int, int, int, int], ...]  # (first node, nodes, first GPU, last GPU) per worker
+
+    def words(self) -> str:
+        nodes = sorted({n for first, count, _, _ in self.workers for n in range(first, first + count)})
+        span = "node %d" % nodes[0] if len(nodes) == 1 else "nodes %d-%d" % (nodes[0], nodes[-1])
+        pp = " x PP=%d" % self.pp if self.pp > 1 else ""
+        return "%d %s worker%s of TP=%d%s on %s" % (
+            len(self.workers),
+            self.role,
+            "s" if len(self.workers) != 1 else "",
+            self.tp,
+            pp,
+            span,
+        )
+
+
+def script_groups(text: str) -> List[Group]:
+    """The serving roles of a generated script, in order (empty for any other script)."""
+    groups: List[Group] = []
+    for m in _SERVE_LINE.finditer(text[: 4 * 1024 * 1024]):
+        role, tp, pp = m.group(1), int(m.group(3)), int(m.group(4))
+        spot = (int(m.group(5)), int(m.group(6)), int(m.group(7)), int(m.group(8)))
+        if groups and groups[-1].role == role and (groups[-1].tp, groups[-1].pp) == (tp, pp):
+            g = groups[-1]
+            groups[-1] = Group(role, tp, pp, g.workers + (spot,))
+        else:
+            groups.append(Group(role, tp, pp, (spot,)))
+    return groups
+
+
+def explain_groups(node: NodeType, text: str) -> List[str]:
+    """`check`'s words for a serving script: each role's workers, and whether each worker's TP
+    group stays inside one NVLink domain (the submit filter judged the largest TP of the script)."""
+    out = []
+    for g in script_groups(text):
+        where = "inside one NVLink domain"
+        for _, count, lo, hi in g.workers:
+            per_node = hi - lo + 1
+            if g.tp > node.nvlink_domain or (count == 1 and (per_node != g.tp * g.pp or lo % g.tp)):
+                where = "NOT inside one NVLink domain (a worker's TP group crosses one): regenerate the script"
+            elif count > 1 and g.tp > node.gpus and not node.multi_node_nvlink:
+                where = "NOT inside one node (TP=%d on %d-GPU nodes)" % (g.tp, node.gpus)
+        out.append("%s: TP %s" % (g.words(), where))
+    return out
