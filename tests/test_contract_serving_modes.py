@@ -185,6 +185,15 @@ def test_every_router_and_disaggregated_line_is_accepted() -> None:
         assert "does not fit any worker" in why or "KV-transfer recipe" in why, why
 
 
+def test_the_rules_the_serving_modes_rely_on_are_recorded() -> None:
+    """The hand-recorded facts (tests/data/contract/serving_rules.json) the worker and router lines use."""
+    from tests.test_contract_serving import RULES
+
+    ids = {e: {r["id"] for r in RULES[e]["rules"]} for e in ENGINES}
+    assert {"nixl-kv-config", "nixl-side-channel", "router-pd"} <= ids["vllm"]
+    assert {"disagg-mode", "nixl-needs-ucx-devices", "ucx-keep-loopback", "router-pd"} <= ids["sglang"]
+
+
 def test_the_router_judge_can_refuse() -> None:
     """The judges are not rubber stamps: an unknown flag, a policy the router lacks and a --prefill
     without its URL fail. (sglang-router's parser accepts abbreviations such as --worker-url.)"""
