@@ -171,6 +171,9 @@ def hostile_spec(tmp_path, launcher, container):
             "lr": "3e-4",
         }
         if launcher == "megatron"
+        # NeMo and torchtitan refuse to run without a training length (their recipes' own is not the plan's)
+        else {"train_iters": 100}
+        if launcher in ("nemo", "torchtitan")
         else {}
     )
     return JobSpec(
@@ -434,6 +437,9 @@ def path_spec(tmp_path, launcher, container):
     inputs = (
         {"data": "$SCRATCH/corpus/$USER text", "tokenizer": "${HOME}/tok $OTHER", "train_iters": 10, "lr": "1e-4"}
         if launcher == "megatron"
+        # NeMo and torchtitan refuse to run without a training length (their recipes' own is not the plan's)
+        else {"train_iters": 100}
+        if launcher in ("nemo", "torchtitan")
         else {}
     )
     return JobSpec(
