@@ -174,3 +174,26 @@ def test_check_explains_a_serving_jobs_groups(tmp_path) -> None:  # type: ignore
     path.write_text(g.script.replace("worker=decode-0 tp=4", "worker=decode-0 tp=16", 1))
     r = CliRunner().invoke(main, ["check", str(path), "--site", "dgx-h100"])
     assert "TP NOT inside one NVLink domain" in r.output
+
+
+def test_plan_and_gen_json_carry_the_serving_plan() -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from slurmgpu.cli import main
+
+    r = CliRunner().invoke(
+        main,
+        ["plan", "--model", "llama3.1-70b", "--task", "inference", "--serve", "disaggregated", "--nodes", "2",
+         "--input-len", "2048", "--output-len", "256", "--site", "dgx-h100", "--json"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)["serving"]
+    assert out["mode"] == "disaggregated" and out["workload"]["input_len"] == 2048
+    roles = {x["role"]: x for x in out["deployment"]["roles"]}
+    assert set(roles) == {"prefill", "decode"} and roles["decode"]["kv_requests_per_worker"] > 0
+    assert {d["mode"] for d in out["compared"]} == {"aggregated", "router", "disaggregated"}
+    assert out["error_band"].startswith("unvalidated until measured")
+    g = gen("dgx-h100", launcher="vllm", model="llama3.1-8b", serve="router", nodes=1)
+    assert g.to_dict()["serving"]["mode"] == "router" and g.to_dict()["request"]["serve"]["mode"] == "router"
