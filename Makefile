@@ -1,8 +1,9 @@
 # `make test` is the README's test command and what .ci/run calls: it installs what the
-# suite needs (Debian's Slurm/munge/Lua 5.1/shellcheck when run as root, plus a cached
-# chroot with the other Debian release's Slurm -- 24.11 on Debian 12, 22.05 on Debian 13 --
-# built by contrib/testcluster/make-chroot.sh; Python test dependencies) and runs every
-# test. The local Slurm clusters (one per release) are started by the tests.
+# suite needs (Debian's Slurm/munge/Lua 5.1/shellcheck when run as root, plus cached
+# chroots with the other Debian releases' Slurm -- 24.11 and 26.05 on Debian 12, 22.05 and
+# 26.05 on Debian 13 -- built by contrib/testcluster/make-chroot.sh; Python test
+# dependencies) and runs every test. The local Slurm clusters (one per release) are started
+# by the tests.
 PYTHON ?= python3
 
 .PHONY: test deps test-unit bench docs-img lint lint-format lint-ruff lint-mypy lint-vermin lint-shell lint-lua

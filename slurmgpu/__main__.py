@@ -31,9 +31,13 @@ def quiet_gc(seconds: float = GC_QUIET_S) -> None:
 
 def main() -> None:
     quiet_gc()
-    from .cli import main as cli
+    try:
+        from .cli import main as cli
 
-    sys.exit(cli())
+        sys.exit(cli())
+    except KeyboardInterrupt:  # before click runs (imports) or after it (teardown): the same one line
+        sys.stderr.write("slurmgpu: interrupted\n")
+        sys.exit(130)
 
 
 if __name__ == "__main__":  # pragma: no cover

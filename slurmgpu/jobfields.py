@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional, Tuple, Union
 
-from .vocab import KV_TRANSFERS, LAUNCHERS, RUNTIMES, SERVE_MODES
+from .vocab import KV_TRANSFERS, LAUNCHERS, PRECISIONS, RUNTIMES, SERVE_MODES, TASK_ALIASES, TASKS
 
 Default = Union[None, str, int, bool, Callable[[], object]]
 
@@ -25,6 +25,7 @@ class SpecField:
     kind: str  # the schema.Field kind: str, int, bool, any, map, strlist, strmap
     default: Default = None
     choices: Tuple[str, ...] = ()
+    aliases: Tuple[Tuple[str, str], ...] = ()  # other words accepted for a choice: (alias, canonical name)
     positive: bool = False
     check: Optional[str] = None  # the value check in job.spec.CHECKS, for YAML and flag values alike
     per_site: bool = False  # a `sites.<name>:` block may set it
@@ -56,9 +57,13 @@ FIELDS: Tuple[SpecField, ...] = (
         "task",
         "str",
         default="pretrain",
-        check="one_line",
+        choices=TASKS,
+        aliases=TASK_ALIASES,
+        check="task",
         flag="--task",
-        help="pretrain (default), finetune, serve... (what the planner sizes for).",
+        cli="choice",
+        help="What the planner sizes for (default pretrain; finetune is full fine-tuning; serve and sft are read "
+        "as inference and finetune).",
     ),
     SpecField(
         "launcher",
@@ -212,7 +217,15 @@ FIELDS: Tuple[SpecField, ...] = (
         help="Serving: how long each worker may take to answer its health check before the job fails "
         "with its log tail (default 1800).",
     ),
-    SpecField("precision", "str", default="bf16", check="one_line", flag="--precision", help="bf16 (default), fp8..."),
+    SpecField(
+        "precision",
+        "str",
+        default="bf16",
+        choices=PRECISIONS,
+        flag="--precision",
+        cli="choice",
+        help="Number format (default bf16).",
+    ),
     SpecField(
         "fsdp",
         "bool",

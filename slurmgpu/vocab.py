@@ -11,8 +11,18 @@ LAUNCHERS = ("torchrun", "srun", "megatron", "deepspeed", "nemo", "torchtitan", 
 # Container runtimes a site or a job may name.
 RUNTIMES = ("pyxis", "apptainer", "none")
 
-# What the planner sizes a job for.
+# What the planner sizes a job for, and the other words users write for them (accepted everywhere
+# -- slurmgpu.yaml, gen, plan, diff -- and read as the canonical name; help and completion list TASKS).
 TASKS = ("pretrain", "finetune", "lora", "qlora", "inference")
+TASK_ALIASES = (
+    ("serve", "inference"),
+    ("serving", "inference"),
+    ("infer", "inference"),
+    ("sft", "finetune"),
+    ("full", "finetune"),
+    ("fine-tune", "finetune"),
+    ("train", "pretrain"),
+)
 
 # Layout degrees a job may pin (slurmgpu.yaml `parallel:`, --tp ..., the planner's pins).
 PARALLEL_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch")

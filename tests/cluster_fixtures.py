@@ -7,9 +7,10 @@ Fixtures:
 
 * ``slurm_release`` (session, parametrised): each Slurm release the cluster
   tests run on (``testcluster.test_releases()``): the host's own, and the other
-  Debian release's in the chroot that contrib/testcluster/make-chroot.sh builds
-  (22.05 on Debian 12 plus 24.11 in a trixie chroot, or the reverse on Debian
-  13).  Test ids carry the release: ``test_x[slurm24.11]``.  A release that
+  Debian releases' in the chroots that contrib/testcluster/make-chroot.sh builds
+  (22.05 on Debian 12 plus 24.11 in a trixie chroot and 26.05 in a forky one; on
+  Debian 13 bookworm's 22.05 and forky's 26.05).  Test ids carry the release:
+  ``test_x[slurm24.11]``.  A release that
   cannot run is skipped -- a failure under ``SLURMGPU_REQUIRE_CLUSTER=1``.
 * ``slurm_cluster`` (session, one per release): a started ``TestCluster`` with the default
   layout (gpu: gpu[01-04] 8×h100; gpu4: g4n[01-02] 4×a100; pcie: pc[01-02]
@@ -56,6 +57,7 @@ __all__ = [
     "cli_filter",
     "ScriptSwap",
     "pytest_configure",
+    "pytest_collection_modifyitems",
     "pytest_runtest_makereport",
     "pytest_terminal_summary",
     "_slurm_cluster_cleanup",
@@ -100,6 +102,26 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "cluster: runs against the local Slurm test cluster (root + Debian slurm packages; see contrib/testcluster)",
     )
+
+
+PER_RELEASE_ONLY_ENV = "SLURMGPU_TESTCLUSTER_PER_RELEASE_ONLY"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    """SLURMGPU_TESTCLUSTER_PER_RELEASE_ONLY=1: leave out the cluster tests that do not run per
+    release (the accounting cluster's, the matrix check...), so that `make test`, which runs one
+    pytest per release at once, runs those only once (in the native release's process)."""
+    if os.environ.get(PER_RELEASE_ONLY_ENV) != "1":
+        return
+    keep, drop = [], []
+    for item in items:
+        once = item.get_closest_marker("cluster") is not None and "slurm_release" not in getattr(
+            item, "fixturenames", ()
+        )
+        (drop if once else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.hookimpl(hookwrapper=True)

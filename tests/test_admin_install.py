@@ -406,7 +406,7 @@ def test_check_prints_a_warning_for_an_unknown_gpu_partition(tmp_path):
     script.write_text("#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8 -p h100\nsrun x --tp 16\n")
     res = invoke(["check", "--site", str(TESTCLUSTER), str(script)])
     assert res.exit_code == 0, res.output
-    assert "warning: partition 'h100' is not described by site 'testcluster'" in res.stdout
+    assert "warning: partition 'h100' is not described by site 'testcluster'" in res.stderr
     assert "accepted on site testcluster, partition no managed partition" in res.stdout
     res = invoke(["check", "--site", str(TESTCLUSTER), str(script), "--json"])
     d = json.loads(res.stdout)

@@ -153,8 +153,10 @@ def test_job_submit_reloads_on_quick_successive_installs(slurm_cluster, job_subm
     assert "version B" in err and "version A" not in err
 
 
-def test_job_submit_runtime_error_fails_open_and_is_logged(slurm_cluster, job_submit):
-    # Slurm 22.05: a Lua error inside slurm_job_submit lets the job through.
+def test_job_submit_runtime_error_is_logged_and_fails_open_before_26_05(slurm_cluster, job_submit):
+    """A Lua error inside slurm_job_submit lets the job through up to 25.11 (logged); 26.05
+    rejects the job and shows the raw Lua error, script path included, to the user -- which is
+    why the adapter catches its own errors (tests/test_policy_cluster.py)."""
     mark = slurm_cluster.log_mark()
     job_submit("""\
 function slurm_job_submit(job_desc, part_list, submit_uid)
@@ -167,6 +169,9 @@ return slurm.SUCCESS
 """)
 
     rc, _, err = slurm_cluster.sbatch(None, "--test-only", "--wrap", "true")
+    if slurm_cluster.release.version_tuple >= (26, 5):
+        assert rc != 0 and "%s:2: slurmgpu-test boom" % slurm_cluster.job_submit_path in err, err
+        return
     assert rc == 0, err
     errors = slurm_cluster.job_submit_errors(mark)
     assert any("slurmgpu-test boom" in line for line in errors), errors

@@ -284,7 +284,9 @@ def test_pyslurm_not_installed_path():
         pytest.skip("pyslurm is installed here")
     st_ = pyslurm_status((22, 5, 8))
     assert not st_.usable and st_.version is None
-    assert "pip install 'slurmgpu[pyslurm]' 'pyslurm==22.5.*'" in st_.message
+    assert "PyPI has no pyslurm for Slurm 22.05" in st_.message and "pip install" not in st_.message
+    st_ = pyslurm_status((25, 11, 2))
+    assert "pip install 'slurmgpu[pyslurm]' 'pyslurm==25.11.*'" in st_.message
     facts = read_cluster(Replay("22.05.8-live"))
     assert any("pyslurm is not installed" in n for n in facts.notes)
     with pytest.raises(SlurmError, match="pyslurm is not installed"):
@@ -301,14 +303,20 @@ def test_pyslurm_not_installed_path():
         ("23.2.2", (22, 5, 8), False),
         ("24.11.0", (24, 5, 3), False),
         ("unknown", (23, 11, 4), False),
+        ("25.11.2", (26, 5, 5), False),
+        ("24.11.0", (25, 11, 2), False),
     ],
 )
 def test_pyslurm_version_match(installed, slurm, ok):
+    """The advice names a pyslurm PyPI has for the cluster's release (only 25.11.x today), or none."""
     why = pyslurm_mismatch(installed, slurm)
     assert (why is None) == ok
     if not ok:
-        assert "pip install 'pyslurm==%d.%d.*'" % slurm[:2] in why
         assert "Slurm %d.%02d.%d" % slurm in why
+        if slurm[:2] == (25, 11):
+            assert "pip install 'slurmgpu[pyslurm]' 'pyslurm==25.11.*'" in why
+        else:
+            assert "pip install" not in why and "PyPI has no pyslurm for Slurm %d.%02d" % slurm[:2] in why
 
 
 # ---------------------------------------------------------------------------

@@ -9,10 +9,12 @@ hard-coded names.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -113,3 +115,60 @@ def test_busy_node_type_keeps_its_todos(slurm_cluster):
     others = {p.node_type for p in site.partitions.values()} - {nt}
     for other in others:
         assert "node_types.%s.fabric" % other not in "\n".join(draft.todos())
+
+
+def _exclusive_partitions(version):
+    """Extra partitions over the default nodes in the spellings release `version` reads, and the
+    exclusivity discover must find: up to 25.11 OverSubscribe=EXCLUSIVE, ExclusiveUser=YES and
+    (24.05+) ExclusiveTopo=YES; 26.05 Exclusive=NODE|USER|TOPO, and still the old spelling."""
+    lines = {"xold": ("OverSubscribe=EXCLUSIVE", "NODE")}
+    if version >= (26, 5):
+        lines.update(
+            {
+                "xnode": ("Exclusive=NODE", "NODE"),
+                "xuser": ("Exclusive=USER", "USER"),
+                "xtopo": ("Exclusive=TOPO", "TOPO"),
+            }
+        )
+    else:
+        lines["xuser"] = ("ExclusiveUser=YES", "USER")
+        if version >= (24, 5):
+            lines["xtopo"] = ("ExclusiveTopo=YES", "TOPO")
+    return lines
+
+
+def test_discover_reads_partition_exclusivity_in_the_releases_spelling(slurm_release, new_cluster, tmp_path):
+    """26.05 shows OverSubscribe=EXCLUSIVE as `Exclusive=NODE OverSubscribe=NO`: discover reads both
+    spellings; `admin topology --emit nodes` writes the release's own (24.11's slurmctld does not
+    start on an Exclusive= key), and that line loads in the release's slurmctld as a whole-node
+    partition."""
+    from slurmgpu.discover.cluster import read_cluster
+
+    parts = _exclusive_partitions(slurm_release.version_tuple)
+    extra = "\n".join("PartitionName=%s Nodes=gpu[01-02] %s" % (n, spelled) for n, (spelled, _) in parts.items())
+    cluster = new_cluster(extra_config=extra)
+    cluster.start()
+    try:
+        facts = read_cluster(SubprocessRunner(cluster.env), backend="commands")
+        found = {p.name: p for p in facts.partitions}
+        for name, (spelled, mode) in parts.items():
+            assert found[name].exclusive == (mode in ("NODE", "TOPO")), (name, spelled, found[name])
+            assert getattr(found[name], "exclusive_mode", None) == mode, (name, spelled, found[name])
+        assert not found["gpu"].exclusive and found["gpu"].exclusive_mode == "NO"
+    finally:
+        cluster.stop()
+    site = tmp_path / "site.yaml"
+    nvl = Path(__file__).resolve().parent / "data" / "sites" / "testcluster-nvl.yaml"
+    site.write_text(nvl.read_text().replace('slurm_version: "24.11"', 'slurm_version: "%s"' % slurm_release.version))
+    r = cli(dict(os.environ), "admin", "topology", "--site", str(site), "--nodes", "gpu[01-02]", "--emit", "nodes")
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("PartitionName="))
+    want = "Exclusive=NODE" if slurm_release.version_tuple >= (26, 5) else "OverSubscribe=EXCLUSIVE"
+    assert want in line.split(), line
+    again = new_cluster(extra_config=line.replace("PartitionName=nvl ", "PartitionName=emitted "))
+    again.start()  # the release's slurmctld reads the line
+    try:
+        out = again.run(["scontrol", "show", "partition", "emitted"], check=True).stdout
+        assert ("Exclusive=NODE" if slurm_release.version_tuple >= (26, 5) else "OverSubscribe=EXCLUSIVE") in out, out
+    finally:
+        again.stop()

@@ -28,6 +28,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import pytest
 import yaml
 
+from slurmgpu.errors import ConfigError
 from slurmgpu.policy import PolicyRunner, render_filter
 from slurmgpu.site import Site, load_site, resolve_site_ref
 from slurmgpu.slurm import het_count, tres_prefix
@@ -542,10 +543,13 @@ def test_what_export_sends_is_what_check_and_cli_filter_assume(
 # ---------------------------------------------------------------------------
 # every shared policy case through a real slurmctld
 
-# sbatch 22.05 refuses some case scripts itself, before any filter runs.
+# sbatch refuses some case scripts itself, before any filter runs (22.05: no --segment; 26.05:
+# its checks after cli_filter, which `slurmgpu check` mirrors: the case says `expect-slurm: ... sbatch`).
 CLIENT_REFUSALS = {
     "unrecognized option '--segment": "Slurm 22.05's sbatch has no --segment (added in 24.11)",
     "DOS line breaks": "sbatch refuses scripts with CRLF line ends",
+    "--gpus-per-node and --gres=gpu are mutually exclusive": "Slurm 26.05's sbatch: --gres=gpu with --gpus-per-node",
+    "node count must be evenly divisible by segment size": "Slurm 26.05's sbatch: --segment must divide -N",
 }
 
 
@@ -627,11 +631,16 @@ def test_policy_case_verdict_from_real_slurmctld(case_clusters, case, tmp_path):
         timeout=60,
     )
     lines = submit_lines(cluster, mark)
-    if not lines:
+    expect = case.expect_for(cluster.release.version)
+    if expect == "sbatch" or not lines:
         reason = next((why for text, why in CLIENT_REFUSALS.items() if text in p.stderr), None)
-        # sbatch 22.05 itself refuses the job before any filter (no --segment, CRLF scripts):
-        # a known refusal is the real outcome here; anything else means the filter never ran
-        assert p.returncode != 0 and reason, "the filter did not run: %s" % p.stderr
+        # sbatch itself refuses the job before any filter (22.05: no --segment, CRLF scripts;
+        # 26.05: its checks after cli_filter): a known refusal is the real outcome here;
+        # anything else means the filter never ran
+        assert p.returncode != 0 and reason and not lines, "the filter did not run: %s" % p.stderr
+        if expect == "sbatch":  # ... and `slurmgpu check` refuses it as that sbatch does
+            with pytest.raises(ConfigError, match="Slurm %s's sbatch refuses" % cluster.release.major):
+                runner.check(case.script, case.args, env=env, user="root", uid=0, script_path=str(path))
         return
 
     # `slurmgpu check`'s verdict: same script path, options, environment and user
@@ -647,7 +656,6 @@ def test_policy_case_verdict_from_real_slurmctld(case_clusters, case, tmp_path):
     )
     assert len(lines) == 1, lines
     real = lines[0]
-    expect = case.expect_for(cluster.release.version)
     assert (real["decision"], v.decision) == (expect, expect), (real, v, p.stderr)
     assert real["rules"] == (",".join(v.rules) or "-")
     assert (real["tp"], real["pp"], real["source"]) == (str(v.layout["tp"]), str(v.layout["pp"]), v.source)

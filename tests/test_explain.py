@@ -187,8 +187,8 @@ def test_check_html_fix_is_the_filters_fix(tmp_path: Path, site: str, nodes: int
     )
     r = run_cli(tmp_path, "check", "--site", site, "j.sbatch", "--html", "c.html")
     assert r.returncode == 1, r.stdout + r.stderr
-    m = re.search(r"(?:Fix:|or) use TP=(\d+) and PP=(\d+)", r.stdout)
-    assert m, r.stdout
+    m = re.search(r"(?:Fix:|or) use TP=(\d+) and PP=(\d+)", r.stderr)  # the filter's message: on stderr
+    assert m, r.stderr
     html = (tmp_path / "c.html").read_text()
     assert "Suggested fix: TP=%s PP=%s" % m.groups() in html
     assert html.count('class="crossing"') >= 1  # the submitted picture
@@ -317,11 +317,12 @@ def test_a_pp32_page_draws_the_named_stages_and_summarises_the_rest(tmp_path: Pa
 
 
 def test_a_stage_heavier_than_the_planners_figure_is_said_in_red(tmp_path: Path):
-    """DeepSeek-V3 (3 dense layers, then MoE) on PP=4: stage 1's 15 MoE layers outweigh stage 0's 3 dense
-    + 12 MoE and its embedding, but the search evaluates only stages {0, first full, last}. The page
-    must say so, not hide it behind the planner's figure (if the search learns to evaluate it, this
-    case stops being one and the test needs another)."""
-    plan, html = _plan_page(tmp_path, "plan --model deepseek-v3 --site dgx-h100 --nodes 4 --pp 4 --task lora")
+    """DeepSeek-V3 (3 dense layers, then MoE) on PP=32 (61 layers: stages of 1 and 2): stage 3's two MoE
+    layers outweigh stage 2's (the first full stage, which holds dense layers), but the search evaluates
+    only stages {0, first full, last}. The page must say so, not hide it behind the planner's figure (if
+    the search learns to evaluate it, this case stops being one and the test needs another; PP=4 was one
+    until MLA's activations were counted at their real widths)."""
+    plan, html = _plan_page(tmp_path, "plan --model deepseek-v3 --site dgx-h100 --nodes 4 --pp 32 --task lora")
     worst = max(plan["stage_memory"], key=lambda s: s["total_gb"])
     assert worst["total_gb"] > plan["memory"]["total_gb"]
     assert (

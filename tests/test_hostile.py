@@ -264,8 +264,11 @@ def test_hostile_values_reach_the_program_verbatim(tmp_path, stubs, launcher, co
     pre = [x for x in recs if x["prog"] == "slurmgpu"]
     # the per-node records and the aggregation run as the two ends of one pipe, in either order
     stamp = next(ln for ln in text.splitlines() if ln.startswith("# slurmgpu: "))
+    from slurmgpu.plan.placement import RANK_SOURCES
+
     assert sorted(x["argv"] for x in pre) == [
-        ["preflight", "--site", "dgx-h100", "--aggregate", "-", "--nodes", "node[001-002]", "--stamp", stamp],
+        ["preflight", "--site", "dgx-h100", "--aggregate", "-", "--nodes", "node[001-002]", "--stamp", stamp]
+        + ["--rank-source", RANK_SOURCES[launcher]],
         ["preflight", "--site", "dgx-h100", "--record"],
     ]
     srun_main = [x for x in recs if x["prog"] == "srun"][-1]["argv"]

@@ -15,7 +15,7 @@ from slurmgpu.job import JobSpec, apply_overrides
 from slurmgpu.job import spec as spec_mod
 from slurmgpu.jobfields import CONTAINER_FIELDS, FIELDS, PARALLEL_HELP
 
-DERIVED = {"site_override", "source"}  # set by the loader, not by the user
+DERIVED = {"site_override", "source", "locs"}  # set by the loader, not by the user
 
 
 def test_every_spec_field_is_in_the_table():

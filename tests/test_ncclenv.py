@@ -288,3 +288,22 @@ def test_mnnvl_on_a_single_node_domain_is_a_located_error(tmp_path):
     with pytest.raises(ConfigError) as exc:
         load_site(str(f))
     assert "mnnvl" in str(exc.value) and "nvlink_domain" in str(exc.value)
+
+
+@pytest.mark.parametrize("var", ["NCCL_MNNVL_ENABLE", "NCCL_CUMEM_ENABLE"])
+@pytest.mark.parametrize("mnnvl,level", [("on", "error"), ("auto", "warning"), ("off", None)])
+def test_mnnvl_or_cumem_off_on_an_nvl72_partition_is_flagged(tmp_path, var, mnnvl, level):
+    """Either variable at 0 keeps all traffic between an NVL72 rack's trays on the network, with no
+    message from NCCL (MNNVL needs cuMem, src/mnnvl.cc). A site without IMEX (mnnvl: off) sets
+    NCCL_MNNVL_ENABLE=0 itself: nothing to flag there; nor on a one-node NVLink domain."""
+    f = tmp_path / "s.yaml"
+    f.write_text('extends: gb200-nvl72\nname: gb\nnode_types:\n  gb200-tray:\n    mnnvl: "%s"\n' % mnnvl)
+    nt = load_site(str(f)).node_type_of()
+    found = by_var(lint_env({var: "0"}, nt), var)
+    if level is None:
+        assert found == []
+    else:
+        assert [x.level for x in found] == [level], found
+        assert "silently goes over" in found[0].message and "unset %s" % var in found[0].fix
+    assert by_var(lint_env({var: "1"}, nt), var) == []
+    assert by_var(lint_env({var: "0"}, nt_of("dgx-h100")), var) == []

@@ -153,6 +153,11 @@ def test_readme_main_command_and_tour_in_a_fresh_venv_without_lua(installed, tmp
         assert r.returncode == 0, "slurmgpu %s: %s" % (" ".join(args), r.stderr)
     assert "accepted" in _run([exe, "check", "job.sbatch"], cwd=str(tour), env=env).stdout
     assert (tour / ".slurmgpu" / "templates" / "parts" / "launch_torchrun.j2").is_file()
+    # the guides --help and init's slurmgpu.yaml point to ship in the wheel (`slurmgpu docs TOPIC`)
+    r = _run([exe, "docs", "gen"], cwd=str(tour), env=env)
+    assert r.returncode == 0 and r.stdout == (ROOT / "docs" / "gen.md").read_text(encoding="utf-8"), r.stderr
+    r = _run([exe, "docs", "launchers", "--path"], cwd=str(tour), env=env)
+    assert r.returncode == 0 and r.stdout.startswith(str(installed)), r.stdout
 
 
 def test_code_needs_no_more_than_python_39():

@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 
 from slurmgpu.errors import PlanError
 from slurmgpu.plan import (
+    Capabilities,
     Layout,
+    ModelSpec,
     PlanRequest,
     catalogue,
     check_layout_rules,
@@ -440,8 +442,28 @@ def test_virtual_pipeline_can_be_pinned_and_names_its_rule():
     kw = dict(gpus=64, global_batch=128, pins={"tp": 4, "pp": 4, "dp": 4, "micro_batch": 1})
     p = plan(preset("dgx-h100"), "llama3-70b", virtual_stages=5, **kw)
     assert p.virtual_stages == 5
-    with pytest.raises(PlanError, match="vpp-divides-layers"):
-        plan(preset("dgx-h100"), "llama3-70b", virtual_stages=3, **kw)
+    # uneven chunks (20 layers per stage in 7 + 7 + 6) run: Megatron takes them as an explicit layout
+    assert plan(preset("dgx-h100"), "llama3-70b", virtual_stages=3, **kw).virtual_stages == 3
+    with pytest.raises(PlanError, match="vpp-divides-layers"):  # a chunk without a layer does not
+        plan(preset("dgx-h100"), "llama3-70b", virtual_stages=21, **kw)
+    even = Capabilities(uneven_stages=False, launcher="x")
+    with pytest.raises(PlanError, match="vpp-divides-layers.*equal chunks"):
+        plan(preset("dgx-h100"), "llama3-70b", virtual_stages=3, caps=even, **kw)
+
+
+def test_published_uneven_interleaving_is_not_refused():
+    """Megatron-Bridge 25.11 ran Llama 3.1 405B on 128 B200 with TP 4 PP 8 CP 2 VP 8: 126 layers in 64
+    chunks (before: refused by vpp-divides-layers, which wanted the chunks to divide the layers)."""
+    p = plan(
+        preset("dgx-b200"),
+        "llama3.1-405b",
+        gpus=128,
+        global_batch=64,
+        precision="fp8",
+        virtual_stages=8,
+        pins={"tp": 4, "pp": 8, "cp": 2, "dp": 2, "micro_batch": 1},
+    )
+    assert (p.layout.pp, p.virtual_stages) == (8, 8)
 
 
 def test_zero3_with_pipeline_is_planned_when_asked():
@@ -464,6 +486,29 @@ def test_model_file_without_gated_says_so(tmp_path):
 
 def test_plan_states_its_error_band_and_fp8_mfu_basis():
     p = plan(preset("dgx-h100"), "llama3-70b", nodes=8, precision="fp8")
-    assert any("+-25% on published runs of this class" in n for n in p.notes)
+    from slurmgpu.plan.accuracy import ERROR_BANDS
+
+    runs, band = ERROR_BANDS[("dense", "fp8")]
+    assert any("+-%d%% (dense FP8; 90th percentile over %d published runs" % (band, runs) in n for n in p.notes)
+    assert any("fitted without its source" in n for n in p.notes)  # out of sample, never in sample
     assert any("MFU is against the FP8 peak" in n for n in p.notes)
     assert 0 < p.mfu < 1
+
+
+def test_expert_groups_use_the_planned_expert_tp_for_nvlink_domains():
+    """Megatron-Bridge 25.09 ran Qwen3-235B-A22B on 64 GB200 with TP 2 and EP 64 (DP 32): EP does not
+    divide DP, so the experts run with expert-TP 1 and one EP group is 64 GPUs, 16 trays of one NVL72
+    rack. Before, the domain rule took expert-TP = TP and refused a 128-rank group over 32 trays."""
+    qwen = ModelSpec(
+        name="qwen3-235b-a22b", layers=94, hidden=4096, heads=64, kv_heads=4, ffn=12288, vocab=151936,
+        seq=4096, experts=128, experts_active=8, moe_ffn=1536, head_dim=128,
+    )  # fmt: skip
+    p = plan(
+        preset("gb200-nvl72"),
+        qwen,
+        gpus=64,
+        global_batch=1024,
+        precision="fp8",
+        pins={"tp": 2, "pp": 1, "dp": 32, "cp": 1, "ep": 64, "micro_batch": 1},
+    )
+    assert (p.layout.tp, p.layout.ep, p.segment) == (2, 64, 16)

@@ -18,6 +18,7 @@ from typing import List
 
 import pytest
 
+from slurmgpu.errors import ConfigError
 from slurmgpu.policy import PolicyRunner, install_filter, render_filter
 from slurmgpu.site import load_site
 from slurmgpu.slurm import het_count, tres_prefix
@@ -65,8 +66,13 @@ def test_cases_match_the_controller(slurm_cluster, job_submit, site, tmp_path):
         env = dict(slurm_cluster.env)
         env.update(case.env)
         rc, out, err = slurm_cluster.sbatch(None, "--test-only", *case.args, str(path), env=env)
-        predicted = runner.check(case.script, case.args, env=env, user="root", uid=0, script_path=str(path))
         expect = case.expect_for(slurm_cluster.release.version)
+        if expect == "sbatch":  # this release's sbatch refuses it before the filter; so does check
+            assert rc != 0 and "sbatch: fatal:" in err and REJECTED not in err, (case.name, err)
+            with pytest.raises(ConfigError, match="sbatch refuses"):
+                runner.check(case.script, case.args, env=env, user="root", uid=0, script_path=str(path))
+            continue
+        predicted = runner.check(case.script, case.args, env=env, user="root", uid=0, script_path=str(path))
         if expect == "reject":
             assert rc != 0 and REJECTED in err, (case.name, err)
         else:
@@ -75,7 +81,8 @@ def test_cases_match_the_controller(slurm_cluster, job_submit, site, tmp_path):
         if predicted.decision == "reject":  # accepted jobs' messages are printed only by real submissions
             assert _user_lines(err) == list(predicted.lines), (case.name, err)
     log = slurm_cluster.ctld_log(mark)
-    assert log.count("slurmgpu-filter: decision=") >= len(CASES)
+    filtered = [c for c in CASES if c.expect_for(slurm_cluster.release.version) != "sbatch"]
+    assert log.count("slurmgpu-filter: decision=") >= len(filtered)
     assert slurm_cluster.job_submit_errors(mark) == []
 
 
@@ -189,9 +196,10 @@ def test_het_step_over_components_is_judged_on_both(slurm_cluster, job_submit, s
 
 def test_scontrol_update_of_cpus_or_node_list_is_rechecked(slurm_cluster, job_submit, site):
     """A 1-node --gpus=8 TP=8 job is fine; NumCPUs=32 (two 16-CPU nodes) or ReqNodeList of two
-    hosts would split its 8 GPUs over two nodes unevenly: the modify hook refuses both."""
+    hosts would split its 8 GPUs over two nodes unevenly: the modify hook refuses both. (Two
+    tasks: 26.05 records a one-task job as NumNodes=1-1, which no update of its CPUs can spread.)"""
     job_submit(render_filter(site, "job_submit"))
-    script = "#!/bin/bash\n#SBATCH --gpus=8 -n1 -p gpu\nsrun true --tensor-model-parallel-size 8\n"
+    script = "#!/bin/bash\n#SBATCH --gpus=8 -n2 -p gpu\nsrun true --tensor-model-parallel-size 8\n"
     as_nobody = ["runuser", "-u", "nobody", "--"]
     p = slurm_cluster.run(as_nobody + ["sbatch", "--parsable", "-H", "-o", "/dev/null", "-D", "/tmp"], input=script)
     assert p.returncode == 0, p.stderr
@@ -294,3 +302,119 @@ def test_crafted_4mb_script_is_decided_quickly(slurm_cluster, job_submit, site, 
     assert len(lines) == 1 and "decision=reject" in lines[0], lines
     assert re.search(r"rules=\S*scan-truncated", lines[0]) and "limit=work-budget" in lines[0], lines[0]
     assert slurm_cluster.job_submit_errors(mark) == []
+
+
+# Options that set a job_desc.bitflags bit >= 32 (slurm.h), with the release whose sbatch has them.
+HIGH_FLAG_OPTIONS = [
+    ("--gres-flags=multiple-tasks-per-sharing", (24, 5)),  # bit 39
+    ("--stepmgr", (24, 5)),  # bit 41
+    ("--spread-segments", (25, 11)),  # bit 43
+    ("--requeue=expedite", (25, 11)),  # bit 45
+]
+SPREAD_JOB_WITH_GPUS_FROM = (25, 5)  # --spread-job spreads a --gpus job ("works as documented")
+
+
+def test_spread_job_is_read_whatever_high_bitflags_are_set(slurm_cluster, job_submit, site, tmp_path):
+    """--gpus=8 --ntasks=8 --spread-job runs on all 4 nodes of 'gpu' on 25.05+ (slurmctld's own
+    placement says so; 22.05 keeps such a job on one node, and 24.11's slurmctld crashes on it
+    unless a filter refuses it first), so TP=8 crosses nodes and is refused. job_desc.bitflags
+    is 64 bits wide: an option that sets a bit >= 32 next to --spread-job must not hide it (the
+    adapter read the field through a 32-bit guard: the job got through as a 1-node job, and on
+    24.11 took the controller down). srun (the only client that takes
+    --gres-flags=allow-task-sharing, bit 40) with TP=16 as in issue 28: 4 nodes too."""
+    ver = slurm_cluster.release.version_tuple
+    opts = [o for o, since in HIGH_FLAG_OPTIONS if ver >= since]
+    if not opts:
+        pytest.skip("Slurm %s's sbatch sets no bitflags bit >= 32" % slurm_cluster.release.major)
+    base = ["--gpus=8", "--ntasks=8", "--spread-job", "-p", "gpu"]
+    if ver >= SPREAD_JOB_WITH_GPUS_FROM:
+        rc, _, err = slurm_cluster.sbatch(None, "--test-only", *base, "--wrap", "true")
+        assert rc == 0 and "on nodes gpu[01-04]" in err, err  # accept-all filter: where Slurm puts it
+    job_submit(render_filter(site, "job_submit"))
+    runner = PolicyRunner(replace(site, slurm_version=slurm_cluster.release.version))
+    path = tmp_path / "spread.sh"
+    script = "#!/bin/bash\nsrun python train.py --tensor-model-parallel-size 8\n"
+    path.write_text(script)
+    for opt in [""] + opts:
+        args = base + ([opt] if opt else [])
+        rc, _, err = slurm_cluster.sbatch(None, "--test-only", *args, str(path))
+        assert rc != 0 and REJECTED in err and "over 4 nodes" in err, (opt, err)
+        assert slurm_cluster.run(["scontrol", "ping"]).returncode == 0, "slurmctld died on " + opt
+        predicted = runner.check(script, args, user="root", uid=0, script_path=str(path))
+        assert predicted.decision == "reject" and "over 4 nodes" in " ".join(predicted.messages), opt
+    # srun's own submission with --gres-flags=allow-task-sharing (bit 40), TP=16 over 16 GPUs
+    p = slurm_cluster.run(
+        ["srun", "--test-only", "--gpus=16", "--ntasks=16", "--spread-job", "--gres-flags=allow-task-sharing"]
+        + ["-p", "gpu", "python", "train.py", "--tensor-model-parallel-size", "16"]
+    )
+    assert p.returncode != 0 and "over 4 nodes" in p.stderr, p.stderr
+    assert slurm_cluster.run(["scontrol", "ping"]).returncode == 0, "slurmctld died on srun --spread-job"
+
+
+# Faults planted inside the rendered filter (partition gpu4 only): a runtime error whose text names
+# a path, and an error object that even tostring() cannot print.
+PLANTED_FAULTS = {
+    "message": 'error("/etc/slurm/secret/policy.lua:12: attempt to index a nil value (planted)")',
+    "object": 'error(setmetatable({}, {__tostring = function() error("/etc/slurm/secret (planted)") end}))',
+}
+
+
+@pytest.mark.parametrize("choice", ["accept", "reject"])
+def test_internal_error_keeps_the_sites_choice_and_shows_no_internals(slurm_cluster, job_submit, site, choice):
+    """26.05 rejects a job whose job_submit raises and prints the raw Lua error (script path and
+    all) to the user; 22.05-25.11 accept it. The adapter catches every error itself, so on every
+    release the job follows policy.on_internal_error and the user sees at most the fixed
+    internal-error line; the controller log has the error."""
+    s = replace(site, policy=replace(site.policy, on_internal_error=choice))
+    text = render_filter(s, "job_submit")
+    anchor = "slurmgpu_filter = {"
+    assert text.count(anchor) == 1
+    for kind, fault in PLANTED_FAULTS.items():
+        plant = (
+            "local real_decide = P.decide\n"
+            "P.decide = function(job, topo)\n"
+            "  if job.partition == 'gpu4' then %s end\n"
+            "  return real_decide(job, topo)\n"
+            "end\n" % fault
+        )
+        job_submit(text.replace(anchor, plant + anchor))
+        mark = slurm_cluster.log_mark()
+        rc, _, err = slurm_cluster.sbatch(None, "--test-only", "-p", "gpu4", "--gpus-per-node=4", "--wrap", "true")
+        for leak in ("/etc/slurm/secret", "planted", "job_submit.lua", "attempt to", "stack traceback"):
+            assert leak not in err, (kind, err)
+        if choice == "accept":
+            assert rc == 0, (kind, err)
+        else:
+            assert rc != 0 and "internal error and this cluster rejects jobs" in err, (kind, err)
+        log = slurm_cluster.ctld_log(mark)
+        assert "decision=%s internal-error stage=submit" % choice in log, (kind, log)
+        if kind == "message":
+            assert "/etc/slurm/secret/policy.lua:12" in log  # the admin sees what failed
+        rc, _, err = slurm_cluster.sbatch(None, "--test-only", "-p", "gpu", "--gpus-per-node=8", "--wrap", "true")
+        assert rc == 0, (kind, err)  # other jobs are judged as usual
+
+
+EXTERNAL_FROM = (25, 5)  # sbatch --external
+
+
+def test_external_gpu_job_across_nodes_is_refused(slurm_cluster, job_submit, site):
+    """sbatch --external: no script or environment reaches the filter, and the job's processes
+    never pass slurmstepd (no SPANK either): a multi-node GPU job of that kind cannot be checked,
+    so an enforced partition refuses it (`check` too); on one node, or exempt, it passes."""
+    if slurm_cluster.release.version_tuple < EXTERNAL_FROM:
+        pytest.skip("Slurm %s's sbatch has no --external" % slurm_cluster.release.major)
+    job_submit(render_filter(site, "job_submit"))
+    runner = PolicyRunner(replace(site, slurm_version=slurm_cluster.release.version))
+    two = ["--external", "-N2", "--gpus-per-node=8", "-p", "gpu"]
+    rc, _, err = slurm_cluster.sbatch(None, "--test-only", *two)
+    assert rc != 0 and REJECTED in err and "external job (sbatch --external)" in err, err
+    v = runner.check("", two, user="root", uid=0)
+    assert v.decision == "reject" and "external-gpu-job" in v.rules, v.rules
+    one = ["--external", "-N1", "--gpus-per-node=8", "-p", "gpu"]
+    rc, _, err = slurm_cluster.sbatch(None, "--test-only", *one)
+    assert rc == 0, err
+    assert runner.check("", one, user="root", uid=0).decision == "accept"
+    exempt = replace(site, policy=replace(site.policy, exempt_users=("root",)))
+    job_submit(render_filter(exempt, "job_submit"))
+    rc, _, err = slurm_cluster.sbatch(None, "--test-only", *two)
+    assert rc == 0, err

@@ -1,7 +1,7 @@
-"""policy.repair_segment: on Slurm 25.11+ job_submit.lua sets a missing --segment instead of
-rejecting. The local controllers are 22.05 and 24.11, where job_desc.segment_size is not
-writable, so the write path runs on the stub job_desc (contrib/lua/slurm_stub.lua) that models
-both behaviours (`S.segment_writable`)."""
+"""policy.repair_segment: on Slurm 25.11.2+ job_submit.lua sets a missing --segment instead of
+rejecting. Here the write path runs on the stub job_desc (contrib/lua/slurm_stub.lua) that models
+both behaviours (`S.segment_writable`); on the real 26.05 controller it runs end to end in
+tests/test_slurm_releases.py (test_repair_segment_on_the_real_controller)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def _submit(tmp_path, site, writable: bool, lua: str):
 
 
 def test_repair_sets_the_segment_and_says_so(tmp_path, lua_version):  # noqa: F811 (the fixture)
-    res = _submit(tmp_path, _site(tmp_path, "25.11"), True, lua_version)
+    res = _submit(tmp_path, _site(tmp_path, "25.11.2"), True, lua_version)
     assert res["rc"] == 0, res
     assert res["seg"] == 16
     # the repair note, then the audit token (the verdict is a warning: the job was repaired)
@@ -58,8 +58,8 @@ def test_repair_sets_the_segment_and_says_so(tmp_path, lua_version):  # noqa: F8
 
 
 def test_a_controller_that_drops_the_write_rejects_with_the_exact_segment(tmp_path):
-    # a site that claims 25.11 on an older slurmctld: the write is dropped, never accepted silently
-    res = _submit(tmp_path, _site(tmp_path, "25.11"), False, "5.1")
+    # a site that claims 25.11.2 on an older slurmctld: the write is dropped, never accepted silently
+    res = _submit(tmp_path, _site(tmp_path, "25.11.2"), False, "5.1")
     assert res["rc"] == 2072 and res["seg"] == 65534, res
     assert any("resubmit with --segment=16" in m for m in res["msgs"]), res["msgs"]
 
@@ -70,12 +70,19 @@ def test_without_repair_the_job_is_rejected_with_the_segment_to_add(tmp_path):
     assert any("add --segment=16" in m and "EP=64" in m for m in res["msgs"]), res["msgs"]
 
 
-def test_repair_on_an_older_slurm_is_a_located_config_error(tmp_path):
+@pytest.mark.parametrize("version", ["24.11", "25.11", "25.11.1"])
+def test_repair_on_an_older_slurm_is_a_located_config_error(tmp_path, version):
+    """The write exists from 25.11.2 (a backport): "25.11" without its patch level is 25.11.0."""
     with pytest.raises(ConfigError) as e:
-        _site(tmp_path, "24.11")
-    assert "policy.repair_segment" in str(e.value) and "25.11" in str(e.value)
+        _site(tmp_path, version)
+    assert "policy.repair_segment" in str(e.value) and "25.11.2" in str(e.value)
+
+
+@pytest.mark.parametrize("version", ["25.11.2", "25.11.9", "26.05", "26.05.5"])
+def test_repair_from_25_11_2_on_loads(tmp_path, version):
+    assert _site(tmp_path, version).policy.repair_segment
 
 
 def test_check_shows_the_repair(tmp_path):
-    v = PolicyRunner(_site(tmp_path, "25.11")).check(EP64, ["-p", "gpu"])
+    v = PolicyRunner(_site(tmp_path, "25.11.2")).check(EP64, ["-p", "gpu"])
     assert v.accepted and v.repair_segment == 16

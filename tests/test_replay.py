@@ -94,7 +94,7 @@ def test_replay_resumes_from_its_state_and_refuses_another(script_dir, tmp_path)
 
 def test_replay_usage_errors(script_dir):
     r = CliRunner().invoke(main, ["admin", "replay", "--site", LAB])
-    assert r.exit_code == 2 and "--since DATE" in r.output
+    assert r.exit_code == 2 and "--since WHEN" in r.output
     r = CliRunner().invoke(main, ["admin", "replay", "--site", LAB, "--from-dir", str(script_dir), "--user", "x"])
     assert r.exit_code == 2 and "use them with --since" in r.output
     r = CliRunner().invoke(main, ["admin", "replay", "--site", LAB, "--from-dir", str(script_dir / "nope")])
@@ -324,5 +324,5 @@ def test_stats_counts_nothing_outside_the_window():
 def test_check_shows_the_would_be_verdict_in_shadow_mode():
     r = CliRunner().invoke(main, ["check", "--site", SHADOW, str(CASES / "90-shadow-would-reject.sh")])
     assert r.exit_code == 0, r.output
-    assert "shadow: slurmgpu: TP=16" in r.stdout and "error:" not in r.stdout
+    assert "shadow: slurmgpu: TP=16" in r.stderr and "error:" not in r.output  # diagnostics on stderr
     assert "accepted (shadow mode: enforcing would reject it)" in r.stdout

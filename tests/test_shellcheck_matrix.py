@@ -63,6 +63,8 @@ def _spec(launcher, container, nodes, variant):
         # Megatron's training inputs: a smoke run, or (variant) real ones that need quoting
         smoke=launcher == "megatron" and not variant,
         **(MEGATRON_INPUTS if launcher == "megatron" and variant else {}),
+        # NeMo and torchtitan refuse to run without a training length
+        **({"train_iters": 10} if launcher in ("nemo", "torchtitan") else {}),
     )
 
 

@@ -1,5 +1,5 @@
 """The Slurm release matrix of the cluster tests (contrib/testcluster: the host's Slurm plus the
-other Debian release's in a chroot) and what differs between the releases.
+other Debian releases' in chroots: 22.05, 24.11 and 26.05) and what differs between the releases.
 
 * the chroot release keeps to itself: its own /dev, /run/munge and munge key, nothing mounted
   in the host's namespace, nothing left running, the host's /dev/null intact;
@@ -10,8 +10,9 @@ other Debian release's in a chroot) and what differs between the releases.
   gres/gpu:N from 23.11);
 * block topology made from a site (tests/data/sites/testcluster-nvl.yaml, one BlockName per
   NVLink domain) on releases with topology/block (23.11+): the generated `--segment` keeps
-  every segment in one block, a segment larger than a block is refused; 22.05's sbatch has no
-  --segment at all.
+  every segment in one block, a segment larger than a block is refused up to 25.11 (26.05 ignores
+  a segment as large as the job and places it across blocks: the filter must refuse it); 22.05's
+  sbatch has no --segment at all.
 """
 
 from __future__ import annotations
@@ -21,14 +22,17 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
 import pytest
 
+from slurmgpu.errors import ConfigError
+from slurmgpu.policy import PolicyRunner, render_filter
 from slurmgpu.site import Site, load_site
-from slurmgpu.slurm import parse_hostlist, tres_prefix
-from tests.cluster_fixtures import RELEASES, REQUIRE_ENV, testcluster
+from slurmgpu.slurm import parse_hostlist, slurm_version_tuple, tres_prefix
+from tests.cluster_fixtures import REQUIRE_ENV, testcluster
 
 pytestmark = pytest.mark.cluster
 
@@ -38,6 +42,8 @@ NVL_SITE = ROOT / "tests" / "data" / "sites" / "testcluster-nvl.yaml"
 MAKE_CHROOT = ROOT / "contrib" / "testcluster" / "make-chroot.sh"
 BLOCK_TOPOLOGY_FROM = (23, 11)  # topology/block
 SEGMENT_OPTION_FROM = (24, 5)  # sbatch --segment
+GRES_GPUS_PER_NODE_REFUSED_FROM = (26, 5)  # sbatch: --gres=gpu with --gpus-per-node is fatal
+SEGMENT_AS_LARGE_AS_JOB_IGNORED_FROM = (26, 5)  # slurmctld drops a --segment >= the node count
 
 
 def gen(*args: str) -> str:
@@ -67,13 +73,18 @@ def placed_nodes(sbatch_stderr: str) -> List[str]:
 # the matrix itself
 
 
-def test_ci_runs_both_releases():
-    """In CI (SLURMGPU_REQUIRE_CLUSTER=1) the matrix is the host's release plus the other one;
-    on a Debian 12 or 13 host that is 22.05 and 24.11."""
-    majors = [r.major for r in RELEASES]
-    assert len(set(majors)) == len(majors), RELEASES
+def test_ci_runs_every_release(monkeypatch):
+    """In CI (SLURMGPU_REQUIRE_CLUSTER=1) the matrix is the host's release plus the others, each
+    able to run: on a Debian 12 or 13 host 22.05, 24.11 and 26.05. (A process may run one of
+    them, SLURMGPU_TESTCLUSTER_RELEASES=<name>, as `make test` does: the matrix is the list
+    without that narrowing.)"""
+    monkeypatch.delenv(testcluster.RELEASES_ENV, raising=False)
+    matrix = testcluster.test_releases()
+    majors = [r.major for r in matrix]
+    assert len(set(majors)) == len(majors), matrix
     if os.environ.get(REQUIRE_ENV) == "1" and testcluster.host_suite() in testcluster.SUITE_SLURM:
-        assert sorted(majors) == sorted(testcluster.SUITE_SLURM.values()), RELEASES
+        assert sorted(majors) == ["22.05", "24.11", "26.05"], matrix
+        assert all(not r.missing() for r in matrix), [(r.name, r.missing()) for r in matrix]
 
 
 def test_make_chroot_reuses_the_cache_where_cluster_py_looks(slurm_release):
@@ -171,15 +182,78 @@ def test_generated_gpu_request_is_accepted_and_recorded(slurm_cluster, tmp_path,
     assert info is not None and info["TresPerNode"] == tres_prefix(slurm_cluster.release.version) + "gpu:8"
 
 
+@pytest.mark.parametrize("gpu_request", ["gpus-per-node", "gres"])
+def test_generated_script_passes_the_clients_checks_with_the_cli_filter(
+    slurm_cluster, cli_filter, tmp_path, gpu_request
+):
+    """What gen writes passes sbatch's own checks with slurmgpu's cli_filter installed (26.05's
+    sbatch checks the options again after cli_filter). A GPU request of the other form in the
+    submitting environment is refused by 26.05's sbatch, and `check` says so first."""
+    site = tmp_path / "site.yaml"
+    site.write_text(
+        TEST_SITE.read_text()
+        .replace("gpu_request: gpus-per-node", "gpu_request: " + gpu_request)
+        .replace('slurm_version: "22.05"', 'slurm_version: "%s"' % slurm_cluster.release.version)
+    )
+    cli_filter(render_filter(load_site(str(site)), "cli_filter"))
+    script = gen("--site", str(site), "--launcher", "srun", "--nodes", "2", "--tp", "8", "--no-preflight", "--", "true")
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    rc, _, err = slurm_cluster.sbatch(None, "--test-only", str(path))
+    assert rc == 0 and "fatal" not in err, err
+    other = {"SBATCH_GRES": "gpu:8"} if gpu_request == "gpus-per-node" else {"SBATCH_GPUS_PER_NODE": "8"}
+    env = dict(slurm_cluster.env, **other)
+    rc, _, err = slurm_cluster.sbatch(None, "--test-only", str(path), env=env)
+    p = subprocess.run(
+        [sys.executable, "-m", "slurmgpu.cli", "check", "--site", str(site), str(path)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, **other),
+        timeout=120,
+    )
+    if slurm_cluster.release.version_tuple >= GRES_GPUS_PER_NODE_REFUSED_FROM:
+        assert rc != 0 and "--gpus-per-node and --gres=gpu are mutually exclusive" in err, err
+        assert p.returncode == 2 and "--gpus-per-node and --gres=gpu are mutually exclusive" in p.stderr, p.stderr
+    else:
+        assert rc == 0, err
+        assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_segment_that_does_not_divide_the_nodes(nvl):
+    """-N6 --segment=4: 26.05's sbatch refuses it itself, and so does `check` on a 26.05 site;
+    before, the controller refuses it (topology/block finds no placement)."""
+    cluster, site, blocks = nvl
+    if cluster.release.version_tuple < SEGMENT_OPTION_FROM:
+        pytest.skip("Slurm %s's sbatch has no --segment" % cluster.release.major)
+    args = ["-N6", "--gpus-per-node=4", "--segment=4"]
+    rc, _, err = cluster.sbatch(None, "--test-only", *args, "--wrap", "true")
+    runner = PolicyRunner(replace(site, slurm_version=cluster.release.version))
+    script = "#!/bin/bash\nsrun true\n"
+    if cluster.release.version_tuple >= (26, 5):
+        assert rc != 0 and "sbatch: fatal: --segment=4 does not fit the job size (6)" in err, err
+        with pytest.raises(ConfigError, match="does not fit the job size"):
+            runner.check(script, args)
+    else:
+        assert rc != 0 and "Requested node configuration is not available" in err, err
+        runner.check(script, args)  # no client refusal to mirror
+
+
 def test_typed_and_untyped_gpu_requests_do_not_mix(slurm_cluster):
-    """Both releases combine --gpus-per-node and an untyped --gres=gpu:N (TresPerNode lists
-    both), and both refuse a typed and an untyped request together: the generator writes one."""
-    rc, _, err = slurm_cluster.sbatch(None, "--test-only", "-N2", "--gpus-per-node=8", "--gres=gpu:8", "--wrap", "true")
-    assert rc == 0, err
+    """22.05 and 24.11 combine --gpus-per-node and an untyped --gres=gpu:N (TresPerNode lists
+    both) and refuse a typed and an untyped request together; 26.05's sbatch refuses any
+    --gres=gpu with --gpus-per-node before the controller sees it: the generator writes one."""
+    both = ("-N2", "--gpus-per-node=8", "--gres=gpu:8", "--wrap", "true")
+    rc, _, err = slurm_cluster.sbatch(None, "--test-only", *both)
+    if slurm_cluster.release.version_tuple >= GRES_GPUS_PER_NODE_REFUSED_FROM:
+        assert rc != 0 and "--gpus-per-node and --gres=gpu are mutually exclusive" in err, err
+    else:
+        assert rc == 0, err
     rc, _, err = slurm_cluster.sbatch(
         None, "--test-only", "-N2", "--gpus-per-node=4", "--gres=gpu:h100:8", "--wrap", "true"
     )
-    assert rc != 0 and "Invalid GRES specification (with and without type identification)" in err, err
+    assert rc != 0, err
+    if slurm_cluster.release.version_tuple < GRES_GPUS_PER_NODE_REFUSED_FROM:
+        assert "Invalid GRES specification (with and without type identification)" in err, err
 
 
 # ---------------------------------------------------------------------------
@@ -312,9 +386,188 @@ def test_segment_larger_than_a_block_is_refused(nvl, tmp_path):
     path = tmp_path / "job.sh"
     path.write_text(script)
     rc, _, err = cluster.sbatch(None, "--test-only", str(path))
-    assert rc != 0 and "Requested node configuration is not available" in err, err
+    if cluster.release.version_tuple >= SEGMENT_AS_LARGE_AS_JOB_IGNORED_FROM:
+        # 26.05 ignores a segment as large as the job: it runs across both racks, so the submit
+        # filter (and `check`) must refuse it, as they do on every release
+        assert rc == 0, err
+        placed = placed_nodes(err)
+        assert {n for n in placed if n in blocks["rack1"]} and {n for n in placed if n in blocks["rack2"]}, placed
+    else:
+        assert rc != 0 and "Requested node configuration is not available" in err, err
+    site26 = replace(site, slurm_version=cluster.release.version)
+    verdict = PolicyRunner(site26).check(script)
+    assert verdict.decision == "reject" and "--segment=8 does not keep each TP group" in " ".join(verdict.messages)
     rc, _, err = cluster.sbatch(None, "--test-only", "-N6", "--gpus-per-node=4", "--segment=3", "--wrap", "true")
     assert rc == 0, err
     placed = placed_nodes(err)
     racks = [sum(1 for n in placed if n in members) for members in blocks.values()]
     assert sorted(racks) == [3, 3], (placed, blocks)  # 3-node segments, one per rack
+
+
+# ---------------------------------------------------------------------------
+# policy.repair_segment where job_desc.segment_size is writable (25.11.2+)
+
+SEGMENT_WRITABLE_FROM = (25, 11, 2)
+
+
+def test_repair_segment_on_the_real_controller(slurm_release, new_cluster, tmp_path):
+    """An 8-node TP=16 job on 4-GPU trays without --segment: the filter writes --segment=4 into
+    job_desc, the job runs with it (each 4-node segment in one block: 4 + 4 nodes) and its
+    AdminComment says the filter set it."""
+    if (slurm_version_tuple(slurm_release.version) or (0, 0, 0)) < SEGMENT_WRITABLE_FROM:
+        pytest.skip("job_desc.segment_size is writable from Slurm 25.11.2 (this is %s)" % slurm_release.version)
+    site_file = tmp_path / "nvl.yaml"
+    site_file.write_text(
+        NVL_SITE.read_text().replace('slurm_version: "24.11"', 'slurm_version: "%s"' % slurm_release.version)
+        + "  repair_segment: true\n"
+    )
+    site = load_site(str(site_file))
+    assert site.policy.repair_segment
+    p = site.partitions[site.default_partition]
+    nt = site.node_type_of(p.name)
+    part = testcluster.Partition(
+        p.name, testcluster.Partition.node_names("nvl", p.nodes), nt.gres_type, nt.gpus, default=True
+    )
+    topo = admin("topology", "--site", str(site_file), "--nodes", "nvl[01-%02d]" % p.nodes)
+    cluster = new_cluster(
+        [part], topology_conf=("topology/block", topo), job_submit_lua=render_filter(site, "job_submit")
+    )
+    cluster.start()
+    try:
+        script = (
+            "#!/bin/bash\n#SBATCH -N8 --gpus-per-node=4 --exclusive\n"
+            "# slurmgpu: site=testcluster-nvl tp=16 pp=1 dp=2 cp=1 ep=1 nodes=8 gpus_per_node=4\n"
+            "export NCCL_SOCKET_IFNAME=lo\nsrun --ntasks-per-node=1 hostname\n"
+        )
+        job = cluster.submit(script)
+        res = cluster.wait_job(job, timeout=120)
+        assert res.ok, (res, cluster.logs())
+        comment = res.info.get("AdminComment", "")
+        assert "slurmgpu: set --segment=4 (model-parallel groups inside one NVLink domain)" in comment, res.info
+        assert res.info.get("SegmentSize") == "4", res.info  # the segment the job ran with
+        blocks = blocks_from_site(site, p.name, part.nodes)
+        placed = parse_hostlist(res.info["NodeList"])
+        assert sorted(sum(1 for n in placed if n in members) for members in blocks.values()) == [4, 4], placed
+    finally:
+        cluster.stop()
+
+
+# ---------------------------------------------------------------------------
+# CliFilterParameters=cli_filter_lua_path= (25.11+): where `admin install` puts the cli_filter
+
+CLI_FILTER_LUA_PATH_FROM = (25, 11)
+
+
+def test_admin_install_writes_the_cli_filter_where_slurm_conf_says(slurm_release, new_cluster, tmp_path):
+    """With cli_filter_lua_path= the clients read that file, not cli_filter.lua beside slurm.conf:
+    `admin install --kind cli_filter` must write there (a copy beside slurm.conf is ignored)."""
+    if slurm_release.version_tuple < CLI_FILTER_LUA_PATH_FROM:
+        pytest.skip("CliFilterParameters=cli_filter_lua_path= is Slurm 25.11+ (this is %s)" % slurm_release.version)
+    d = tmp_path / "clif"
+    d.mkdir()
+    os.chmod(d, 0o755)
+    target = d / "cli_filter.lua"
+    target.write_text(testcluster.PASSTHROUGH_CLI_FILTER_LUA)
+    os.chmod(target, 0o644)
+    cluster = new_cluster(
+        cli_filter_lua=testcluster.PASSTHROUGH_CLI_FILTER_LUA,
+        extra_config="CliFilterParameters=cli_filter_lua_path=%s" % target,
+    )
+    cluster.start()
+    try:
+        site = tmp_path / "site.yaml"
+        site.write_text(
+            TEST_SITE.read_text().replace('slurm_version: "22.05"', 'slurm_version: "%s"' % slurm_release.version)
+        )
+        beside = cluster.conf_dir / "cli_filter.lua"
+        before = beside.read_text()
+        p = subprocess.run(
+            [sys.executable, "-m", "slurmgpu.cli", "admin", "install", "--site", str(site)]
+            + ["--conf-dir", str(cluster.conf_dir), "--kind", "cli_filter", "--force"],
+            capture_output=True,
+            text=True,
+            env=dict(cluster.env, SLURMGPU_SITE="", SLURMGPU_SYSTEM_SITE="/nonexistent/site.yaml"),
+            timeout=120,
+        )
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "cli_filter_lua_path=%s" % target in p.stderr + p.stdout
+        assert target.read_text().startswith("-- cli_filter.lua for site") and beside.read_text() == before
+        rc, _, err = cluster.sbatch(
+            None,
+            "--test-only",
+            "-N2",
+            "--gpus-per-node=8",
+            "--wrap",
+            "srun python pretrain_gpt.py --tensor-model-parallel-size 16",
+        )
+        assert rc != 0 and "slurmgpu: TP=16" in err, err  # the installed filter ran in sbatch
+    finally:
+        cluster.stop()
+
+
+# ---------------------------------------------------------------------------
+# NVL72 generation on 25.11+: one IMEX channel per segment, expedited requeue
+
+
+def test_generated_network_and_expedited_requeue_are_what_the_release_takes(slurm_release, new_cluster, tmp_path):
+    """A site that gives each segment its own IMEX channel and enables expedited requeue
+    (Slurm 25.11+): the 8-node TP=16 job of two 4-node segments asks for
+    --network=unique-channel-per-segment and --requeue=expedite, which the controller takes when
+    SlurmctldParameters=enable_expedited_requeue is set and refuses otherwise (so gen writes
+    =expedite only where the site says so). Older releases: the site loader refuses both."""
+    site_file = tmp_path / "nvl.yaml"
+    text = NVL_SITE.read_text().replace('slurm_version: "24.11"', 'slurm_version: "%s"' % slurm_release.version)
+    text = text.replace("    socket_ifname: lo\n", "    socket_ifname: lo\n    imex_per_segment: true\n")
+    site_file.write_text(text + "requeue:\n  expedite: true\n")
+    if slurm_release.version_tuple < (25, 11):
+        with pytest.raises(ConfigError, match="needs Slurm 25.11"):
+            load_site(str(site_file))
+        return
+    site = load_site(str(site_file))
+    script = gen(
+        "--site",
+        str(site_file),
+        "--launcher",
+        "srun",
+        "--nodes",
+        "8",
+        "--tp",
+        "16",
+        "--no-preflight",
+        "--requeue",
+        "--time",
+        "1:00:00",
+        "--checkpoint-dir",
+        str(tmp_path),
+        "--",
+        "true",
+    )
+    lines = script.splitlines()
+    assert "#SBATCH --segment=4" in lines and "#SBATCH --network=unique-channel-per-segment" in lines
+    assert "#SBATCH --requeue=expedite" in lines
+    p = site.partitions[site.default_partition]
+    nt = site.node_type_of(p.name)
+    part = testcluster.Partition(
+        p.name, testcluster.Partition.node_names("nvl", p.nodes), nt.gres_type, nt.gpus, default=True
+    )
+    topo = admin("topology", "--site", str(site_file), "--nodes", "nvl[01-%02d]" % p.nodes)
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    for enabled in (True, False):
+        cluster = new_cluster(
+            [part],
+            topology_conf=("topology/block", topo),
+            extra_config="SlurmctldParameters=enable_expedited_requeue" if enabled else "",
+        )
+        cluster.start()
+        try:
+            rc, _, err = cluster.sbatch(None, "--test-only", str(path))
+            if enabled:
+                assert rc == 0, err
+                placed = placed_nodes(err)
+                blocks = blocks_from_site(site, p.name, part.nodes)
+                assert sorted(sum(1 for n in placed if n in m) for m in blocks.values()) == [4, 4], placed
+            else:
+                assert rc != 0 and "Requested operation not supported" in err, err
+        finally:
+            cluster.stop()

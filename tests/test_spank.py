@@ -742,6 +742,14 @@ def enforce(guarded: Guarded) -> Iterator[Guarded]:
 
 
 STEP = "srun -N2 --ntasks-per-node=8 echo launched pretrain_gpt.py --tensor-model-parallel-size %d"
+# slurmstepd's error lines in the step's output: "slurmstepd-NODE: error: TEXT" up to 24.11,
+# "[TIMESTAMP] error: TEXT" on 26.05 (no node name)
+_STEPD_ERROR = re.compile(r"^(?:slurmstepd-\S+:|\[\d{4}-\d\d-\d\dT[\d:.]+\]) error: (slurmgpu: .*)$")
+
+
+def stepd_errors(text: str) -> List[str]:
+    """The slurmgpu messages slurmstepd printed as errors into a step's output."""
+    return [m.group(1) for m in map(_STEPD_ERROR.match, text.splitlines()) if m]
 
 
 @pytest.mark.cluster
@@ -753,11 +761,7 @@ def test_interactive_cross_node_step_is_refused(enforce: Guarded, site: Site) ->
         site, "echo launched pretrain_gpt.py --tensor-model-parallel-size 16", ["-N2", "--exclusive"]
     )
     assert expected
-    shown = [
-        m.split(": error: ", 1)[1]
-        for m in r.stderr.splitlines()
-        if m.startswith("slurmstepd-") and ": error: slurmgpu: " in m
-    ]
+    shown = stepd_errors(r.stderr)
     # once per node (the first task there), each the submit filter's rejection
     assert sorted(same_rule_text(m) for m in shown) == sorted(same_rule_text(m) for m in expected) * 2, r.stderr
 
@@ -797,9 +801,7 @@ def test_batch_step_that_passed_job_submit_is_refused_at_launch(enforce: Guarded
     out = res.stdout or ""
     assert res.state == "FAILED" and "launched" not in out, out
     assert "origin=spank" in enforce.slurmd_logs(before)
-    assert any(
-        "slurmgpu: TP=16 (--tensor-model-parallel-size 16)" in line and ": error: " in line for line in out.splitlines()
-    ), out
+    assert any(m.startswith("slurmgpu: TP=16 (--tensor-model-parallel-size 16)") for m in stepd_errors(out)), out
 
 
 @pytest.mark.cluster

@@ -74,7 +74,21 @@ local function uid_of(v)
   if type(v) == "number" and v >= 0 and v < 4294967294 then return v end
   return nil
 end
-local num32 = uid_of -- 32-bit fields (min_cpus, bitflags) whose unset value is NO_VAL
+local num32 = uid_of -- 32-bit fields (min_cpus, max_cpus) whose unset value is NO_VAL
+
+-- job_desc.bitflags is a uint64_t that slurmctld pushes as a Lua number (a double): exact below
+-- 2^53, which holds every bit a user can set (up to 45: --gres-flags, --stepmgr, and on 25.11+
+-- --spread-segments, --consolidate-segments, --requeue=expedite). It was read through the 32-bit
+-- guard once, so any such bit hid --spread-job. Beyond 2^53 the low bits are not exact: nil, and
+-- the adapter says so in the log (flags_unreadable).
+local FLAGS_EXACT = 9007199254740992 -- 2^53
+local function flags64(v)
+  if type(v) == "number" and v >= 0 and v < FLAGS_EXACT and v == math.floor(v) then return v end
+  return nil
+end
+local function flags_unreadable(v)
+  return type(v) == "number" and v >= FLAGS_EXACT
+end
 
 local function exclusive_of(shared)
   -- --exclusive sends shared=0 (JOB_SHARED_NONE); =topo is 4 (whole segment)
@@ -92,7 +106,8 @@ local LAZY = {
   sockets_per_node = function(desc) return num(get(desc, "sockets_per_node")) end,
   exclusive = function(desc) return exclusive_of(get(desc, "shared")) end,
   qos = function(desc) return str(get(desc, "qos")) end,
-  segment = function(desc) return num(get(desc, "segment_size")) end, -- NVL72 sites only
+  -- NVL72 sites only; 25.11.2+ show a job without --segment as 0, not NO_VAL16
+  segment = function(desc) local s = num(get(desc, "segment_size")); if s ~= 0 then return s end end,
 }
 
 -- One shared metatable: the job_desc and part_list sit in the job table under keys no field name
@@ -163,7 +178,7 @@ local function read_job(desc, part_list, uid, get_)
     cpus_per_task = num(get_(desc, "cpus_per_task")),
     min_cpus = num32(get_(desc, "min_cpus")),
     req_nodes = str(get_(desc, "req_nodes")),
-    bitflags = num32(get_(desc, "bitflags")),
+    bitflags = flags64(get_(desc, "bitflags")),
     uid = uid_of(uid) or uid_of(get_(desc, "user_id")),
     account = str(get_(desc, "account")),
     het_offset = num(get_(desc, "het_job_offset")),
@@ -193,14 +208,30 @@ end
 local INTERNAL_REJECT = "slurmgpu: the GPU submit filter hit an internal error and this cluster rejects jobs when "
   .. "that happens; please tell the cluster admins (log tag " .. TAG .. ")."
 
+-- The site's choice and the code, read once at load: the path below runs after something failed
+-- and must not depend on anything that can fail again.
+local REJECT_ON_ERROR = TOPO.on_internal_error == "reject"
+local ERROR_CODE = P.ERROR_CODE
+
+local function fallback_logged(stage, err)
+  log(string.format(TAG .. " decision=%s internal-error stage=%s %s", REJECT_ON_ERROR and "reject" or "accept",
+    stage, P.clean(err, 300)))
+end
+
+-- Whatever went wrong inside the filter, slurmctld gets a number and the user at most the fixed
+-- INTERNAL_REJECT line: Slurm 26.05 rejects a job whose job_submit raises and shows the raw Lua
+-- error (file path included) to the user, and 22.05-25.11 accept it, whatever the site chose.
+-- Even describing the error may fail (an error object whose tostring raises): then the log line
+-- says so without it.
 local function fallback(stage, err)
-  local line = TAG .. " decision=%s internal-error stage=" .. stage .. " " .. P.clean(err, 300)
-  if TOPO.on_internal_error == "reject" then
-    log(string.format(line, "reject"))
-    user(INTERNAL_REJECT)
-    return P.ERROR_CODE
+  if not pcall(fallback_logged, stage, err) then
+    pcall(slurm.log_info, "%s", TAG .. " decision=" .. (REJECT_ON_ERROR and "reject" or "accept")
+      .. " internal-error stage=" .. stage .. " (the error itself could not be printed)")
   end
-  log(string.format(line, "accept"))
+  if REJECT_ON_ERROR then
+    user(INTERNAL_REJECT)
+    return ERROR_CODE
+  end
   return SUCCESS
 end
 
@@ -253,6 +284,10 @@ end
 
 local function submit(desc, part_list, uid)
   local v, job = evaluate_desc(desc, part_list, uid)
+  if job.bitflags == nil and flags_unreadable(get(desc, "bitflags")) then
+    log(TAG .. " warning bitflags: job_desc.bitflags is 2^53 or more and not exact as a Lua number; "
+      .. "--spread-job was not read for this job")
+  end
   repair_segment(desc, v)
   log(P.log_line(v, job))
   audit(desc, v)

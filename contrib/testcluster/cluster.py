@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A throw-away local Slurm cluster with fake GPUs, for tests (22.05, 24.11: see Releases).
+"""A throw-away local Slurm cluster with fake GPUs, for tests (22.05, 24.11, 26.05: see Releases).
 
 Everything runs on this one host, as root, out of a fresh temporary
 directory: one ``slurmctld`` and one ``slurmd -N <name>`` per node, each on
@@ -59,8 +59,9 @@ Releases
 --------
 A cluster runs one Slurm release (``Release``): the host's own packages
 (``native_release()``), or another Debian release's packages in a chroot built
-by ``make-chroot.sh`` (``chroot_release("trixie")``: Slurm 24.11 on a Debian 12
-host; ``bookworm`` on a Debian 13 host).  For a chroot release, slurmctld,
+by ``make-chroot.sh`` (``chroot_release("trixie")``: Slurm 24.11, and
+``chroot_release("forky")``: Slurm 26.05, on a Debian 12 host; ``bookworm`` and
+``forky`` on a Debian 13 host).  For a chroot release, slurmctld,
 slurmd, munged and every client run inside the chroot, in a private mount
 namespace (the supervisor's) that holds the chroot's /proc and bind mounts of
 the cluster's base directory and ``shared_paths`` at the same paths, so file
@@ -106,6 +107,7 @@ __all__ = [
     "chroot_release",
     "native_release",
     "other_suite",
+    "other_suites",
     "release_run",
     "test_releases",
     "PASSTHROUGH_CLI_FILTER_LUA",
@@ -204,8 +206,10 @@ DEFAULT_CHROOT_CACHE = "/var/cache/slurmgpu-testcluster"
 RELEASES_ENV = "SLURMGPU_TESTCLUSTER_RELEASES"  # e.g. "native,trixie"
 CHROOT_STAMP = ".slurmgpu-testcluster-stamp"  # written last by make-chroot.sh
 MAKE_CHROOT = Path(__file__).resolve().parent / "make-chroot.sh"
-# Debian suite -> the Slurm major release it ships.
-SUITE_SLURM = {"bookworm": "22.05", "trixie": "24.11"}
+# Debian suite -> the Slurm major release it ships (sid ships what forky does).
+SUITE_SLURM = {"bookworm": "22.05", "trixie": "24.11", "forky": "26.05"}
+# The suites whose chroots the matrix uses, one per Slurm release (make-chroot.sh's default list).
+MATRIX_SUITES = ("bookworm", "trixie", "forky")
 
 
 @dataclass(frozen=True)
@@ -288,10 +292,19 @@ def host_suite() -> str:
     return m.group(1) if m else ""
 
 
+def other_suites() -> List[str]:
+    """The Debian suites of the matrix whose Slurm the host does not have: trixie
+    (24.11) and forky (26.05) on bookworm (22.05) and anywhere else, bookworm and
+    forky on trixie (the list make-chroot.sh builds when called without --suite)."""
+    host = "forky" if host_suite() == "sid" else host_suite()
+    if host not in MATRIX_SUITES:
+        host = "bookworm"
+    return [s for s in MATRIX_SUITES if s != host]
+
+
 def other_suite() -> str:
-    """The Debian suite whose Slurm the host does not have: trixie (24.11) on
-    bookworm (22.05) and anywhere else, bookworm on trixie."""
-    return "bookworm" if host_suite() == "trixie" else "trixie"
+    """The first of ``other_suites()`` (trixie on bookworm, bookworm on trixie)."""
+    return other_suites()[0]
 
 
 def chroot_cache() -> Path:
@@ -301,7 +314,7 @@ def chroot_cache() -> Path:
 def chroot_release(suite: str) -> Release:
     """The release in ``make-chroot.sh --suite SUITE``'s chroot (built or not)."""
     root = chroot_cache() / suite
-    version = SUITE_SLURM.get(suite, "")
+    version = SUITE_SLURM.get("forky" if suite == "sid" else suite, "")
     try:
         m = re.search(r"^slurm_version=(\S+)$", (root / CHROOT_STAMP).read_text(), re.M)
         if m:
@@ -313,15 +326,16 @@ def chroot_release(suite: str) -> Release:
 
 def test_releases() -> List[Release]:
     """The releases the cluster tests run on: the native one and the other
-    Debian release's chroot -- or what ``SLURMGPU_TESTCLUSTER_RELEASES``
-    names ("native", suite names, comma-separated).  A chroot of the same
-    major release as the native one is left out unless named."""
+    Debian releases' chroots (``other_suites()``) -- or what
+    ``SLURMGPU_TESTCLUSTER_RELEASES`` names ("native", suite names,
+    comma-separated).  A chroot of the same major release as the native one
+    is left out unless named."""
     names = [n.strip() for n in os.environ.get(RELEASES_ENV, "").split(",") if n.strip()]
     if names:
         return [native_release() if n == "native" else chroot_release(n) for n in names]
     native = native_release()
-    other = chroot_release(other_suite())
-    return [native] + ([other] if other.major != native.major else [])
+    others = [chroot_release(s) for s in other_suites()]
+    return [native] + [o for o in others if o.major != native.major]
 
 
 @dataclass(frozen=True)
@@ -1835,9 +1849,10 @@ def _ensure_munge() -> None:
 # -------------------------------------------------------------------- CLI
 def _main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(
-        description="Start or stop a local fake-GPU Slurm test cluster (for debugging; the test suite starts its own)."
+        description="Start or stop a local fake-GPU Slurm test cluster (for debugging; the test suite starts its own), "
+        "or list the releases the cluster tests run on."
     )
-    ap.add_argument("action", choices=("up", "down"))
+    ap.add_argument("action", choices=("up", "down", "releases"))
     ap.add_argument(
         "--state", default=_DEFAULT_STATE_FILE, help=f"where 'up' records pids (default {_DEFAULT_STATE_FILE})"
     )
@@ -1848,9 +1863,13 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument(
         "--release",
         default="native",
-        help="up: 'native' (default) or a chroot suite built by make-chroot.sh, e.g. 'trixie' (Slurm 24.11)",
+        help="up: 'native' (default) or a chroot suite built by make-chroot.sh: 'trixie' (24.11), 'forky' (26.05)",
     )
     args = ap.parse_args(argv)
+    if args.action == "releases":  # the matrix, one release a line: name, Slurm version, why it cannot run
+        for r in test_releases():
+            print("\t".join((r.name, r.version or "-", "; ".join(r.missing()) or "ok")))
+        return 0
     state_file = Path(args.state)
     if args.action == "up":
         if state_file.exists():

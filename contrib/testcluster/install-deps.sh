@@ -5,17 +5,19 @@
 # a service: the cluster runs its own), Lua 5.1 (the version Debian's slurmctld embeds),
 # ShellCheck and luacheck (`make lint`), the Slurm/Lua headers for building plugins, and
 # debootstrap, and headless Chromium with its driver (the explain view's browser tests); then
-# build (or reuse) the chroot with the other Debian release's Slurm (make-chroot.sh), so the cluster tests run on both 22.05 and 24.11.  SLURMGPU_CHROOT=0 skips
-# the chroot (its tests are then skipped, or fail under SLURMGPU_REQUIRE_CLUSTER=1).  Run as
-# root.  Idempotent: when everything is already installed and the cached chroot is current it
-# changes nothing and does not touch the network.
+# build (or reuse) the chroots with the other Debian releases' Slurm (make-chroot.sh: trixie's
+# 24.11 and forky's 26.05 on Debian 12), so the cluster tests run on 22.05, 24.11 and 26.05.
+# SLURMGPU_CHROOT=0 skips the chroots (their tests are then skipped, or fail under
+# SLURMGPU_REQUIRE_CLUSTER=1).  Run as root.  Idempotent: when everything is already installed
+# and the cached chroots are current it changes nothing and does not touch the network.
 set -euo pipefail
 
 # slurmdbd + mariadb-server: the accounting cluster (TestCluster(accounting=True), native release only);
 # chromium + chromium-driver: the explain view's browser tests
 # g++: DeepSpeed's CPU job (tests/test_e2e_launchers.py) JIT-compiles its shared-memory comm op
+# jq: the --help examples that pipe --json into it (tests/test_cli_examples.py runs every example)
 PACKAGES=(slurmctld slurmd slurm-client munge lua5.1 shellcheck lua-check libslurm-dev liblua5.1-dev debootstrap
-    chromium chromium-driver slurmdbd mariadb-server g++)
+    chromium chromium-driver slurmdbd mariadb-server g++ jq)
 
 die() {
     echo "install-deps.sh: error: $*" >&2
@@ -56,14 +58,14 @@ done
 [ -f /usr/include/slurm/spank.h ] || die "/usr/include/slurm/spank.h missing (libslurm-dev)"
 echo "install-deps.sh: ok ($(/usr/sbin/slurmctld -V))"
 
-# The other Debian release's Slurm, in a cached chroot (only Debian 12 and 13 hosts have a
-# counterpart in the same archive).
+# The other Debian releases' Slurm, in cached chroots (only Debian hosts of the matrix have
+# their counterparts in the same archive).
 # shellcheck disable=SC1091  # /etc/os-release is the host's
 codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
 if [ "${SLURMGPU_CHROOT:-1}" = 0 ]; then
-    echo "install-deps.sh: SLURMGPU_CHROOT=0: not building the second Slurm release's chroot"
+    echo "install-deps.sh: SLURMGPU_CHROOT=0: not building the other Slurm releases' chroots"
 elif [ "$codename" = bookworm ] || [ "$codename" = trixie ]; then
-    bash "$(dirname "$0")/make-chroot.sh" || die "building the second Slurm release's chroot failed"
+    bash "$(dirname "$0")/make-chroot.sh" || die "building the other Slurm releases' chroots failed"
 else
-    echo "install-deps.sh: host is '${codename:-unknown}', not Debian 12/13: no chroot for a second Slurm release"
+    echo "install-deps.sh: host is '${codename:-unknown}', not Debian 12/13: no chroots for other Slurm releases"
 fi

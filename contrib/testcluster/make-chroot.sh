@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Build (or check) the second Slurm release for the test cluster: a minimal Debian chroot
+# Build (or check) another Slurm release for the test cluster: a minimal Debian chroot
 # made with debootstrap from the Debian archive this machine's apt already uses, with
 # slurmctld, slurmd, the clients, munge, Lua 5.1, the SPANK build headers and the Python
 # packages a job needs to run slurmgpu.  contrib/testcluster/cluster.py runs that release's
 # daemons and clients inside the chroot (see "Releases" there).
 #
-#   make-chroot.sh                # the release the host is not: trixie (24.11) on bookworm
-#                                 # (22.05), bookworm on trixie; nothing to do when current
-#   make-chroot.sh --suite trixie # a given suite
+#   make-chroot.sh                # the releases the host is not: trixie (24.11) and forky
+#                                 # (26.05) on bookworm (22.05), bookworm and forky on trixie;
+#                                 # nothing to do when current
+#   make-chroot.sh --suite trixie # one given suite: bookworm (Slurm 22.05), trixie (24.11),
+#                                 # forky or sid (26.05)
 #   make-chroot.sh --rebuild      # from scratch even when the cached one is current
 #   make-chroot.sh --print-dir    # where the chroot is (or would be), then exit
 #
@@ -16,7 +18,15 @@
 # second); otherwise it is built from scratch into <dir>.new and renamed over <dir> at the
 # end, so an interrupted build leaves nothing half-written under <dir>.
 # Mirror: the URI the host's apt sources use for its own Debian suite (override with
-# SLURMGPU_CHROOT_MIRROR); the security archive too when the host uses one.
+# SLURMGPU_CHROOT_MIRROR); the security archive too when the host uses one (not for sid,
+# which has none).  Several suites build one after the other, each under its own lock.
+#
+# Suites newer than the host's debootstrap: bookworm's debootstrap (1.0.128) has no script
+# named forky; the script of sid (the one every Debian suite since bullseye links to) is
+# passed instead, and the archive's InRelease for forky and sid is signed with the trixie
+# key that bookworm's debian-archive-keyring (2023.3+deb12u2) already has.  When a
+# future keyring is missing, debootstrap fails on the signature: install that release's
+# debian-archive-keyring .deb from the archive (dpkg -i) and run this again.
 #
 # Protecting the host: everything runs in a private mount namespace (unshare -m), so any
 # mount made by debootstrap or here (only /proc of the chroot) is gone when the script
@@ -36,13 +46,13 @@ prog=make-chroot.sh
 die() { echo "$prog: error: $*" >&2; exit 1; }
 log() { echo "$prog: $*" >&2; }
 
-suite=""
+suites=()
 rebuild=0
 print_dir=0
 while [ $# -gt 0 ]; do
     case "$1" in
-        --suite) [ $# -ge 2 ] || die "--suite needs a value (bookworm or trixie)"; suite=$2; shift 2 ;;
-        --suite=*) suite=${1#--suite=}; shift ;;
+        --suite) [ $# -ge 2 ] || die "--suite needs a value (bookworm, trixie, forky or sid)"; suites+=("$2"); shift 2 ;;
+        --suite=*) suites+=("${1#--suite=}"); shift ;;
         --rebuild) rebuild=1; shift ;;
         --print-dir) print_dir=1; shift ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -60,16 +70,30 @@ host_codename() {
 }
 
 host=$(host_codename)
-if [ -z "$suite" ]; then
+if [ "${#suites[@]}" -eq 0 ]; then
     case "$host" in
-        trixie) suite=bookworm ;;
-        *) suite=trixie ;;
+        trixie) suites=(bookworm forky) ;;
+        forky|sid) suites=(bookworm trixie) ;;
+        *) suites=(trixie forky) ;;
     esac
 fi
-case "$suite" in
-    bookworm|trixie) ;;
-    *) die "unsupported suite '$suite' (bookworm: Slurm 22.05, trixie: Slurm 24.11)" ;;
-esac
+for suite in "${suites[@]}"; do
+    case "$suite" in
+        bookworm|trixie|forky|sid) ;;
+        *) die "unsupported suite '$suite' (bookworm: Slurm 22.05, trixie: 24.11, forky or sid: 26.05)" ;;
+    esac
+done
+if [ "${#suites[@]}" -gt 1 ]; then
+    # One suite per run of this script (each with its own lock and namespace).
+    [ "$print_dir" = 0 ] || { for suite in "${suites[@]}"; do echo "$CACHE/$suite"; done; exit 0; }
+    extra=()
+    [ "$rebuild" = 0 ] || extra+=(--rebuild)
+    for suite in "${suites[@]}"; do
+        "$BASH" "$0" --suite "$suite" "${extra[@]}" || exit $?
+    done
+    exit 0
+fi
+suite=${suites[0]}
 dir="$CACHE/$suite"
 if [ "$print_dir" = 1 ]; then
     echo "$dir"
@@ -116,6 +140,19 @@ if [ -z "$mirror" ]; then
     mirror=$(host_uri_for "$host")
     [ -n "$mirror" ] || die "no Debian archive for '$host' in /etc/apt/sources.list*: set SLURMGPU_CHROOT_MIRROR"
     security=$(host_uri_for "$host-security")
+fi
+# sid has neither a security nor an updates suite.
+updates=1
+if [ "$suite" = sid ]; then
+    security=""
+    updates=0
+fi
+# The debootstrap script for the suite: its own, or sid's for a suite newer than this
+# debootstrap (see the head of this file).
+script_dir=/usr/share/debootstrap/scripts
+bootstrap_script=()
+if [ ! -e "$script_dir/$suite" ] && [ -e "$script_dir/sid" ]; then
+    bootstrap_script=("$script_dir/sid")
 fi
 
 stamp_text() {
@@ -186,7 +223,7 @@ in_root() { chroot "$new" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LAN
 safe_rm "$new"
 mkdir -p "$new"
 # A container marker would make debootstrap bind the host's device nodes in.
-env -u CONTAINER debootstrap --variant=minbase "$suite" "$new" "$mirror" >"$CACHE/$suite.debootstrap.log" 2>&1 \
+env -u CONTAINER debootstrap --variant=minbase "$suite" "$new" "$mirror" "${bootstrap_script[@]}" >"$CACHE/$suite.debootstrap.log" 2>&1 \
     || { tail -n 20 "$CACHE/$suite.debootstrap.log" >&2; die "debootstrap $suite failed (log: $CACHE/$suite.debootstrap.log)"; }
 
 # Own device nodes, never the host's: (name major minor), all mode 0666.
@@ -207,9 +244,15 @@ chmod 0755 "$new/usr/sbin/policy-rc.d"
 
 {
     echo "deb $mirror $suite main"
-    echo "deb $mirror $suite-updates main"
+    [ "$updates" = 0 ] || echo "deb $mirror $suite-updates main"
     [ -z "$security" ] || echo "deb $security $suite-security main"
 } >"$new/etc/apt/sources.list"
+# testing and unstable Release files expire a week after they are signed; a mirror that
+# serves a frozen copy of the archive (as the one this was first built against did) is
+# refused by apt once that week is over.  The signature is still checked.
+if [ "$suite" = forky ] || [ "$suite" = sid ]; then
+    echo 'Acquire::Check-Valid-Until "false";' >"$new/etc/apt/apt.conf.d/99slurmgpu-no-valid-until"
+fi
 
 mount -t proc proc "$new/proc"
 mounted+=("$new/proc")

@@ -13,15 +13,16 @@ import click
 from .. import vocab
 from ..errors import SlurmgpuError
 from . import explain_out
-from .app import _Group, main
-from .common import _LAUNCHERS, _emit_json, _load_site, _write_atomic, spec_field_options
+from .app import _Command, _Group, alias, exits, main
+from .common import _LAUNCHERS, OUTPUT_DIR, OUTPUT_FILE, _emit_json, _load_site, _write_atomic, spec_field_options
+from .complete import complete_template
 
 if TYPE_CHECKING:
     from ..job import Generated, JobSpec
     from ..site import Site
 
 
-class _CommandWithProgram(click.Command):
+class _CommandWithProgram(_Command):
     """Everything after `--` is the program to launch (as with srun), never the SPEC argument."""
 
     def parse_args(self, ctx: click.Context, args: Any) -> Any:
@@ -52,7 +53,8 @@ def _job_options(f: Any, skip: Any = ()) -> Any:
             "-o",
             "--output",
             "out_file",
-            type=click.Path(dir_okay=False),
+            type=OUTPUT_FILE,
+            metavar="FILE",
             help="Write the script to FILE (atomically) instead of standard output.",
         ),
         click.option("--json", "as_json", is_flag=True, help="Print script, plan and policy verdict as JSON."),
@@ -95,31 +97,75 @@ def _regen_command(ctx: click.Context) -> str:
     return "slurmgpu gen" + "".join(" " + shquote(a) for a in out)
 
 
-def _job_spec(ctx: Optional[click.Context], kw: Dict[str, Any]) -> Tuple[Path, JobSpec, Dict[str, Any]]:
-    """The spec file (or the repo's slurmgpu.yaml) and the flags that override it -> (repo root, spec, flags)."""
-    from ..job import JobSpec, find_repo, load_spec
+def no_spec_message(root: Path) -> str:
+    """What `gen` says in a directory without slurmgpu.yaml when no flag describes a job."""
+    return (
+        "no slurmgpu.yaml found (%s): create one with `slurmgpu init`, give its path "
+        "(slurmgpu gen path/to/slurmgpu.yaml), or describe the job with flags, e.g. "
+        "`slurmgpu gen --model llama3-8b --launcher megatron --smoke` or "
+        "`slurmgpu gen --launcher torchrun -- train.py`" % looked_in(root)
+    )
+
+
+def looked_in(root: Path) -> str:
+    """Where find_repo looked for slurmgpu.yaml: from here up to `root` (a git root) or to /."""
+    here = Path.cwd().resolve()
+    if root != here:
+        up_to = " and its parents up to the git root %s" % root
+    elif (root / ".git").exists():
+        up_to = ", the git root"
+    else:
+        up_to = " and its parents up to /" if root.parent != root else ""
+    return "looked in %s%s" % (here, up_to)
+
+
+def _job_spec(
+    ctx: Optional[click.Context], kw: Dict[str, Any], need_job: bool = True
+) -> Tuple[Path, JobSpec, Dict[str, Any]]:
+    """The spec file (or the repo's slurmgpu.yaml) and the flags that override it -> (repo root, spec, flags).
+
+    `need_job`: without a spec, at least --model, --launcher, --weights or a program after `--`
+    must say what the job is (else the error says where slurmgpu.yaml was looked for)."""
+    from ..job import JobSpec, find_repo, load_spec_issues
 
     spec_file = kw.pop("spec_file")
     root, found = find_repo(os.path.dirname(os.path.abspath(spec_file)) if spec_file else None)
+    pending: List[Any] = []  # the spec's problems: reported with the site's, in one run (_spec_for_site)
     if spec_file:
-        spec = load_spec(spec_file)
+        spec, pending = load_spec_issues(spec_file)
     elif found is not None:
         click.echo("slurmgpu: job spec %s" % found, err=True)
-        spec = load_spec(str(found))
+        spec, pending = load_spec_issues(str(found))
     else:
+        if (
+            need_job
+            and not any(kw.get(k) for k in ("model", "launcher", "weights"))
+            and not (ctx is not None and ctx.meta.get("slurmgpu.command"))
+        ):
+            raise SlurmgpuError(no_spec_message(root))
         spec = JobSpec()
     flags = dict(kw)
     flags["parallel"] = {k: flags.pop(k, None) for k in vocab.PARALLEL_KEYS}
     flags["output"], flags["error"] = flags.pop("log_output", None), flags.pop("log_error", None)
     flags["command"] = ctx.meta.get("slurmgpu.command") if ctx is not None else None
+    flags["pending_issues"] = tuple(pending)
     return root, spec, flags
 
 
-def _spec_for_site(spec: JobSpec, flags: Dict[str, Any], site: Site, known: Sequence[str] = ()) -> JobSpec:
-    """Precedence: flags > the spec's sites.<site> block > its top-level fields."""
-    from ..job import apply_overrides, for_site
+def _spec_for_site(
+    spec: JobSpec, flags: Dict[str, Any], site: Site, known: Sequence[str] = (), launch: bool = True
+) -> JobSpec:
+    """Precedence: flags > the spec's sites.<site> block > its top-level fields. Every problem of
+    the spec, its site block, the flags and what they name on this site is raised at once."""
+    from ..errors import ConfigError
+    from ..job import apply_overrides, for_site, spec_issues
 
-    spec, warnings = for_site(spec, site.name, known)
+    issues = list(flags.get("pending_issues") or ())
+    try:
+        spec, warnings = for_site(spec, site.name, known)
+    except ConfigError as exc:
+        issues += exc.issues
+        warnings = ()
     for w in warnings:
         click.echo("warning: %s" % w, err=True)
     if spec.site_override:
@@ -128,7 +174,15 @@ def _spec_for_site(spec: JobSpec, flags: Dict[str, Any], site: Site, known: Sequ
             "slurmgpu: sites.%s from %s: %s" % (spec.site_override, spec.source, ", ".join(block.values) or "nothing"),
             err=True,
         )
-    return apply_overrides(spec, flags)
+    try:
+        spec = apply_overrides(spec, flags)
+    except ConfigError as exc:
+        issues += exc.issues
+    found = spec_issues(site, spec, launch)
+    if issues or found.stop:  # training inputs alone: gen says first whether the filter refuses the layout
+        issues += found.all()
+        raise ConfigError(sorted(issues, key=lambda i: (i.file, i.line if i.line is not None else 1 << 30, i.col or 0)))
+    return spec
 
 
 def _build_job(ctx: click.Context, kw: Dict[str, Any]) -> Tuple[Site, JobSpec, Generated]:
@@ -196,17 +250,17 @@ def _layout_summary(gen: Generated) -> None:
 
 @main.command("gen", cls=_CommandWithProgram)
 @_job_options
-@click.option("--explain-html", metavar="FILE", type=click.Path(dir_okay=False), help=explain_out.HTML_HELP)
+@click.option("--html", "html_file", metavar="FILE", type=OUTPUT_FILE, help=explain_out.HTML_HELP)
+@alias("--explain-html", "--html", "html_file", metavar="FILE", type=OUTPUT_FILE)
+@exits((1, "refused: the site's submit filter would reject the job (its message and the fix on stderr)"))
 @click.pass_context
-def gen_cmd(
-    ctx: click.Context, /, out_file: Optional[str], as_json: bool, explain_html: Optional[str], **kw: Any
-) -> None:
+def gen_cmd(ctx: click.Context, /, out_file: Optional[str], as_json: bool, html_file: Optional[str], **kw: Any) -> None:
     """Write the batch script for a job: plan it, render it for the site, check it.
 
     SPEC is a slurmgpu.yaml (default: the repo's, if any); flags override its
     fields, and its sites.<name> block for the site in effect sits between the
-    two (docs/gen.md). The program to launch goes after `--`, as with srun. The script goes
-    to standard output (or -o FILE), the plan summary to standard error. A layout
+    two (`slurmgpu docs gen`). The program to launch goes after `--`, as with srun. The script
+    goes to standard output (or -o FILE), the plan summary to standard error. A layout
     whose tensor parallelism leaves an NVLink domain is refused (exit 1) with the
     submit filter's message and the planner's suggestion.
 
@@ -215,14 +269,14 @@ def gen_cmd(
       slurmgpu gen --model llama3-70b --launcher megatron --nodes 2 --smoke
       slurmgpu gen --model llama3-8b --launcher megatron --data /d/tok --tokenizer /m/tok --train-iters 5000 --lr 3e-4
       slurmgpu gen --site perlmutter --nodes 4 -- train.py --lr 3e-4
-      slurmgpu gen slurmgpu.yaml --site aws-p5 -o job.sh
+      slurmgpu init --model llama3-8b --launcher torchrun && slurmgpu gen slurmgpu.yaml --site aws-p5 -o job.sh
       slurmgpu gen --launcher vllm --weights meta-llama/Llama-3.1-70B-Instruct --nodes 2 --json
-      slurmgpu gen --model llama3-8b --nodes 2 -o job.sh --explain-html job.html
+      slurmgpu gen --model llama3-8b --launcher megatron --smoke --nodes 2 -o job.sh --html job.html
     """
     site, _spec, gen = _build_job(ctx, kw)
     _summary(gen)
-    if explain_html:
-        explain_out.gen_view(site, gen, explain_html)
+    if html_file:
+        explain_out.gen_view(site, gen, html_file)
     if out_file:
         _write_atomic(out_file, gen.script)
         click.echo("slurmgpu: wrote %s" % out_file, err=True)
@@ -244,32 +298,54 @@ def gen_cmd(
     show_default=True,
     help="Submit N copies, each starting after the previous ends (afterany): a long run in pieces.",
 )
+@exits(
+    (1, "refused by the site's submit filter (as gen)"),
+    (2, "usage or input error, or sbatch refused the job (its message and what to do on stderr)"),
+)
 @click.pass_context
 def submit_cmd(
     ctx: click.Context, /, out_file: Optional[str], as_json: bool, test_only: bool, chain: int, **kw: Any
 ) -> None:
     """Generate the script (as `gen` does) and submit it with sbatch; print the job id.
 
+    A chain (--chain N) with --requeue needs --checkpoint-dir, or each piece would start
+    again from step 0.
+
     \b
     Examples:
       slurmgpu submit --model llama3-70b --launcher megatron --nodes 2 --smoke
-      slurmgpu submit slurmgpu.yaml --test-only
-      slurmgpu submit slurmgpu.yaml --requeue --chain 4 --time 24:00:00
+      slurmgpu submit --model llama3-70b --launcher megatron --nodes 2 --smoke --test-only
+      slurmgpu init --model llama3-8b --launcher megatron && \\
+          slurmgpu submit --requeue --chain 4 --time 24:00:00 --checkpoint-dir '$SCRATCH/ckpt'
     """
     import shutil
     import subprocess
 
     from ..errors import SlurmError
+    from ..slurm import advice
+    from ..slurm.hints import NO_CONFIG
 
-    _site, _spec, gen = _build_job(ctx, kw)
+    _site, spec, gen = _build_job(ctx, kw)
+    if chain > 1 and not spec.checkpoint_dir:
+        if spec.requeue:
+            raise SlurmgpuError(
+                "--chain %d with --requeue and no --checkpoint-dir: every piece would start again from step 0; "
+                "give --checkpoint-dir DIR (or `checkpoint_dir:` in slurmgpu.yaml), where the program saves and "
+                "resumes (SLURMGPU_CHECKPOINT_DIR)" % chain
+            )
+        click.echo(
+            "warning: --chain %d without --checkpoint-dir: each piece starts from step 0 unless the program "
+            "resumes by itself" % chain,
+            err=True,
+        )
     _summary(gen)
     if out_file:
         _write_atomic(out_file, gen.script)
     sbatch = shutil.which("sbatch")
     if sbatch is None:
         raise SlurmError(
-            "sbatch not found on PATH: run this on a login node, or write the script with "
-            "`slurmgpu gen -o job.sh` and submit it there"
+            "sbatch not found on PATH: %s; or write the script with `slurmgpu gen -o job.sh` and submit it there"
+            % NO_CONFIG
         )
     ids = []
     prev = None
@@ -280,7 +356,12 @@ def submit_cmd(
         argv += [out_file] if out_file else []
         r = subprocess.run(argv, input=None if out_file else gen.script, capture_output=True, text=True)
         if r.returncode != 0:
-            raise SlurmError("sbatch failed (exit %d): %s" % (r.returncode, (r.stderr or r.stdout).strip()))
+            said = (r.stderr or r.stdout).strip()
+            todo = advice(said, "sbatch")
+            raise SlurmError(
+                "sbatch did not submit the job (exit %d): %s%s"
+                % (r.returncode, (said.splitlines() or ["no message"])[-1], " -- " + todo if todo else "")
+            )
         if test_only:
             click.echo((r.stderr or r.stdout).strip(), err=True)
             break
@@ -317,6 +398,11 @@ def submit_cmd(
     "--json", "as_json", is_flag=True, help="Print the rows, warnings, errors and each site's render request as JSON."
 )
 @functools.partial(_job_options, skip=("site_name", "out_file", "as_json"))
+@exits(
+    (0, "the job generates on every site"),
+    (1, "refused by a site's submit filter (the other columns still shown)"),
+    (2, "cannot be planned on a site, or a usage or input error"),
+)
 @click.pass_context
 def diff_cmd(ctx: click.Context, /, sites: Any, show_all: bool, as_json: bool, **kw: Any) -> None:
     """Show what changes when the same job is generated for other sites.
@@ -326,18 +412,18 @@ def diff_cmd(ctx: click.Context, /, sites: Any, show_all: bool, as_json: bool, *
     up what differs: node count and layout (TP/PP/DP...), the #SBATCH values (GPU request,
     partition, account, ...), the NCCL/RCCL environment, the container and the launch.
 
-    Exit status: 0 when the job generates on every site; otherwise that of `gen` for the
-    failing site (1 refused by the site's policy, 2 cannot be planned or a bad input),
-    with the other columns still shown.
+    A site where the job does not fit comes first, with the reason and the site's other
+    partitions where it would fit. The exit status is then that of `gen` for that site.
 
     \b
     Examples:
-      slurmgpu diff --site dgx-h100 --site perlmutter
+      slurmgpu diff --site dgx-h100 --site perlmutter --model llama3-8b --launcher megatron --nodes 4 --smoke
       slurmgpu diff --site dgx-h100 --site lumi-g --model llama3-70b --launcher megatron --nodes 8 --smoke
-      slurmgpu diff --site dgx-h100 --site perlmutter --site lumi-g slurmgpu.yaml --all
-      slurmgpu diff --site perlmutter --site my-cluster.yaml --json | jq '.rows[] | select(.same | not)'
+      slurmgpu diff --site dgx-h100 --site perlmutter --site lumi-g --model llama3-8b --launcher megatron --smoke --all
+      slurmgpu diff --site perlmutter --site aws-p5 --launcher torchrun --nodes 2 --json -- train.py \\
+          | jq '.rows[] | select(.same | not)'
     """
-    from ..job import Column, compare, generate, render_text, search_path
+    from ..job import compare, render_text, search_path, site_column
 
     if len(sites) < 2:
         raise click.UsageError("give at least two sites to compare: --site A --site B")
@@ -347,13 +433,7 @@ def diff_cmd(ctx: click.Context, /, sites: Any, show_all: bool, as_json: bool, *
     columns = []
     for site_obj in loaded:
         site_spec = _spec_for_site(spec, flags, site_obj, known)
-        dirs = search_path(kw["templates_dir"], root, site_obj)
-        try:
-            gen = generate(site_obj, site_spec, dirs, regen="")
-        except SlurmgpuError as exc:
-            columns.append(Column(site=site_obj.name, error=str(exc), exit_code=exc.exit_code))
-            continue
-        columns.append(Column(site=site_obj.name, request=gen.request, warnings=gen.warnings))
+        columns.append(site_column(site_obj, site_spec, search_path(kw["templates_dir"], root, site_obj)))
     shown = spec.source
     if shown and not os.path.relpath(shown).startswith(".."):
         shown = os.path.relpath(shown)
@@ -377,14 +457,19 @@ def diff_cmd(ctx: click.Context, /, sites: Any, show_all: bool, as_json: bool, *
 @click.option(
     "--dir",
     "directory",
-    type=click.Path(file_okay=False),
+    type=OUTPUT_DIR,
     default=".",
     show_default=True,
-    help="Repository to scaffold.",
+    metavar="DIR",
+    help="Repository to scaffold (must exist).",
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing slurmgpu.yaml.")
 @click.option("-y", "--yes", is_flag=True, help="Ask nothing; use defaults for what was not given.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@exits(
+    (0, "wrote slurmgpu.yaml and .slurmgpu/"),
+    (2, "slurmgpu.yaml exists (--force replaces it), or a usage or input error"),
+)
 def init_cmd(
     site_name: Optional[str],
     model: Optional[str],
@@ -418,11 +503,9 @@ def init_cmd(
     import shlex
     from pathlib import Path
 
-    from ..job import PLACEHOLDER_PROGRAM, REPO_DIR, SPEC_FILE, get_launcher, load_spec, scaffold
+    from ..job import PLACEHOLDER_PROGRAM, REPO_DIR, SPEC_FILE, get_launcher, scaffold
 
     root = Path(directory).resolve()
-    if not root.is_dir():
-        raise SlurmgpuError("%s: no such directory" % directory)
     target = root / SPEC_FILE
     if target.exists() and not force:
         raise SlurmgpuError("%s exists; use --force to replace it" % target)
@@ -451,16 +534,19 @@ def init_cmd(
         placeholder=placeholder,
         inputs=get_launcher(launcher).needs_inputs,
     )
+    from ..job import spec_from_text
+
+    spec_from_text(text, str(target))  # what init writes must load: checked before anything is written
+    _write_atomic(str(target), text, mode=0o644)
     (root / REPO_DIR / "templates").mkdir(parents=True, exist_ok=True)
     readme = root / REPO_DIR / "README.md"
     if not readme.exists():
-        readme.write_text(
+        _write_atomic(
+            str(readme),
             "Templates in templates/ override slurmgpu's built-in ones for this repo.\n"
             "Copy one here with `slurmgpu templates eject NAME`; see `slurmgpu templates list`.\n",
-            encoding="utf-8",
+            mode=0o644,
         )
-    _write_atomic(str(target), text)
-    load_spec(str(target))  # what init writes must load
     click.echo("slurmgpu: wrote %s and %s/" % (target, root / REPO_DIR), err=True)
     if placeholder and not (root / PLACEHOLDER_PROGRAM).exists():
         click.echo(
@@ -555,7 +641,7 @@ def templates_list(templates_dir: Optional[str], site_name: Optional[str], as_js
 
 
 @templates_grp.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_template)
 @_template_opts
 def templates_show(name: str, templates_dir: Optional[str], site_name: Optional[str]) -> None:
     """Print the template NAME that the search path resolves to.
@@ -573,7 +659,7 @@ def templates_show(name: str, templates_dir: Optional[str], site_name: Optional[
 
 
 @templates_grp.command("eject")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_template)
 @click.option("--force", is_flag=True, help="Overwrite the repo's copy.")
 @_template_opts
 def templates_eject(name: str, force: bool, templates_dir: Optional[str], site_name: Optional[str]) -> None:
@@ -581,7 +667,7 @@ def templates_eject(name: str, force: bool, templates_dir: Optional[str], site_n
 
     \b
     Example:
-      slurmgpu templates eject parts/launch_torchrun.j2 && $EDITOR .slurmgpu/templates/parts/launch_torchrun.j2
+      slurmgpu templates eject parts/launch_torchrun.j2 && ${EDITOR:-vi} .slurmgpu/templates/parts/launch_torchrun.j2
     """
     from pathlib import Path
 

@@ -11,8 +11,8 @@ import click
 from .. import vocab
 from ..errors import SlurmgpuError
 from ..site import SitePreflight
-from .app import main
-from .common import _emit_json, _load_site
+from .app import exits, main
+from .common import OUTPUT_FILE, _emit_json, _load_site, complete_files
 
 
 @main.command("preflight")
@@ -45,6 +45,13 @@ from .common import _emit_json, _load_site
     metavar="LINE",
     help="With --aggregate: the job's stamp line (`# slurmgpu: tp=.. cp=.. ep=.. gpus_per_node=..`); "
     "on multi-node NVLink sites (NVL72) every TP/CP/EP group must then report one ClusterUUID/CliqueId.",
+)
+@click.option(
+    "--rank-source",
+    type=click.Choice(("procid", "nodeid", "hostname")),
+    help="With --aggregate --stamp: what the launcher numbers its ranks by (srun tasks, SLURM_NODEID, "
+    "torchrun's host-name order); the groups are placed on the nodes in that order as each node's "
+    "record reports it (default: the --nodes order).",
 )
 @click.option(
     "--bandwidth",
@@ -105,6 +112,10 @@ from .common import _emit_json, _load_site
     % SitePreflight.min_free_gb,
 )
 @click.option("--strict", is_flag=True, help="Treat warnings as failures.")
+@exits(
+    (0, "every check passed (warnings allowed unless --strict)"),
+    (1, "a check failed on a node (the FAIL rows say what to fix)"),
+)
 def preflight_cmd(
     site_name: Optional[str],
     partition: Optional[str],
@@ -113,6 +124,7 @@ def preflight_cmd(
     aggregate: Optional[str],
     expect_nodes: Optional[str],
     stamp_line: Optional[str],
+    rank_source: Optional[str],
     bandwidth: bool,
     bandwidth_size_mb: int,
     min_bandwidth_fraction: Optional[float],
@@ -131,7 +143,7 @@ def preflight_cmd(
     the socket interface, the NCCL variables (values NCCL ignores silently, prefix lists such as
     mlx5_1 that also match mlx5_10), the rendezvous port, the container runtime and checkpoint space.
 
-    Generated scripts run it on every node and aggregate the records (docs/preflight.md).
+    Generated scripts run it on every node and aggregate the records (`slurmgpu docs preflight`).
     For tests, SLURMGPU_PROBE_FIXTURE=DIR reads a recorded node instead of this one.
 
     \b
@@ -154,7 +166,9 @@ def preflight_cmd(
             "bandwidth check is the preflight step that starts one (or `slurmgpu gen --nccl-diag` for the launch)"
         )
     if aggregate:
-        _preflight_aggregate(pf, aggregate, expect_nodes, as_json, site_name, strict, stamp_line, partition)
+        _preflight_aggregate(
+            pf, aggregate, expect_nodes, as_json, site_name, strict, stamp_line, partition, rank_source
+        )
         return
     node = pf.node_name(os.environ)
     try:
@@ -201,6 +215,9 @@ def preflight_cmd(
                 ),
             ),
         )
+    if not record and not pf.in_job(os.environ):
+        click.echo("note: %s" % pf.outside_job_note(node), err=True)
+        rep = pf.outside_job(rep)
     failed = not rep.ok or (strict and any(r.status == "warn" for r in rep.results))
     if record:
         click.echo(rep.record())
@@ -221,6 +238,7 @@ def _preflight_aggregate(
     strict: bool,
     stamp_line: Optional[str] = None,
     partition: Optional[str] = None,
+    rank_source: Optional[str] = None,
 ) -> None:
     from ..slurm import parse_hostlist
     from ..stamp import parse_stamp
@@ -244,6 +262,7 @@ def _preflight_aggregate(
             words,
             parse_hostlist(expect_nodes) if expect_nodes else (),
             partition or os.environ.get("SLURM_JOB_PARTITION"),
+            rank_source,
         )
     site_label = site_name or next((r.site for r in agg.reports if r.site), "")
     if as_json:
@@ -256,7 +275,7 @@ def _preflight_aggregate(
 
 
 @main.command("doctor")
-@click.argument("target", metavar="JOBID|LOGFILE")
+@click.argument("target", metavar="JOBID|LOGFILE", shell_complete=complete_files)
 @click.option(
     "--site",
     "site_name",
@@ -268,7 +287,7 @@ def _preflight_aggregate(
     "--html",
     "html_file",
     metavar="FILE",
-    type=click.Path(dir_okay=False),
+    type=OUTPUT_FILE,
     help="Also write the explain view to FILE: the job's layout with the failing ranks and nodes highlighted.",
 )
 @click.option(
@@ -277,6 +296,11 @@ def _preflight_aggregate(
     metavar="HOSTLIST",
     help="The job's nodes in order (e.g. gpu[01-04]), so ranks in NCCL DIAG/RAS reports and Xid lines are named "
     "by node (default: the job's NodeList for a JOBID).",
+)
+@exits(
+    (0, "diagnosed: a known failure was recognised (root cause first)"),
+    (1, "the log was read but nothing in it was recognised"),
+    (2, "the job or its log cannot be found or read (e.g. no Slurm here: pass the log file), or a usage error"),
 )
 def doctor_cmd(
     target: str, site_name: Optional[str], as_json: bool, html_file: Optional[str], node_list: Optional[str]
@@ -289,7 +313,6 @@ def doctor_cmd(
     lists them root cause first with the fix. NCCL's own reports (NCCL DIAG lines of
     NCCL_RUN_DIAGNOSTICS / NCCL_RUN_RAS_DIAGNOSTICS, `ncclras` status with missing or dead ranks)
     and GPU Xid lines are placed: rank -> node -> local GPU -> TP/PP/DP group, from the stamp.
-    Exit status: 0 diagnosed, 1 nothing recognised.
 
     \b
     Examples:

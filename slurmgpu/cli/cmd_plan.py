@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any, Optional
 
 import click
 
 from .. import vocab
-from .app import main
-from .cmd_job import _job_spec, _spec_for_site
-from .common import _emit_json, _load_site
+from ..errors import SlurmgpuError
+from .app import alias, exits, main
+from .cmd_job import _job_spec, _spec_for_site, looked_in
+from .common import OUTPUT_FILE, VocabChoice, _emit_json, _load_site
 from .explain_out import HTML_HELP, plan_view
 
 
@@ -71,17 +73,12 @@ def models_cmd(as_json: bool) -> None:
     metavar="NAME|PATH",
     help="Site config (default: $SLURMGPU_SITE, /etc/slurmgpu/site.yaml, ~/.config/slurmgpu/site.yaml, then dgx-h100).",
 )
-@click.option(
-    "--spec",
-    "spec_file",
-    metavar="FILE",
-    type=click.Path(dir_okay=False),
-    help="Job spec to plan (default: the repo's slurmgpu.yaml, if any); flags override its fields.",
-)
+@click.argument("spec_file", metavar="[SPEC]", required=False, type=click.Path(dir_okay=False))
+@alias("--spec", "the SPEC argument (slurmgpu plan FILE ...), as in gen", "spec_file", metavar="FILE")
 @click.option("--partition", help="Partition (default: the spec's, else the site's).")
 @click.option(
     "--task",
-    type=click.Choice(vocab.TASKS),
+    type=VocabChoice(vocab.TASKS, dict(vocab.TASK_ALIASES)),
     help="What to size for; finetune is full fine-tuning (default: the spec's, else pretrain).",
 )
 @click.option("--gpus", type=int, help="Plan for exactly this many GPUs.")
@@ -98,9 +95,7 @@ def models_cmd(as_json: bool) -> None:
     help="Training tokens (e.g. 15T): prints the time to train and how it scales with more nodes.",
 )
 @click.option("--target-days", type=float, help="With --tokens: the smallest node count that trains in time.")
-@click.option(
-    "--precision", type=click.Choice(vocab.PRECISIONS), help="Number format (default: the spec's, else bf16)."
-)
+@click.option("--precision", type=VocabChoice(vocab.PRECISIONS), help="Number format (default: the spec's, else bf16).")
 @click.option(
     "--optimizer",
     default="adam",
@@ -137,12 +132,12 @@ def models_cmd(as_json: bool) -> None:
 @click.option("--concurrency", type=int, metavar="N", help="Inference: requests in flight (default 128).")
 @click.option("--rate", metavar="REQ/S", help="Inference: requests per second to size for (instead of --concurrency).")
 @click.option("--diagram", is_flag=True, help="Draw the nodes and GPUs with TP/PP/DP groups.")
-@click.option("--html", "html_file", metavar="FILE", type=click.Path(dir_okay=False), help=HTML_HELP)
+@click.option("--html", "html_file", metavar="FILE", type=OUTPUT_FILE, help=HTML_HELP)
 @click.option(
     "--svg",
     "svg_file",
     metavar="FILE",
-    type=click.Path(dir_okay=False),
+    type=OUTPUT_FILE,
     help="Also write the topology/groups picture (SVG) to FILE.",
 )
 @click.option(
@@ -152,11 +147,12 @@ def models_cmd(as_json: bool) -> None:
     help="Machine-readable output (keys tp, pp, dp, cp, ep, "
     "nodes, gpus_per_node, micro_batch, memory_per_gpu_gb, alternatives, ...).",
 )
+@exits((2, "cannot be planned (the reason and the smallest allocation that fits), or a usage or input error"))
 def plan_cmd(
+    spec_file: Optional[str],
     model_ref: Optional[str],
     params: Optional[str],
     site_name: Optional[str],
-    spec_file: Optional[str],
     partition: Optional[str],
     task: Optional[str],
     gpus: Optional[int],
@@ -189,13 +185,13 @@ def plan_cmd(
 
     Without --gpus/--nodes it finds the smallest allocation that fits. Pin any degree
     (--tp, --pp, ...) to have your layout checked and compared with the best one.
-    In a repo with slurmgpu.yaml (or with --spec FILE) it plans that job, as `gen`
+    In a repo with slurmgpu.yaml (or given a SPEC file) it plans that job, as `gen`
     would, with the site's sites.<name> block applied; flags override the spec.
 
     \b
     Examples:
       slurmgpu plan --model llama3-70b --nodes 2
-      slurmgpu plan --spec slurmgpu.yaml --site perlmutter
+      slurmgpu init --model llama3-70b --launcher megatron -y && slurmgpu plan slurmgpu.yaml --site perlmutter
       slurmgpu plan --model llama3-70b --task lora --nodes 2 --diagram
       slurmgpu plan --model llama3.1-405b --tokens 15T --target-days 60
       slurmgpu plan --params 13B --task finetune --site perlmutter --json
@@ -212,7 +208,7 @@ def plan_cmd(
         raise click.UsageError("give --model NAME|FILE or --params SIZE (one of them)")
     if tokens is not None and parse_size(tokens) is None:
         raise PlanError("--tokens expects a count such as 15T, 2e12 or 300B, got %r" % tokens)
-    _root, spec, flags = _job_spec(
+    root, spec, flags = _job_spec(
         None,
         dict(
             spec_file=spec_file,
@@ -237,11 +233,16 @@ def plan_cmd(
             concurrency=concurrency,
             rate=rate,
         ),
+        need_job=False,
     )
     site_obj = _load_site(site_name)
-    spec = _spec_for_site(spec, flags, site_obj)
+    spec = _spec_for_site(replace(spec, model=None) if params else spec, flags, site_obj, launch=False)
     if not params and not spec.model:
-        raise click.UsageError("give --model NAME|FILE or --params SIZE (or model: in slurmgpu.yaml)")
+        if spec.source is None:
+            raise SlurmgpuError(
+                "give --model NAME|FILE or --params SIZE (no slurmgpu.yaml with `model:` found: %s)" % looked_in(root)
+            )
+        raise SlurmgpuError("give --model NAME|FILE or --params SIZE, or `model:` in %s" % spec.source)
     model = _plan_model(None if params else spec.model, params)
     req = plan_request(
         site_obj, spec, model, zero=zero, recompute=recompute, optimizer=optimizer, target_days=target_days

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 import click
 
 from ..errors import SlurmgpuError
-from .app import _Group, main
-from .common import _emit_json, _load_site
+from .app import _Group, exits, main
+from .common import OUTPUT_FILE, _emit_json, _load_site, _write_atomic, complete_files
 
 if TYPE_CHECKING:
     from ..site import Site
@@ -24,10 +24,17 @@ if TYPE_CHECKING:
     "--html",
     "html_file",
     metavar="FILE",
-    type=click.Path(dir_okay=False),
+    type=OUTPUT_FILE,
     help="Also write the explain view to FILE: the submitted layout and, if rejected, the fix side by side.",
 )
-@click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="SCRIPT [SBATCH_OPTIONS...]")
+@click.argument(
+    "args", nargs=-1, type=click.UNPROCESSED, metavar="SCRIPT [SBATCH_OPTIONS...]", shell_complete=complete_files
+)
+@exits(
+    (0, "accepted (warnings on standard error)"),
+    (1, "rejected by the site's submit filter (its message and the fix on standard error)"),
+    (2, "refused before the filter (sbatch or slurmctld would not take it: their words), or a usage or input error"),
+)
 def check_cmd(
     site_name: Optional[str], partition: Optional[str], as_json: bool, html_file: Optional[str], args: Any
 ) -> None:
@@ -35,16 +42,19 @@ def check_cmd(
 
     SCRIPT is read with its #SBATCH lines; sbatch options given here (before or after
     SCRIPT) override them, and SBATCH_* / SLURMGPU_* variables of this shell count, as
-    they would for sbatch. Runs the same Lua as the controller's job_submit.lua.
-
-    Exit status: 0 accepted (warnings printed), 1 rejected, 2 usage or input error.
+    they would for sbatch. Runs the same Lua as the controller's job_submit.lua, after
+    what sbatch and slurmctld themselves refuse (a word sbatch cannot read in an #SBATCH
+    line, more GPUs, CPUs or memory per node than the partition's nodes have), for the
+    Slurm release the site names. The verdict goes to standard output, the messages to
+    standard error.
 
     \b
     Examples:
-      slurmgpu check train.sbatch
-      slurmgpu check train.sbatch -N 4 --gpus-per-node=8
-      slurmgpu check --site gb200-nvl72 -p gpu --segment=4 train.sbatch --json
-      slurmgpu check train.sbatch --html check.html
+      slurmgpu gen --model llama3-8b --launcher megatron --smoke -o train.sbatch && slurmgpu check train.sbatch
+      slurmgpu gen --launcher torchrun -o t.sh -- train.py && slurmgpu check t.sh -N 4 --gpus-per-node=8
+      slurmgpu gen --site gb200-nvl72 --launcher torchrun --nodes 4 -o t.sh -- train.py && \\
+          slurmgpu check --site gb200-nvl72 -p gpu --segment=4 t.sh --json
+      slurmgpu gen --launcher torchrun -o t.sh -- train.py && slurmgpu check t.sh --html check.html
     """
     from ..slurm import split_command
 
@@ -139,14 +149,15 @@ def _check(
             out["serve_groups"] = groups
         _emit_json(out)
     else:
+        # the diagnostics on standard error, the verdict line on standard output
         for msg in verdict.messages:
-            click.echo("error: %s" % msg)
+            click.echo("error: %s" % msg, err=True)
         for msg in verdict.warnings:
-            click.echo("warning: %s" % msg)
+            click.echo("warning: %s" % msg, err=True)
         for msg in verdict.notes:
-            click.echo("warning: %s" % msg)
+            click.echo("warning: %s" % msg, err=True)
         for msg in verdict.shadow_messages + verdict.shadow_warnings:  # never shown to the user
-            click.echo("shadow: %s" % msg)
+            click.echo("shadow: %s" % msg, err=True)
         lay = verdict.layout
         if verdict.exempt:
             how = "exempt from the policy"
@@ -200,7 +211,7 @@ def _serve_groups(s: Site, partition: Optional[str], data: bytes) -> List[str]:
 @main.group("admin", cls=_Group)
 def admin() -> None:
     """Cluster admin tasks: the submit filter (job_submit.lua, cli_filter.lua) and the policy
-    of the SPANK launch guard (slurmgpu_spank.lua, docs/admin-spank.md).
+    of the SPANK launch guard (slurmgpu_spank.lua, `slurmgpu docs admin-spank`).
 
     \b
     Example:
@@ -246,8 +257,9 @@ _NO_CLUSTER_CHECK = click.option(
     help="job_submit.lua (slurmctld, the enforcement), cli_filter.lua (sbatch/salloc/srun) "
     "or slurmgpu_spank.lua (the SPANK launch guard, every srun step).",
 )
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
+@click.option("-o", "--output", type=OUTPUT_FILE, metavar="FILE", help="Write here (atomically) instead of stdout.")
 @_NO_CLUSTER_CHECK
+@exits((1, "refused: the site's partitions do not match the live cluster's (both lists on stderr)"))
 def admin_render_filter(site_name: Optional[str], kind: str, output: Optional[str], no_cluster_check: bool) -> None:
     """Print the filter with the site's topology baked in (deterministic, Lua 5.1).
 
@@ -258,10 +270,10 @@ def admin_render_filter(site_name: Optional[str], kind: str, output: Optional[st
 
     \b
     Examples:
-      slurmgpu admin render-filter --site my-cluster.yaml --kind job_submit -o job_submit.lua
-      slurmgpu admin render-filter --site dgx-h100 --kind cli_filter | less
-      slurmgpu admin render-filter --site dgx-h100 --kind spank -o /etc/slurm/slurmgpu_spank.lua
-      slurmgpu admin render-filter --site other.yaml --kind job_submit --no-cluster-check
+      slurmgpu admin render-filter --site dgx-h100 --kind job_submit -o job_submit.lua
+      slurmgpu admin render-filter --site dgx-h100 --kind cli_filter > cli_filter.lua
+      slurmgpu admin render-filter --site dgx-h100 --kind spank -o slurmgpu_spank.lua
+      slurmgpu admin render-filter --site perlmutter --kind job_submit --no-cluster-check
     """
     from ..policy import render_filter
 
@@ -271,8 +283,7 @@ def admin_render_filter(site_name: Optional[str], kind: str, output: Optional[st
     if output is None:
         click.echo(text, nl=False)
         return
-    with open(output, "w", encoding="utf-8") as f:
-        f.write(text)
+    _write_atomic(output, text, mode=0o644)
     click.echo("wrote %s (%s for site %s)" % (output, kind, s.name), err=True)
 
 
@@ -304,6 +315,10 @@ def admin_render_filter(site_name: Optional[str], kind: str, output: Optional[st
     "--allow-preset", is_flag=True, help="Install a built-in preset (an example site) as this cluster's policy."
 )
 @_NO_CLUSTER_CHECK
+@exits(
+    (0, "installed"),
+    (1, "refused, nothing written (a filter slurmgpu did not write, no explicit site, partitions that do not match)"),
+)
 def admin_install(
     site_name: Optional[str],
     conf_dir: Optional[str],
@@ -323,8 +338,7 @@ def admin_install(
     built-in presets need --allow-preset); its partitions must match the cluster's when
     scontrol reaches it (see render-filter); a filter that slurmgpu did not write is
     refused, with the diff, unless --force. A replaced file that changes is kept as
-    NAME.bak-YYYYmmddTHHMMSS beside it. Exit status: 0 installed, 1 refused (nothing
-    written), 2 usage or input error.
+    NAME.bak-YYYYmmddTHHMMSS beside it.
 
     \b
     Examples:
@@ -332,7 +346,7 @@ def admin_install(
       slurmgpu admin install --site my-cluster.yaml --conf-dir /etc/slurm --kind all
       slurmgpu admin install --site my-cluster.yaml --dry-run       # the diff, nothing written
       slurmgpu admin install --site my-cluster.yaml --force         # replace a hand-written filter
-      slurmgpu admin install --site my-cluster.yaml --kind spank   # see docs/admin-spank.md
+      slurmgpu admin install --site my-cluster.yaml --kind spank   # see: slurmgpu docs admin-spank
     """
     from ..errors import Refused
     from ..policy import install_filter, install_site_problem, plan_install
@@ -405,7 +419,7 @@ def admin_install(
             )
             click.echo(
                 "  the plugin: make -C contrib/spank install; the .so and this file must be on every"
-                " node that runs srun or slurmstepd (docs/admin-spank.md)"
+                " node that runs srun or slurmstepd (slurmgpu docs admin-spank)"
             )
         elif res.conf_has_line:
             click.echo("  slurm.conf already has %s" % res.slurm_conf_line)
@@ -451,6 +465,10 @@ def admin_install(
     help="Compare with the live cluster (`scontrol show topology`) instead of printing: exit 0 when it "
     "matches, 1 when it differs, 3 when the cluster cannot be reached (said on stderr).",
 )
+@exits(
+    (1, "--diff: the live topology differs (the difference on stdout)"),
+    (3, "--diff: the live cluster cannot be reached (said on stderr)"),
+)
 def admin_topology(
     site_name: Optional[str],
     partition: Optional[str],
@@ -467,8 +485,8 @@ def admin_topology(
 
     \b
     Examples:
-      slurmgpu admin topology --site gb200-nvl72 --nodes 'gb[001-036]' > /etc/slurm/topology.conf
-      slurmgpu admin topology --site gb200-nvl72 --nodes 'gb[001-036]' --emit gres >> /etc/slurm/gres.conf
+      slurmgpu admin topology --site gb200-nvl72 --nodes 'gb[001-036]' > topology.conf
+      slurmgpu admin topology --site gb200-nvl72 --nodes 'gb[001-036]' --emit gres >> gres.conf
       slurmgpu admin topology --site gb200-nvl72 --nodes 'gb[001-036]' --diff
       slurmgpu admin topology --form tree --switch leaf1='n[01-04]' --switch leaf2='n[05-08]'
     """
@@ -538,8 +556,12 @@ def admin_topology(
 
 @admin.command("replay")
 @click.option("--site", "site_name", metavar="NAME|PATH", help="Site config (default: the site in effect).")
-@click.option("--since", metavar="DATE", help="Past jobs from accounting (sacct) submitted since DATE (2026-11-01).")
-@click.option("--until", metavar="DATE", help="... and before DATE (default: now).")
+@click.option(
+    "--since",
+    metavar="WHEN",
+    help="Past jobs from accounting (sacct) submitted since WHEN: 7d, 24h or a date (2026-11-01).",
+)
+@click.option("--until", metavar="WHEN", help="... and before WHEN (default: now).")
 @click.option("--user", metavar="NAME", help="Only this user's jobs (sacct -u).")
 @click.option("--partition", metavar="NAME", help="Only jobs that ran in this partition (sacct -r).")
 @click.option(
@@ -556,12 +578,14 @@ def admin_topology(
 @click.option(
     "--state",
     "state_file",
-    type=click.Path(dir_okay=False),
+    type=OUTPUT_FILE,
+    metavar="FILE",
     help="Keep finished jobs in FILE and skip them on a rerun (resume an interrupted replay).",
 )
 @click.option("--limit", type=click.IntRange(min=1), default=100000, show_default=True, help="Judge at most N jobs.")
 @click.option("--json", "as_json", is_flag=True, help="The report and every job's row as JSON.")
 @click.option("--csv", "as_csv", is_flag=True, help="One CSV row per job.")
+@exits((0, "replayed (the report says what would have been rejected)"))
 def admin_replay(
     site_name: Optional[str],
     since: Optional[str],
@@ -581,14 +605,14 @@ def admin_replay(
     which keeps each batch script and environment; the sbatch command line is SubmitLine) or
     from a directory of scripts (--from-dir). Each is judged by the same Lua as job_submit.lua;
     the report groups the jobs that would be rejected or warned by rule, user and launcher, with
-    the messages users would have seen. Exit status: 0 done, 2 usage or input error.
+    the messages users would have seen.
 
     \b
     Examples:
       slurmgpu admin replay --site /etc/slurmgpu/site.yaml --since 2026-11-01
-      slurmgpu admin replay --since 2026-11-01 --user alice --partition gpu --json
-      slurmgpu admin replay --since 2026-10-01 --state /var/tmp/replay.json   # resumable
-      slurmgpu admin replay --from-dir ./old-scripts --enforce --csv > verdicts.csv
+      slurmgpu admin replay --since 7d --user alice --partition gpu --json
+      slurmgpu admin replay --since 2026-10-01 --state replay.json   # resumable
+      slurmgpu admin replay --from-dir . --enforce --csv > verdicts.csv
     """
     import csv
 
@@ -596,7 +620,7 @@ def admin_replay(
     from ..slurm import SubprocessRunner
 
     if (since is None) == (from_dir is None):
-        raise click.UsageError("give either --since DATE (accounting) or --from-dir DIR")
+        raise click.UsageError("give either --since WHEN (accounting: 7d, 24h or a date) or --from-dir DIR")
     if from_dir is not None and (until or user or partition):
         raise click.UsageError("--until, --user and --partition select accounting records: use them with --since")
     if as_json and as_csv:
@@ -614,7 +638,10 @@ def admin_replay(
         jobs = jobs_from_dir(from_dir)
     else:
         assert since is not None
-        jobs = jobs_from_sacct(SubprocessRunner(), SacctQuery(since, until, user, partition), skip=state.rows)
+        query = SacctQuery(
+            _sacct_time(since, "--since"), _sacct_time(until, "--until") if until else None, user, partition
+        )
+        jobs = jobs_from_sacct(SubprocessRunner(), query, skip=state.rows)
     tty = sys.stderr.isatty()
 
     def progress(n: int) -> None:
@@ -649,7 +676,8 @@ def admin_replay(
 @click.option(
     "--prometheus",
     "prom_file",
-    type=click.Path(dir_okay=False),
+    type=OUTPUT_FILE,
+    metavar="FILE",
     help="Also write the counts to FILE in node-exporter textfile format (atomically).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable counts.")
@@ -696,6 +724,21 @@ def admin_stats(
         _emit_json(st.to_dict())
     else:
         click.echo(st.text(), nl=False)
+
+
+def _sacct_time(text: str, flag: str) -> str:
+    """WHEN as --since takes it everywhere (7d, 24h, 30m ago, or a date) -> sacct's date form."""
+    import time
+
+    from ..policy.stats import parse_since
+
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(parse_since(text)))
+    except SlurmgpuError:
+        raise SlurmgpuError(
+            "%s %r: expected a duration (24h, 7d, 30m: that long ago) or a date (2026-11-01[T08:00[:00]])"
+            % (flag, text)
+        ) from None
 
 
 def _ctld_log_file() -> str:

@@ -9,8 +9,8 @@ from typing import Any, Dict, List, Optional
 import click
 
 from ..errors import SlurmgpuError
-from .app import _Group, main
-from .common import _emit_json, _load_site
+from .app import _Group, exits, main
+from .common import OUTPUT_FILE, _emit_json, _load_site, _write_atomic
 
 
 @main.group(cls=_Group)
@@ -21,7 +21,7 @@ def site() -> None:
     Examples:
       slurmgpu site list
       slurmgpu site show gb200-nvl72
-      slurmgpu site validate /etc/slurmgpu/site.yaml
+      echo 'extends: dgx-h100' > my-cluster.yaml && slurmgpu site validate my-cluster.yaml
     """
 
 
@@ -118,13 +118,14 @@ def site_show(name: Optional[str], as_json: bool) -> None:
 
 @site.command("validate")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
+@exits((0, "every file is valid"), (1, "a file has errors (each one on stderr as file:line:col: field: message)"))
 def site_validate(paths: Any) -> None:
-    """Validate site config files; print file:line:col: field: message for each problem.
-
-    Exits 1 if any file has errors.
+    """Validate site config files; print file:line:col: field: message for each problem (all of
+    them, in one run).
 
     \b
-    Example:
+    Examples:
+      echo 'extends: dgx-h100' > my-cluster.yaml && slurmgpu site validate my-cluster.yaml
       slurmgpu site validate /etc/slurmgpu/site.yaml
     """
     from ..errors import ConfigError
@@ -151,9 +152,10 @@ def site_validate(paths: Any) -> None:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False),
+    type=OUTPUT_FILE,
     default=None,
-    help="Write the draft here (default: standard output).",
+    metavar="FILE",
+    help="Write the draft here, atomically (default: standard output).",
 )
 @click.option(
     "-p",
@@ -208,6 +210,8 @@ def discover_cmd(
 ) -> None:
     """Draft a site config from the running Slurm cluster (run on a login node).
 
+    Without a reachable cluster it stops with exit 2 and says what to do.
+
     Reads partitions, nodes, CPUs, memory, features and GPU GRES, groups
     identical GPU nodes into node types and fills in GPU facts slurmgpu knows.
     What Slurm cannot tell (fabric, NICs, sometimes GPU memory) is marked
@@ -251,8 +255,7 @@ def discover_cmd(
     if as_json:
         _emit_json({"site": site_obj.to_dict(), "todos": todos, "notes": list(draft.notes), "yaml": text})
     elif output and output != "-":
-        with open(output, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        _write_atomic(output, text, mode=0o644)
     else:
         click.echo(text, nl=False)
     if not as_json:

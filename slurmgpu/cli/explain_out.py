@@ -5,33 +5,19 @@ Kept out of the cmd_*.py modules so each command only adds its option and one ca
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any, List, Mapping, Optional
 
 import click
+
+from .common import _write_atomic
 
 HTML_HELP = "Also write the explain view (one self-contained HTML file: topology, groups, numbers) to FILE."
 
 
 def write_text(path: str, text: str) -> None:
     """Atomically (temporary file in the same directory, then rename): never a half-written page."""
-    import tempfile
-
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=d)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    click.echo("slurmgpu: wrote %s" % path, err=True)
+    _write_atomic(path, text, mode=0o644, say=True)
 
 
 def _topology(site: Any, partition: Optional[str], gpus_per_node: int, segment: Optional[int], names: Any = ()) -> Any:

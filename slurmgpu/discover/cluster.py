@@ -16,8 +16,8 @@ import json
 import re
 import shlex
 from collections import Counter
-from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .. import __version__
 from ..errors import SlurmError
@@ -54,9 +54,26 @@ class PyslurmStatus:
     message: str
 
 
+# The Slurm releases PyPI has a pyslurm for (pip index versions pyslurm, 2026-12: 25.11.0 and
+# 25.11.2, plus 17.11.x and 18.8.x of 2018). Any other release: build pyslurm from source.
+PYPI_PYSLURM = {(25, 11), (18, 8), (17, 11)}
+
+
 def pyslurm_wanted(slurm: Version) -> str:
     """pyslurm numbers its releases after Slurm's: Slurm 23.11 -> pyslurm 23.11.*, 22.05 -> 22.5.*."""
     return "%d.%d.*" % (slurm[0], slurm[1])
+
+
+def pyslurm_advice(slurm: Version) -> str:
+    """How to get a pyslurm for Slurm `slurm`: the pip line where PyPI has one, else the source build
+    (never a pip line that cannot resolve)."""
+    want = pyslurm_wanted(slurm)
+    if (slurm[0], slurm[1]) in PYPI_PYSLURM:
+        return "pip install 'slurmgpu[pyslurm]' 'pyslurm==%s'" % want
+    return (
+        "PyPI has no pyslurm for Slurm %d.%02d (it has 25.11.x); build pyslurm %s from its source for this "
+        "release's headers, or keep the Slurm commands" % (slurm[0], slurm[1], want)
+    )
 
 
 def pyslurm_mismatch(installed: str, slurm: Version) -> Optional[str]:
@@ -64,13 +81,10 @@ def pyslurm_mismatch(installed: str, slurm: Version) -> Optional[str]:
     m = re.match(r"(\d+)\.(\d+)", installed or "")
     if m and (int(m.group(1)), int(m.group(2))) == (slurm[0], slurm[1]):
         return None
-    want = pyslurm_wanted(slurm)
     return (
         "pyslurm %s is installed but this cluster runs Slurm %s; pyslurm only works with the Slurm "
-        "release it was built for. Install the matching one: pip install 'pyslurm==%s' "
-        "(PyPI has builds only for recent Slurm releases; for older ones build pyslurm %s from source "
-        "against this Slurm's headers). Using the Slurm commands instead."
-        % (installed, "%d.%02d.%d" % slurm, want, want)
+        "release it was built for (%s). Using the Slurm commands instead."
+        % (installed, "%d.%02d.%d" % slurm, pyslurm_advice(slurm))
     )
 
 
@@ -79,8 +93,7 @@ def pyslurm_status(slurm: Version) -> PyslurmStatus:
         return PyslurmStatus(
             False,
             None,
-            "pyslurm is not installed (optional: pip install 'slurmgpu[pyslurm]' "
-            "'pyslurm==%s'); using the Slurm commands" % pyslurm_wanted(slurm),
+            "pyslurm is not installed (optional: %s); using the Slurm commands" % pyslurm_advice(slurm),
         )
     try:
         from importlib.metadata import version as dist_version
@@ -136,6 +149,8 @@ class ClusterFacts:
     cluster_name: Optional[str] = None
     topology_plugin: Optional[str] = None
     notes: Tuple[str, ...] = ()
+    config: Mapping[str, str] = field(default_factory=dict)  # scontrol show config
+    blocks: Mapping[str, Tuple[str, ...]] = field(default_factory=dict)  # topology/block: block -> nodes
 
 
 def _must(res: CommandResult, what: str) -> str:
@@ -193,6 +208,17 @@ def read_cluster(runner: Runner, backend: str = "auto") -> ClusterFacts:
                 "%s: partitions taken from node membership; the default partition and limits are unknown" % res.why()
             )
             parts = partitions_from_nodes(nodes)
+    blocks: Dict[str, Tuple[str, ...]] = {}
+    if "block" in (config.get("TopologyPlugin") or "").lower():
+        from .topology import parse_show_topology
+
+        res = runner.run(["scontrol", "show", "topology"])
+        if res.ok:
+            blocks = parse_show_topology(res.stdout, "BlockName")
+        else:
+            notes.append(
+                "scontrol show topology failed (%s): whether host names follow the blocks is unknown" % res.why()
+            )
     return ClusterFacts(
         version=version,
         release=release,
@@ -202,6 +228,8 @@ def read_cluster(runner: Runner, backend: str = "auto") -> ClusterFacts:
         cluster_name=config.get("ClusterName"),
         topology_plugin=config.get("TopologyPlugin"),
         notes=tuple(notes),
+        config=config,
+        blocks=blocks,
     )
 
 
@@ -651,13 +679,21 @@ def _partition_values(
                 "add one (Feature= in slurm.conf) and name it here" % nt,
                 todo=True,
             )
-    v["exclusive"] = Value(
-        True,
-        "Slurm OverSubscribe=EXCLUSIVE"
-        if p.exclusive
-        else "Slurm lets jobs share nodes here (OverSubscribe=%s); true makes generated jobs ask for "
-        "whole nodes (--exclusive)" % p.oversubscribe,
-    )
+    if p.exclusive:
+        why = "Slurm gives whole nodes here (%s)" % (
+            "Exclusive=%s" % p.exclusive_mode if p.exclusive_mode != "NO" else "OverSubscribe=EXCLUSIVE"
+        )
+    elif p.exclusive_mode == "USER":
+        why = (
+            "Slurm gives nodes to one user at a time here (Exclusive=USER / ExclusiveUser=YES), which still "
+            "lets that user's jobs share a node; true makes generated jobs ask for whole nodes (--exclusive)"
+        )
+    else:
+        why = (
+            "Slurm lets jobs share nodes here (OverSubscribe=%s); true makes generated jobs ask for "
+            "whole nodes (--exclusive)" % p.oversubscribe
+        )
+    v["exclusive"] = Value(True, why)
     return v
 
 
@@ -703,6 +739,10 @@ def build_draft(
         )
     top["gpu_request"] = Value("gpus-per-node", "or gres, if the site's policy wants --gres=gpu:N")
     top.update(_topology_value(facts, node_types))
+    if top["topology"].value == "block":
+        top.update(_rank_order_values(facts))
+    if facts.version >= (25, 11, 0) and "enable_expedited_requeue" in (facts.config.get("SlurmctldParameters") or ""):
+        top["requeue"] = Value({"expedite": True}, "SlurmctldParameters=enable_expedited_requeue")
     notes = list(facts.notes) + list(pl.notes) + list(pl.skipped)
     for gname, dm in domains.items():
         for clique, trays in sorted(domain_groups(dm).items(), key=lambda kv: sorted(kv[1])):
@@ -715,7 +755,7 @@ def build_draft(
         % (__version__, facts.release, facts.backend),
         "Regenerate: %s" % command,
         "Values marked TODO are guesses: check each one with the command in its comment,",
-        "then: slurmgpu site validate <this file>.  Docs: docs/discover.md",
+        "then: slurmgpu site validate <this file>.  Docs: slurmgpu docs discover",
     ) + tuple("Left out: " + s for s in pl.skipped)
     footer = (
         "",
@@ -727,6 +767,52 @@ def build_draft(
     return SiteDraft(
         header=header, top=top, partitions=partitions, node_types=node_types, footer=footer, notes=tuple(notes)
     )
+
+
+def node_rank_order_of(version: Version, config: Mapping[str, str]) -> Tuple[str, str]:
+    """(order, why) of a topology/block cluster: which node holds which rank (site.model
+    NODE_RANK_ORDERS), from the release and slurm.conf as `scontrol show config` prints it."""
+    tparam = (config.get("TopologyParam") or "").lower()
+    select = (config.get("SelectTypeParameters") or "").lower()
+    if version >= (25, 11, 0) and "blockasnoderank" in tparam:
+        return "block", "Slurm TopologyParam=BlockAsNodeRank: task and node ranks in topology order"
+    if version >= (26, 5, 0):
+        if "cr_no_dist_topo_block" in select:
+            return "name", "Slurm 26.05 with SelectTypeParameters CR_NO_DIST_TOPO_BLOCK: ranks by host name"
+        return "tasks-block", "Slurm 26.05: srun's task ranks in topology order, SLURM_NODEID by host name"
+    return "name", "Slurm %s numbers ranks by host name" % version_label(version)
+
+
+def _natural(name: str) -> Tuple[Tuple[int, Any], ...]:
+    """Host names in Slurm's hostlist order: digits by value (nvl2 < nvl10)."""
+    return tuple((1, int(p)) if p.isdigit() else (0, p) for p in re.split(r"(\d+)", name) if p)
+
+
+def blocks_follow_names(blocks: Mapping[str, Sequence[str]]) -> bool:
+    """Whether every block is a run of consecutive host names among the blocks' nodes."""
+    owner = {n: b for b, members in blocks.items() for n in members}
+    seq = [owner[n] for n in sorted(owner, key=_natural)]
+    runs = [b for i, b in enumerate(seq) if i == 0 or seq[i - 1] != b]
+    return len(runs) == len(set(runs))
+
+
+def _rank_order_values(facts: ClusterFacts) -> Dict[str, Value]:
+    order, why = node_rank_order_of(facts.version, facts.config)
+    out = {"node_rank_order": Value(order, why)}
+    if not facts.blocks:
+        out["blocks_follow_names"] = Value(
+            True, "scontrol show topology listed no blocks: check that each block is a run of host names", todo=True
+        )
+    else:
+        follow = blocks_follow_names(facts.blocks)
+        out["blocks_follow_names"] = Value(
+            follow,
+            "scontrol show topology: each block is a run of consecutive host names"
+            if follow
+            else "scontrol show topology: host names interleave the blocks (%s)"
+            % "; ".join("%s=%s" % (b, compress_hostlist(list(m))) for b, m in sorted(facts.blocks.items())[:3]),
+        )
+    return out
 
 
 def _topology_value(facts: ClusterFacts, node_types: Mapping[str, Mapping[str, Value]]) -> Dict[str, Value]:

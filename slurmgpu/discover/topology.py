@@ -95,9 +95,23 @@ def node_lines(site: Site, partition: str, nodes: Sequence[str]) -> str:
         % (hosts, nt.cpus, int(nt.memory_gb * 1024), gtype, nt.gpus)
     )
     lines.append(
-        "PartitionName=%s Nodes=%s%s State=UP" % (p.name, hosts, " OverSubscribe=EXCLUSIVE" if p.exclusive else "")
+        "PartitionName=%s Nodes=%s%s State=UP" % (p.name, hosts, " " + exclusive_spelling(site) if p.exclusive else "")
     )
     return "\n".join(lines) + "\n"
+
+
+EXCLUSIVE_NODE_FROM = (26, 5, 0)  # Exclusive=NODE replaces OverSubscribe=EXCLUSIVE
+
+
+def exclusive_spelling(site: Site) -> str:
+    """A whole-node partition in the site's release's slurm.conf: Exclusive=NODE from 26.05
+    (OverSubscribe=EXCLUSIVE is deprecated there), OverSubscribe=EXCLUSIVE before (24.11's
+    slurmctld refuses to start on an Exclusive= key); unknown release: the older spelling, which
+    every release reads."""
+    from ..slurm import slurm_version_tuple
+
+    ver = slurm_version_tuple(site.slurm_version)
+    return "Exclusive=NODE" if ver and ver >= EXCLUSIVE_NODE_FROM else "OverSubscribe=EXCLUSIVE"
 
 
 # ---------------------------------------------------------------------------

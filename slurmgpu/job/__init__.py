@@ -11,7 +11,7 @@ from ..lazy import face
 
 if TYPE_CHECKING:
     from ..render import PathArg
-    from .diff import Column, compare, render_text
+    from .diff import Column, compare, render_text, site_column
     from .generate import Generated, check_policy, generate
     from .images import ImageError, parse_image, spell
     from .launchers import NAMES, Launcher, Options, get_launcher
@@ -27,9 +27,12 @@ if TYPE_CHECKING:
         find_repo,
         for_site,
         load_spec,
+        load_spec_issues,
         scaffold,
+        spec_from_text,
     )
     from .templates import REPO_TEMPLATES, builtin_dir, search_path
+    from .validate import check_spec, spec_issues
 
 # A name that is also a submodule's name is bound now: once any sibling imported the
 # submodule, the package attribute would otherwise be the module, not the function.
@@ -62,6 +65,9 @@ _EXPORTS = {
     "get_launcher": (".launchers", "get_launcher"),
     "layout_from_pins": (".sizing", "layout_from_pins"),
     "load_spec": (".spec", "load_spec"),
+    "load_spec_issues": (".spec", "load_spec_issues"),
+    "check_spec": (".validate", "check_spec"),
+    "spec_issues": (".validate", "spec_issues"),
     "parse_image": (".images", "parse_image"),
     "plan_layout": (".sizing", "plan_layout"),
     "plan_request": (".sizing", "plan_request"),
@@ -70,6 +76,8 @@ _EXPORTS = {
     "scaffold": (".spec", "scaffold"),
     "search_path": (".templates", "search_path"),
     "segment_for": (".sizing", "segment_for"),
+    "site_column": (".diff", "site_column"),
+    "spec_from_text": (".spec", "spec_from_text"),
     "spell": (".images", "spell"),
     "suggestion": (".sizing", "suggestion"),
 }
@@ -100,6 +108,9 @@ __all__ = [
     "get_launcher",
     "layout_from_pins",
     "load_spec",
+    "load_spec_issues",
+    "check_spec",
+    "spec_issues",
     "parse_image",
     "plan_layout",
     "plan_request",
@@ -108,6 +119,8 @@ __all__ = [
     "scaffold",
     "search_path",
     "segment_for",
+    "site_column",
+    "spec_from_text",
     "spell",
     "suggestion",
 ]

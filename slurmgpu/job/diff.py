@@ -8,11 +8,14 @@ label. A site whose job cannot be generated keeps its column, with the error.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 if TYPE_CHECKING:
+    from ..render import TemplateDir
+    from ..site import Site
     from .request import RenderRequest
+    from .spec import JobSpec
 
 SECTIONS = ("site", "layout", "sbatch", "env", "container", "launch")
 
@@ -40,6 +43,9 @@ class Column:
     warnings: Tuple[str, ...] = ()
     error: Optional[str] = None
     exit_code: int = 0
+    partition: Optional[str] = None  # where the job failed
+    fits: Tuple[str, ...] = ()  # the site's other partitions where the same job generates
+    others: Tuple[str, ...] = ()  # the site's other partitions (tried when the job did not fit)
 
 
 @dataclass(frozen=True)
@@ -66,8 +72,59 @@ class SiteDiff:
             "failed": [c.request is None for c in self.columns],
             "warnings": [list(c.warnings) for c in self.columns],
             "errors": [c.error for c in self.columns],
+            "fits": [list(c.fits) for c in self.columns],
             "requests": [c.request.to_dict() if c.request is not None else None for c in self.columns],
         }
+
+
+def site_column(site: Site, spec: JobSpec, dirs: Sequence[TemplateDir]) -> Column:
+    """The job generated for one site; where it does not fit (cannot be planned, or the filter
+    refuses it), also the site's other partitions where the same job does."""
+    from ..errors import PlanError, PolicyRejection, SlurmgpuError
+    from .generate import generate
+
+    try:
+        gen = generate(site, spec, dirs, regen="")
+    except SlurmgpuError as exc:
+        part = spec.partition or site.default_partition
+        others = tuple(p for p in site.partitions if p != part)
+        fits: Tuple[str, ...] = ()
+        if isinstance(exc, (PlanError, PolicyRejection)):
+            fits = tuple(p for p in others if _generates(site, replace(spec, partition=p), dirs))
+        return Column(
+            site=site.name,
+            error=str(exc),
+            exit_code=exc.exit_code,
+            partition=part,
+            fits=fits,
+            others=others if isinstance(exc, (PlanError, PolicyRejection)) else (),
+        )
+    return Column(site=site.name, request=gen.request, warnings=gen.warnings)
+
+
+def _generates(site: Site, spec: JobSpec, dirs: Sequence[TemplateDir]) -> bool:
+    from ..errors import SlurmgpuError
+    from .generate import generate
+
+    try:
+        generate(site, spec, dirs, regen="")
+    except SlurmgpuError:
+        return False
+    return True
+
+
+def failure_lines(col: Column) -> List[str]:
+    """Why the job fails on a site, first, then where on that site it would fit."""
+    lines = (col.error or "").splitlines() or ["the job cannot be generated"]
+    out = ["error: %s: %s" % (col.site, lines[0])] + ["  " + x for x in lines[1:]]
+    if col.fits:
+        out.append(
+            "  fits on %s partition%s %s: add --partition %s (or `sites.%s: {partition: %s}` in slurmgpu.yaml)"
+            % (col.site, "s" if len(col.fits) > 1 else "", ", ".join(col.fits), col.fits[0], col.site, col.fits[0])
+        )
+    elif col.others:
+        out.append("  no other partition of %s fits it either (tried %s)" % (col.site, ", ".join(col.others)))
+    return out
 
 
 def _yes(flag: bool) -> Optional[str]:
@@ -214,8 +271,12 @@ def render_text(d: SiteDiff, show_all: bool = False, width: int = 40) -> str:
             head += " (--all shows the rest)"
         head += "; " if any(failed) else ""
     if any(failed):
-        head += "the job fails on %s (below)" % ", ".join(n for n, bad in zip(names, failed) if bad)
-    out = [head, ""]
+        head += "the job fails on %s" % ", ".join(n for n, bad in zip(names, failed) if bad)
+    out = [head]
+    for col in d.columns:
+        if col.request is None:
+            out += failure_lines(col)
+    out.append("")
     out.append(("    " + "".ljust(key_w) + "  ".join(n.ljust(w) for n, w in zip(names, col_w))).rstrip())
     section = None
     for r in rows:
@@ -238,6 +299,4 @@ def render_text(d: SiteDiff, show_all: bool = False, width: int = 40) -> str:
     for col in d.columns:
         for w in col.warnings:
             out.append("warning: %s: %s" % (col.site, w))
-        if col.error:
-            out.append("error: %s: %s" % (col.site, col.error.replace("\n", "\n  ")))
     return "\n".join(out) + "\n"

@@ -46,6 +46,9 @@ class Generated:
 
 def generate(site: Site, spec: JobSpec, dirs: Sequence[TemplateDir], regen: str = "") -> Generated:
     """Plan, render and check a job; raises PolicyRejection for a layout the filter would refuse."""
+    from .validate import check_spec
+
+    check_spec(site, spec)  # every independent mistake at once, before planning stops at the first
     try:
         sizing = plan_layout(site, spec)
     except PlanError:

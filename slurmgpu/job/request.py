@@ -13,6 +13,7 @@ from .. import __version__
 from ..errors import ConfigError, Issue, PlanError
 from ..nccl import FabricEnv, fabric_env
 from ..plan import Layout
+from ..plan.placement import RANK_SOURCES, spans, strict_kinds
 from ..render import PATH_VARS, TemplateDir, comment, render
 from ..site import NodeType, Partition, Site, preset_dir
 from .launchers import Launcher, Options, get_launcher
@@ -49,6 +50,8 @@ class Sbatch:
     dependency: Optional[str]
     extra: Tuple[str, ...] = ()
     switches: Optional[int] = None  # --switches=1: the job fits under one IB leaf switch of the site
+    network: Optional[str] = None  # unique-channel-per-segment: one IMEX channel per segment (25.11)
+    requeue_expedite: bool = False  # --requeue=expedite where the site enables it (25.11)
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,9 @@ class Launch:
     targets: str = ""  # the framework version the adapter's flags are checked against
     files: Tuple[Tuple[str, str], ...] = ()  # (path, text) the script writes before the step (DeepSpeed config)
     runner_args: Tuple[str, ...] = ()  # the plan's flags for the runner itself, before the program (accelerate)
+    # what the launcher numbers its ranks by (plan.placement.RANK_SOURCES): preflight --aggregate
+    # places the groups on the nodes in that order
+    rank_source: str = "procid"
 
 
 @dataclass(frozen=True)
@@ -169,6 +175,12 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
 
     user_argv = tuple(spec.command) + tuple(spec.args)
     container = _container(site, node, spec, warnings)
+    if launcher.entry_in and container.runtime == "none" and (not spec.command or spec.command[0].startswith("-")):
+        warnings.append(
+            "launcher %s starts %s, which exists only in %s; with no container image the job runs on the host, "
+            "where it is most likely missing: give --image with that container (or your own program after --)"
+            % (launcher.name, " ".join(launcher.default_entry), launcher.entry_in)
+        )
     fab = fabric_env(node, launcher.name, layout, fsdp)
     warnings.extend(_lint_user_env(fab, node, spec.env))
     warnings.extend(_lint_paths(spec.checkpoint_dir, container.mounts))
@@ -181,6 +193,7 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         program=argv,
         serving=launcher.serving,
         targets=launcher.version(spec.launcher_version)[1],  # the version the flags were written for
+<<<<<<< HEAD
         files=L.framework_files(launcher, layout, opts, user_argv) if opts else (),
         runner_args=L.runner_args(launcher, layout, opts, user_argv) if opts else (),
     )
@@ -197,6 +210,14 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
             spec.ready_timeout,
             spec.source or "",
         )
+=======
+        files=L.framework_files(launcher, layout, opts, user_argv),
+        runner_args=L.runner_args(launcher, layout, opts, user_argv),
+        rank_source=RANK_SOURCES.get(launcher.name, "hostname"),
+    )
+    sbatch = _sbatch(site, part, node, spec, sizing, launcher, requeue)
+    _check_rank_order(site, node, layout, launch, sbatch.segment)
+>>>>>>> main
     ver = _version_tuple(site.slurm_version)
     req = RenderRequest(
         version=__version__,
@@ -207,7 +228,7 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         stamp=layout.stamp(site.name),
         layout=layout,
         node=node,
-        sbatch=_sbatch(site, part, node, spec, sizing, launcher, requeue),
+        sbatch=sbatch,
         fabric=fab,
         launch=launch,
         container=container,
@@ -380,6 +401,7 @@ def _sbatch(
     layout = sizing.layout
     tpn = launcher.tasks_per_node(layout.gpus_per_node)
     full_node = layout.gpus_per_node == node.gpus
+    segment = segment_for(site, node, layout, spec.segment, getattr(sizing.plan, "segment", None))
     return Sbatch(
         job_name=spec.name or "%s-%s" % (_slug(spec.model) if spec.model else "job", launcher.name),
         nodes=layout.nodes,
@@ -396,21 +418,76 @@ def _sbatch(
         output=spec.output or "%x-%j.out",
         error=spec.error,
         exclusive=part.exclusive,
+<<<<<<< HEAD
         segment=segment_for(site, node, layout, spec.segment, _planned_segment(sizing)),
+=======
+        segment=segment,
+>>>>>>> main
         signal="B:USR2@%d" % requeue.grace if requeue else None,
         requeue=spec.requeue,
         dependency=spec.dependency,
         extra=tuple(spec.sbatch),
         switches=switches_for(site, part, layout.nodes),
+        network=network_for(node, layout.nodes, segment),
+        requeue_expedite=spec.requeue and site.requeue.expedite,
     )
 
 
+<<<<<<< HEAD
 def _planned_segment(sizing: Sizing) -> Optional[int]:
     """The plan's --segment; a disaggregated deployment that moves KV over NVLink keeps all its
     nodes in one segment (one NVLink domain)."""
     if sizing.serve is not None and sizing.serve.chosen.kv_over_nvlink:
         return sizing.serve.chosen.nodes
     return getattr(sizing.plan, "segment", None)
+=======
+def _check_rank_order(site: Site, node: NodeType, layout: Layout, launch: Launch, segment: Optional[int]) -> None:
+    """Refuse a layout whose TP/CP/EP groups span nodes when the launcher's ranks do not walk the
+    job's nodes block by block on this site (host names that interleave the NVLink blocks, and a
+    rank order that follows the names): a --segment then keeps each segment in one block, but not
+    the ranks of a group (plan/placement.py, "Node-rank order")."""
+    if site.topology != "block" or not node.multi_node_nvlink or not segment or layout.nodes <= 1:
+        return
+    if site.ranks_follow_blocks(launch.rank_source):
+        return
+    kinds = strict_kinds(site.policy.groups)
+    crossing = [s for s in spans(layout, layout.gpus_per_node, kinds) if s.unit > 1]
+    if not crossing:
+        return
+    fix = (
+        "launch with --launcher srun (one task per GPU: 26.05 numbers srun's tasks in topology order)"
+        if launch.rank_source != "procid"
+        else "ask the admins for TopologyParam=BlockAsNodeRank (Slurm 25.11+), or on 26.05 drop "
+        "CR_NO_DIST_TOPO_BLOCK from SelectTypeParameters"
+    )
+    raise PlanError(
+        "%s groups span %d nodes, but on site %s the host names interleave the NVLink blocks and %s numbers "
+        "its ranks by %s (node_rank_order: %s): --segment=%d keeps each segment in one block, not each group. "
+        "Use groups that fit one node (e.g. TP=%d), or %s"
+        % (
+            crossing[0].kind.upper(),
+            crossing[0].unit,
+            site.name,
+            launch.name,
+            {"procid": "srun task", "nodeid": "SLURM_NODEID", "hostname": "host name (torchrun's rendezvous)"}[
+                launch.rank_source
+            ],
+            site.node_rank_order,
+            segment,
+            node.gpus,
+            fix,
+        )
+    )
+
+
+def network_for(node: NodeType, nodes: int, segment: Optional[int]) -> Optional[str]:
+    """--network=unique-channel-per-segment for a job of several segments on a node type whose site
+    gives each segment its own IMEX channel (node_types.X.imex_per_segment, Slurm 25.11+): one
+    channel for the whole job would span racks that share no NVLink."""
+    if node.imex_per_segment and segment and nodes // segment > 1:
+        return "unique-channel-per-segment"
+    return None
+>>>>>>> main
 
 
 def switches_for(site: Site, part: Partition, nodes: int) -> Optional[int]:
@@ -543,11 +620,13 @@ def about_lines(
             node.nvlink_domain,
             node.link,
         ),
-        "  TP=%-3d tensor parallel: %d consecutive ranks, %s"
+        "  TP=%-3d tensor parallel: %s"
         % (
             layout.tp,
-            layout.tp,
-            "inside one NVLink domain" if layout.tp <= node.nvlink_domain else "SPANS NVLink domains",
+            "none (each rank holds whole layers)"
+            if layout.tp == 1
+            else "%d consecutive ranks, %s"
+            % (layout.tp, "inside one NVLink domain" if layout.tp <= node.nvlink_domain else "SPANS NVLink domains"),
         ),
         "  PP=%-3d pipeline stages" % layout.pp,
         "  DP=%-3d data-parallel replicas" % layout.dp,

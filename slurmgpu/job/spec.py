@@ -18,7 +18,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from ..errors import ConfigError, Issue
 from ..jobfields import CONTAINER_FIELDS, FIELDS, SpecField
 from ..schema import Checker, Field
-from ..vocab import PARALLEL_KEYS
+from ..slurm.sbatch import time_seconds as time_seconds  # re-exported: sizing and request read it here
+from ..vocab import PARALLEL_KEYS, TASK_ALIASES, TASKS
 
 SPEC_FILE = "slurmgpu.yaml"
 REPO_DIR = ".slurmgpu"
@@ -168,9 +169,17 @@ class JobSpec:
     sites: Tuple[SiteOverride, ...] = ()  # the spec's `sites:` blocks, every one checked
     site_override: Optional[str] = None  # the site whose block `for_site` applied
     source: Optional[str] = None  # the file it came from
+    # where each field was set: (file, line, col) in the spec, or (flag, None, None)
+    locs: Mapping[str, Tuple[str, Optional[int], Optional[int]]] = field(default_factory=dict, compare=False)
+
+    def where(self, key: str) -> Tuple[str, Optional[int], Optional[int]]:
+        """Where field `key` was set (the spec file, a sites.<name> block or a flag)."""
+        return self.locs.get(key) or (self.source or "", None, None)
 
     def to_dict(self) -> Dict[str, Any]:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("container", "source", "sites")}
+        d = {
+            k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("container", "source", "sites", "locs")
+        }
         d["command"], d["args"], d["sbatch"] = list(self.command), list(self.args), list(self.sbatch)
         d["parallel"], d["env"] = dict(self.parallel), dict(self.env)
         d["container"] = {
@@ -188,7 +197,6 @@ class JobSpec:
 # when the value is fine, else a sentence saying what is right.
 
 _CTRL = re.compile(r"[\x00-\x1f\x7f]")
-_TIME = re.compile(r"^(?:(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?|(\d+)(?::(\d+)(?::(\d+))?)?)$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MEM = re.compile(r"^[0-9]+[KMGT]?$")
 _DEPENDENCY = re.compile(r"^(singleton|[a-z]+(:[0-9_+]+)+)([,?]([a-z]+(:[0-9_+]+)+|singleton))*$")
@@ -200,21 +208,6 @@ def one_line(v: Any) -> Optional[str]:
     if _CTRL.search(v):
         return "must be a single line without control characters (got %r)" % v
     return None
-
-
-def time_seconds(v: str) -> Optional[int]:
-    """Slurm time formats (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in seconds."""
-    m = _TIME.match(v.strip())
-    if not m:
-        return None
-    d, dh, dm, ds, a, b, c = m.groups()
-    if d is not None:
-        return int(d) * 86400 + int(dh) * 3600 + int(dm or 0) * 60 + int(ds or 0)
-    if c is not None:
-        return int(a) * 3600 + int(b) * 60 + int(c)
-    if b is not None:
-        return int(a) * 60 + int(b)
-    return int(a) * 60
 
 
 def check_time(v: Any) -> Optional[str]:
@@ -351,6 +344,25 @@ def check_number(v: Any) -> Optional[str]:
     return None if ok else "expected a positive number such as 3e-4 or 0.0003, got %r" % (v,)
 
 
+def check_task(v: Any) -> Optional[str]:
+    """One of vocab.TASKS or a word vocab.TASK_ALIASES reads as one (serve = inference)."""
+    aliases = dict(TASK_ALIASES)
+    if isinstance(v, str) and (v.lower() in TASKS or v.lower() in aliases):
+        return None
+    import difflib
+
+    hint = difflib.get_close_matches(str(v).lower(), list(TASKS) + list(aliases), n=1)
+    mean = ""
+    if hint:
+        mean = " (did you mean '%s'%s?)" % (hint[0], " = " + aliases[hint[0]] if hint[0] in aliases else "")
+    return "expected one of %s, got %r%s" % (", ".join(TASKS), v, mean)
+
+
+def task_name(v: str) -> str:
+    """The canonical task for a word check_task accepts."""
+    return dict(TASK_ALIASES).get(v.lower(), v.lower())
+
+
 def check_grace(v: Any) -> Optional[str]:
     bad = check_positive(v)
     if bad is None and v > 65535:
@@ -370,11 +382,18 @@ CHECKS: Dict[str, Callable[[Any], Optional[str]]] = {
     "grace": check_grace,
     "nonnegative": check_nonnegative,
     "number": check_number,
+    "task": check_task,
 }
 
 
 def _schema(fields: Sequence[SpecField]) -> Dict[str, Field]:
-    return {f.key: Field(f.kind, default=f.default, choices=f.choices or None, positive=f.positive) for f in fields}
+    # a field with aliases is checked (and its alias read) by its `check`, not by the schema's choices
+    return {
+        f.key: Field(
+            f.kind, default=f.default, choices=(f.choices or None) if not f.aliases else None, positive=f.positive
+        )
+        for f in fields
+    }
 
 
 _FIELDS = _schema(FIELDS)
@@ -385,22 +404,53 @@ _PLAIN = tuple(f for f in FIELDS if f.kind in ("str", "int", "bool") and f.cli !
 
 def load_spec(path: str) -> JobSpec:
     """Load and check a job spec; every problem is reported with file:line:col and field."""
-    from ..yamlsrc import load_yaml
+    spec, issues = load_spec_issues(path)
+    if issues:
+        raise ConfigError(issues)
+    return spec
 
+
+def load_spec_issues(path: str) -> Tuple[JobSpec, List[Issue]]:
+    """The spec and its problems, without stopping at them: the caller adds what the site, the
+    model catalogue and the launcher find (job.validate) and reports everything in one run.
+    A file that cannot be read or parsed as YAML still raises (there is nothing to go on)."""
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except OSError as exc:
         raise ConfigError([Issue(path, None, None, "", "cannot read job spec: %s" % (exc.strerror or exc))]) from None
+    return spec_issues_from_text(text, path)
+
+
+def spec_from_text(text: str, path: str) -> JobSpec:
+    """A job spec from its YAML text (`path` only names it in errors and as its source)."""
+    spec, issues = spec_issues_from_text(text, path)
+    if issues:
+        raise ConfigError(issues)
+    return spec
+
+
+def spec_issues_from_text(text: str, path: str) -> Tuple[JobSpec, List[Issue]]:
+    from ..yamlsrc import load_yaml
+
     data = load_yaml(text, path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError([Issue(path, 1, 1, "", "expected a mapping at the top level of a job spec")])
-    return spec_from_data(data, path, text)
+    return spec_and_issues(data, path, text)
 
 
 def spec_from_data(data: Any, path: str, text: str = "") -> JobSpec:
+    spec, issues = spec_and_issues(data, path, text)
+    if issues:
+        raise ConfigError(issues)
+    return spec
+
+
+def spec_and_issues(data: Any, path: str, text: str = "") -> Tuple[JobSpec, List[Issue]]:
+    """The spec from parsed YAML, with every problem found; a field with a bad value keeps what
+    could be read of it, so the checks that need the site can still run on the others."""
     ck = Checker(path)
     v = ck.take(data, _FIELDS, "")
     kw: Dict[str, Any] = {}
@@ -410,6 +460,8 @@ def spec_from_data(data: Any, path: str, text: str = "") -> JobSpec:
         kw[f.key] = v[f.key]
         if f.check and f.check != "positive":  # positive ints: the schema checked them
             _report(ck, data, f.key, CHECKS[f.check](kw[f.key]))
+    if "task" in kw and check_task(kw["task"]) is None:
+        kw["task"] = task_name(kw["task"])
     sig = v["checkpoint_signal"]
     if sig is not None:
         _report(ck, data, "checkpoint_signal", check_signal(sig))
@@ -481,8 +533,10 @@ def spec_from_data(data: Any, path: str, text: str = "") -> JobSpec:
     )
     if v["sites"] is not None:
         kw["sites"] = _site_overrides(ck, v["sites"], path, text)
-    ck.raise_if_any()
-    return JobSpec(source=path, **kw)
+    locs = getattr(data, "locs", {})
+    kw["locs"] = {k: tuple(locs[k][:3]) for k in data if isinstance(k, str) and k in locs}
+    issues = sorted(ck.issues, key=lambda i: (i.file, i.line or 0, i.col or 0))
+    return JobSpec(source=path, **kw), issues
 
 
 def _site_overrides(ck: Checker, raw: Any, path: str, text: str) -> Tuple[SiteOverride, ...]:
@@ -647,7 +701,9 @@ def _merge_site(spec: JobSpec, o: SiteOverride) -> JobSpec:
             kw[key] = replace(spec.container, **ckw)
         else:
             kw[key] = value
-    return replace(spec, site_override=o.site, **kw)
+    locs = dict(spec.locs)
+    locs.update({k: o.where[:3] for k in o.values})
+    return replace(spec, site_override=o.site, locs=locs, **kw)
 
 
 def _report(ck: Checker, data: Any, key: str, bad: Optional[str], path: Optional[str] = None) -> None:
@@ -691,6 +747,8 @@ def apply_overrides(spec: JobSpec, flags: Mapping[str, Any]) -> JobSpec:
             kw[f.key] = bool(value)
         elif f.check is None or not bad(f.flag, CHECKS[f.check](value)):
             kw[f.key] = str(value) if f.kind == "any" else value
+    if "task" in kw:
+        kw["task"] = task_name(kw["task"])
     if flags.get("checkpoint_signal") is not None and not bad(
         "--checkpoint-signal", check_signal(flags["checkpoint_signal"])
     ):
@@ -743,7 +801,13 @@ def apply_overrides(spec: JobSpec, flags: Mapping[str, Any]) -> JobSpec:
         kw["container"] = replace(c, **ckw)
     if issues:
         raise ConfigError(issues)
-    return replace(spec, **kw)
+    locs = dict(spec.locs)
+    for f in FIELDS:
+        if f.flag is not None and f.key in kw and flags.get(f.key) not in (None, (), [], {}):
+            locs[f.key] = (f.flag, None, None)
+    if flags.get("command"):
+        locs["command"] = ("the arguments after --", None, None)
+    return replace(spec, locs=locs, **kw)
 
 
 # ---------------------------------------------------------------------------
@@ -805,7 +869,7 @@ def scaffold(
         return json.dumps(s)
 
     lines = [
-        "# slurmgpu job spec: render it for any site with `slurmgpu gen` (see docs/gen.md).",
+        "# slurmgpu job spec: render it for any site with `slurmgpu gen` (the guide: `slurmgpu docs gen`).",
         "# Written by `slurmgpu init --site %s`; the site is not part of the spec." % site,
         "name: %s" % q(name),
         ("model: %s" % q(model)) if model else "# model: llama3-70b        # catalogue name or a size such as 13B",

@@ -658,6 +658,7 @@ def _fabric_contradictions(env: Mapping[str, str], nt: NodeType, known_hcas: Seq
                 "unset NCCL_MNNVL_ENABLE",
             )
         )
+    out.extend(_mnnvl_switched_off(env, nt))
     gdr = env.get("NCCL_NET_GDR_LEVEL")
     if rdma and gdr in ("LOC", "0"):
         out.append(
@@ -669,6 +670,33 @@ def _fabric_contradictions(env: Mapping[str, str], nt: NodeType, known_hcas: Seq
                 "unset it unless you are debugging peer memory",
             )
         )
+    return out
+
+
+def _mnnvl_switched_off(env: Mapping[str, str], nt: NodeType) -> List[Finding]:
+    """NCCL_MNNVL_ENABLE=0 or NCCL_CUMEM_ENABLE=0 on a multi-node NVLink node type (GB200/GB300
+    NVL72): NCCL then keeps all traffic between trays on the network without a word (src/mnnvl.cc:
+    "MNNVL requires cuMem to be enabled", a plain return when it is not). Only where the site runs
+    IMEX (node_types.X.mnnvl on or auto): with mnnvl: off the site itself sets NCCL_MNNVL_ENABLE=0."""
+    if not nt.multi_node_nvlink or nt.mnnvl == "off":
+        return []
+    level = "error" if nt.mnnvl == "on" else "warning"
+    out = []
+    for var, what in (
+        ("NCCL_MNNVL_ENABLE", "turns off multi-node NVLink"),
+        ("NCCL_CUMEM_ENABLE", "turns off cuMem, without which NCCL turns off multi-node NVLink"),
+    ):
+        if var in env and _int_value(env[var] or "x") == 0:
+            out.append(
+                Finding(
+                    level,
+                    var,
+                    env[var],
+                    "%s on %s (an NVLink domain of %d GPUs over %d nodes): all traffic between its nodes "
+                    "silently goes over %s instead" % (what, nt.name, nt.nvlink_domain, nt.domain_nodes, nt.fabric),
+                    "unset %s (or, if the site runs no IMEX channels, set node_types.%s.mnnvl: off)" % (var, nt.name),
+                )
+            )
     return out
 
 

@@ -23,7 +23,7 @@ import re
 import shutil
 import socket
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, Issue, SlurmgpuError
@@ -58,12 +58,28 @@ class CheckResult:
         return asdict(self)
 
 
+def _int_field(v: Any) -> Optional[int]:
+    """A whole number >= 0 from a record (None: absent or anything else)."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int) and v >= 0:
+        return v
+    if isinstance(v, str) and v.isdigit():
+        return int(v)
+    return None
+
+
 @dataclass(frozen=True)
 class NodeReport:
     node: str
     site: str
     results: Tuple[CheckResult, ...]
     nvlink_clique: str = ""  # "ClusterUUID/CliqueId" from nvidia-smi -q (multi-node NVLink), for the job check
+    # where Slurm put this node in the preflight step (one task per node): its task rank
+    # (SLURM_PROCID) and node rank (SLURM_NODEID); the job check orders the nodes by the one the
+    # launcher numbers its ranks by (26.05: task ranks in topology order, node ranks in name order)
+    task_rank: Optional[int] = None
+    node_id: Optional[int] = None
 
     @property
     def ok(self) -> bool:
@@ -75,6 +91,8 @@ class NodeReport:
             "site": self.site,
             "ok": self.ok,
             "nvlink_clique": self.nvlink_clique,
+            "task_rank": self.task_rank,
+            "node_id": self.node_id,
             "results": [r.to_dict() for r in self.results],
         }
 
@@ -85,6 +103,8 @@ class NodeReport:
             site=str(d.get("site", "")),
             results=tuple(CheckResult(**{k: str(v) for k, v in r.items()}) for r in d.get("results", ())),
             nvlink_clique=str(d.get("nvlink_clique") or ""),
+            task_rank=_int_field(d.get("task_rank")),
+            node_id=_int_field(d.get("node_id")),
         )
 
     def record(self) -> str:
@@ -762,7 +782,38 @@ def preflight_node(site: Site, environ: Mapping[str, str], opts: Options = Optio
     """Gather facts on this node (or the fixture) and run every check."""
     node = node_name(environ)
     facts, from_fixture = gather_facts(node, environ)
-    return run_checks(site, facts, environ, opts, node=node, addresses=None if from_fixture else local_addresses())
+    rep = run_checks(site, facts, environ, opts, node=node, addresses=None if from_fixture else local_addresses())
+    return replace(
+        rep, task_rank=_int_field(environ.get("SLURM_PROCID")), node_id=_int_field(environ.get("SLURM_NODEID"))
+    )
+
+
+def in_job(environ: Mapping[str, str]) -> bool:
+    """Whether this runs inside a Slurm job (a recorded node, SLURMGPU_PROBE_FIXTURE, counts as one)."""
+    return bool(environ.get("SLURM_JOB_ID") or environ.get(FIXTURE_ENV))
+
+
+def outside_job_note(node: str) -> str:
+    return (
+        "not inside a Slurm job (SLURM_JOB_ID is not set): these are the checks of %s, most likely a login "
+        "node, not of a job's compute node; run them where the job runs: srun -N1 -p PARTITION slurmgpu "
+        "preflight (generated scripts run them on every node)" % node
+    )
+
+
+def outside_job(report: NodeReport) -> NodeReport:
+    """A report of a machine that is no job's node: advice to exclude it from a job (resubmit with
+    --exclude=...) makes no sense there, so such fixes say to run the check on a compute node."""
+    fixed = []
+    for r in report.results:
+        fix = r.fix
+        if "--exclude" in fix:
+            fix = (
+                "this machine is not a node of a job: run the check on a compute node (srun -N1 -p PARTITION "
+                "slurmgpu preflight)"
+            )
+        fixed.append(replace(r, fix=fix))
+    return replace(report, results=tuple(fixed))
 
 
 # ---------------------------------------------------------------------------
@@ -934,22 +985,48 @@ def stamp_layout(stamp: Mapping[str, str]) -> Layout:
     return Layout(**{k: (v if v is not None else 1) for k, v in vals.items()})
 
 
+RANK_ORDER_SOURCES = ("procid", "nodeid", "hostname")  # plan/placement.py RANK_SOURCES
+
+
+def rank_node_order(agg: Aggregate, node_order: Sequence[str], rank_source: Optional[str]) -> List[str]:
+    """The job's nodes in the order the launcher's ranks fill them, as the preflight step saw them:
+    by the task rank each node's preflight task had (procid: srun's own order, topology order on
+    26.05), by its SLURM_NODEID (nodeid), or by host name (torchrun's rendezvous sorts the nodes'
+    names). Without a rank source, or when a node did not say, the order given (SLURM_JOB_NODELIST,
+    name order unless TopologyParam=BlockAsNodeRank) -- what all launchers did up to 25.11."""
+    names = [r.node for r in agg.reports]
+    if rank_source == "hostname":
+        return sorted(names)
+    key = {"procid": "task_rank", "nodeid": "node_id"}.get(rank_source or "")
+    if key:
+        ranks = {r.node: getattr(r, key) for r in agg.reports}
+        if ranks and all(v is not None for v in ranks.values()) and len(set(ranks.values())) == len(ranks):
+            return sorted(names, key=lambda n: ranks[n])
+    return list(node_order) or sorted(names)
+
+
 def check_domain_groups(
-    agg: Aggregate, site: Any, stamp: Mapping[str, str], node_order: Sequence[str], partition: Optional[str] = None
+    agg: Aggregate,
+    site: Any,
+    stamp: Mapping[str, str],
+    node_order: Sequence[str],
+    partition: Optional[str] = None,
+    rank_source: Optional[str] = None,
 ) -> List[CheckResult]:
     """Rows for TP/CP/EP groups whose nodes report different NVLink domains (ClusterUUID/CliqueId).
 
     The placement is plan/placement.py's (Megatron rank order, ranks filling the job's nodes in
-    SLURM_JOB_NODELIST order); the status per kind follows the site's policy.groups (TP: enforce
-    unless set). Only node types whose NVLink domain spans nodes are checked: elsewhere a
-    multi-node group is on the network by design and the submit filter already said so.
+    the launcher's order: `rank_node_order`); the status per kind follows the site's
+    policy.groups (TP: enforce unless set). Only node types whose NVLink domain spans nodes are
+    checked: elsewhere a multi-node group is on the network by design and the submit filter
+    already said so.
     """
     nt = site.node_type_of(partition) if partition and partition in site.partitions else site.node_type_of()
     if not nt.multi_node_nvlink:
         return []
     layout = stamp_layout(stamp)
     clique = {r.node: r.nvlink_clique for r in agg.reports}
-    order = list(node_order) or sorted(clique)
+    order = rank_node_order(agg, node_order, rank_source)
     out: List[CheckResult] = []
     for kind in DOMAIN_KINDS:
         if int(getattr(layout, kind)) <= 1:

@@ -118,7 +118,7 @@ CATALOGUE: Tuple[Signature, ...] = (
             "Ask for more time (--time) if the partition allows it.",
             "Or checkpoint before the limit and requeue: `slurmgpu gen --requeue --checkpoint-dir DIR` "
             "(`#SBATCH --signal=B:USR2@LEAD`, the steps signalled with `scancel --signal`, the launcher told "
-            "to handle it; not USR1, which NCCL and PyTorch may take). See docs/requeue.md.",
+            "to handle it; not USR1, which NCCL and PyTorch may take). See `slurmgpu docs requeue`.",
         ),
     ),
     Signature(

@@ -12,7 +12,7 @@ from ..lazy import face
 if TYPE_CHECKING:
     from .diagram import render
     from .hardware import hardware
-    from .layout import Layout, tp_group_nodes
+    from .layout import Layout, node_shard, tp_group_nodes
     from .memory import (
         TrainShape,
         activation_bytes_per_layer,
@@ -37,6 +37,7 @@ from .hardware import hardware  # noqa: E402
 # exported name -> (module, name in it)
 _EXPORTS = {
     "Layout": (".layout", "Layout"),
+    "node_shard": (".layout", "node_shard"),
     "ModelSpec": (".models", "ModelSpec"),
     "PlanRequest": (".types", "PlanRequest"),
     "Capabilities": (".types", "Capabilities"),
@@ -84,6 +85,7 @@ __all__ = [
     "make_plan",
     "model_from_params",
     "model_states_bytes",
+    "node_shard",
     "render",
     "segment_error",
     "segment_for",

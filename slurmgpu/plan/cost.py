@@ -7,20 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from .hardware import (
-    ATTN_S0,
-    DP_EXPOSED,
-    EP_A2A_EFF,
-    FP8_CAST_BYTES,
-    GEMM_T0,
-    GEMM_W0,
-    LATENCY_S,
-    LAYER_OVERHEAD_S,
-    LINK_WORDS,
-    MEM_PASSES,
-    TP_EXPOSED,
-    Hardware,
-)
+from .hardware import LATENCY_S, LINK_WORDS, Hardware
 from .layout import Layout, expert_tp
 from .memory import (
     NF4_BYTES,
@@ -35,6 +22,7 @@ from .memory import (
     stage_params,
     usable_gb,
 )
+from .models import ModelSpec
 from .types import PlanRequest, task_name
 
 CP_MIN_TOKENS = 4096  # context parallelism is only tried while each rank keeps >= 4K tokens
@@ -123,13 +111,17 @@ class _Ctx:
         # it has no weights, so LoRA does not shrink its backward
         self.attn_time_flops = 6.0 * self.seq * m.attn_width
         # memory-bound bytes per token of one layer (fwd + bwd): passes over what the layer stores
-        cast = FP8_CAST_BYTES * m.hidden if req.precision == "fp8" and hw.peak > hw.peak_bf16 else 0.0
-        self.mem_dense = MEM_PASSES * layer_act_base(m, False) * m.hidden + cast
-        self.mem_moe = MEM_PASSES * layer_act_base(m, True) * m.hidden + cast if m.is_moe else 0.0
+        t = hw.terms
+        cast = t.fp8_cast_bytes * m.hidden if req.precision == "fp8" and hw.peak > hw.peak_bf16 else 0.0
+        self.mem_dense = t.mem_passes * layer_act_base(m, False) * m.hidden + cast
+        self.mem_moe = t.mem_passes * layer_act_base(m, True) * m.hidden + cast if m.is_moe else 0.0
         self._counts: Dict[int, List[int]] = {}
         self._stages: Dict[int, List[StageParams]] = {}
         self._lora: Dict[Tuple[int, int], float] = {}
         self._groups: Dict[Tuple[int, ...], Tuple[float, float, int]] = {}
+        # calibrate sets a list here to record every training candidate a search evaluates: which ones
+        # fit in memory does not depend on the cost terms, so a fit re-times them instead of searching
+        self.trace: Optional[List[Tuple[Any, ...]]] = None
 
     def counts(self, pp: int) -> List[int]:
         c = self._counts.get(pp)
@@ -179,12 +171,18 @@ class _Ctx:
 def _eff(ctx: _Ctx, tp: int, tokens: float, width: Optional[float] = None) -> float:
     """GEMM efficiency: large-GEMM share of peak, less for narrow (TP-split) or short (few-token) GEMMs."""
     w = (width or ctx.model.hidden) / tp
-    return ctx.hw.gemm_eff * w / (w + GEMM_W0) * tokens / (tokens + GEMM_T0)
+    t = ctx.hw.terms
+    return ctx.hw.gemm_eff * w / (w + t.gemm_w0) * tokens / (tokens + t.gemm_t0)
 
 
 def _attn_rate(ctx: _Ctx, keys: float) -> float:
-    """FlashAttention FLOP/s: BF16 (FP8 does not apply), lower for short sequences (fewer tiles)."""
-    return ctx.hw.peak_bf16 * ctx.hw.attn_eff * keys / (keys + ATTN_S0)
+    """FlashAttention FLOP/s: BF16 (FP8 does not apply), lower for short sequences (fewer tiles), and
+    lower with PyTorch SDPA's FlashAttention-2 kernels on GPUs newer than Ampere (terms.attn_sdpa)."""
+    hw = ctx.hw
+    rate = hw.peak_bf16 * hw.attn_eff * keys / (keys + hw.terms.attn_s0)
+    if ctx.req.caps.attention == "sdpa" and hw.arch in ("hopper", "blackwell"):
+        rate *= hw.terms.attn_sdpa
+    return rate
 
 
 def _eff_expert(ctx: _Ctx, tp: int, ep: int, tokens: float) -> float:
@@ -194,7 +192,38 @@ def _eff_expert(ctx: _Ctx, tp: int, ep: int, tokens: float) -> float:
     """
     m = ctx.model
     per_expert = tokens * m.experts_active / m.experts * ep
-    return _eff(ctx, tp, per_expert, m.expert_ffn)
+    return _eff(ctx, tp, per_expert, m.expert_ffn) * ctx.hw.terms.grouped_gemm
+
+
+def _op_recompute_share(m: ModelSpec) -> float:
+    """The share of a layer's matmul FLOPs op-level checkpointing recomputes: the 2nd, 4th and 6th
+    matmuls (k and output projections, the MLP's up projection) of q, k, v, o, gate, up, down."""
+    aw, kvw = m.attn_width, m.kv_heads * m.hd
+    ffn = m.expert_ffn if m.is_moe else m.ffn
+    mlp = (3.0 if m.gated else 2.0) * ffn
+    return (kvw + aw + ffn) / (2.0 * aw + 2.0 * kvw + mlp)
+
+
+def _ep_bytes(ctx: _Ctx, tokens: float, ep: int, ep_k: int) -> Tuple[float, float]:
+    """(NVLink, fabric) bytes of one MoE layer's four all-to-alls (dispatch and combine, fwd and bwd)
+    for `tokens` tokens per rank, EP peers `ep_k` to a node.
+
+    Each token goes to top-k experts spread evenly over the EP group; a copy for a peer in the same
+    node stays on NVLink. With node-limited routing (DeepSeek-V3: 8 expert groups, each token in at
+    most 4) and a group per node, a token crosses the fabric once per destination node (DeepEP
+    forwards inside the node over NVLink), so at most `router_group_topk` fabric copies per token.
+    """
+    m = ctx.model
+    if ep <= 1:
+        return 0.0, 0.0
+    k = m.experts_active
+    near = k * (ep_k - 1) / ep
+    far = k * (ep - ep_k) / ep
+    nodes = ep / max(1, ep_k)
+    if m.router_group_topk and m.router_groups and nodes >= m.router_groups:
+        far = min(far, float(m.router_group_topk))
+    unit = 4.0 * tokens * m.hidden * 2.0
+    return unit * near, unit * far
 
 
 def _expert_dp(tp: int, dp: int, cp: int, ep: int) -> Tuple[int, int]:
@@ -213,7 +242,10 @@ def _train_candidate(
     seg: Optional[int],
     vp: int = 1,
 ) -> _Cand:
+    if ctx.trace is not None:
+        ctx.trace.append((lay, batch, zero, recompute, memory, seg, vp))
     m, hw = ctx.model, ctx.hw
+    terms = hw.terms
     tp, pp, dp, cp, ep, mb = lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.micro_batch
     gpn = lay.gpus_per_node
     s = ctx.seq
@@ -235,6 +267,12 @@ def _train_candidate(
     t_moe = (ctx.f_shared / rate + ctx.f_experts / rate_e + t_attn + ctx.mem_moe / hw.hbm) if m.is_moe else 0.0
     if recompute == "full":  # one more forward pass (a third of fwd+bwd)
         rc_dense, rc_moe = t_dense / 3.0, t_moe / 3.0
+    elif recompute == "selective" and ctx.req.caps.selective == "op":
+        # op-level checkpointing (memory.layer_act_op): the unsaved matmuls and the memory-bound work
+        # run their forward again; the attention kernel's output is kept
+        share = _op_recompute_share(m)
+        rc_dense = (share * ctx.f_dense / rate + ctx.mem_dense / hw.hbm) / 3.0
+        rc_moe = (share * (ctx.f_shared / rate + ctx.f_experts / rate_e) + ctx.mem_moe / hw.hbm) / 3.0
     elif recompute == "selective":  # the attention core's forward
         rc_dense = rc_moe = t_attn / 3.0
     else:
@@ -255,13 +293,13 @@ def _train_candidate(
     kv_w = m.heads * (2 * m.hd + m.rope_head_dim) if m.is_mla else 2 * m.kv_heads * m.hd
     cp_layer = 3.0 * (cp - 1) * mb * (s / cp) * kv_w * 2.0 / tp
     attn_layer_t = t_attn * mb * s / (tp * cp)
-    ep_payload = 4.0 * mb * (s / cp) / tp * m.experts_active * m.hidden * 2.0 * (ep - 1) / ep
+    ep_near, ep_far = _ep_bytes(ctx, mb * (s / cp) / tp, ep, ep_k)
     if recompute == "full":
-        ep_payload *= 1.5
+        ep_near, ep_far = 1.5 * ep_near, 1.5 * ep_far
+    ep_payload = ep_near + ep_far
     ep_t_layer = 0.0
     if ep > 1:
-        near = (ep_k - 1) / (ep - 1)
-        ep_t_layer = (ep_payload * near / hw.link_bw + ep_payload * (1 - near) / (hw.nic_node / gpn)) / EP_A2A_EFF
+        ep_t_layer = (ep_near / hw.link_bw + ep_far / (hw.nic_node / gpn)) * terms.ep_exposed
 
     worst = None
     for i in sorted({0, counts.index(max(counts)), pp - 1}):
@@ -273,12 +311,15 @@ def _train_candidate(
         )
         rc = tok * (sp_.dense_layers * rc_dense + sp_.moe_layers * rc_moe)
         tp_bytes = n_i * n_ar * 2.0 * (tp - 1) / tp * ar_payload if tp > 1 else 0.0
-        t_tp = TP_EXPOSED * (tp_bytes / tp_bw + n_i * n_ar * LATENCY_S) if tp > 1 else 0.0
+        t_tp = terms.tp_exposed * (tp_bytes / tp_bw + n_i * n_ar * LATENCY_S) if tp > 1 else 0.0
         cp_bytes = n_i * cp_layer
-        t_cp = n_i * max(0.0, cp_layer / cp_bw - attn_layer_t) if cp > 1 else 0.0
+        t_cp = 0.0
+        if cp > 1:  # the ring exchange hides behind attention where it can, never wholly
+            ring = cp_layer / cp_bw
+            t_cp = n_i * max(ring - attn_layer_t, terms.cp_exposed * ring)
         t_ep = sp_.moe_layers * ep_t_layer
         ep_bytes = sp_.moe_layers * ep_payload
-        comp += n_i * LAYER_OVERHEAD_S
+        comp += n_i * terms.layer_overhead_s + sp_.moe_layers * terms.moe_layer_overhead_s
         t_mb = comp + rc + t_tp + t_cp + t_ep
         row = (t_mb, i, sp_, comp, rc, t_tp, t_cp, t_ep, tp_bytes, cp_bytes, ep_bytes)
         if worst is None or t_mb > worst[0]:
@@ -308,7 +349,8 @@ def _train_candidate(
             vol_mb = (n_dp - 1) / n_dp * (2 * wd + dense_b)
             vol_e_mb = (edp - 1) / edp * (2 * we + exp_b) if edp > 1 else 0.0
             per_mb = vol_mb / dp_bw + (vol_e_mb / edp_bw if vol_e_mb else 0.0) + 3 * counts[i] * (n_dp - 1) * LATENCY_S
-            exposed = n_mb * max(0.0, per_mb - (comp + rc))
+            busy = comp + rc
+            exposed = n_mb * (max(0.0, per_mb - busy) + terms.fsdp_exposed * min(per_mb, busy))
             vol, vol_e, t_sync = n_mb * vol_mb, n_mb * vol_e_mb, n_mb * per_mb
         else:
             # ring all-reduce (or reduce-scatter + all-gather: the same bytes) once per step
@@ -319,7 +361,7 @@ def _train_candidate(
                 bucket = 2.0 * max(40e6, 1e6 * n_dp)  # + all-gather ring of n - 1 hops each
                 t_sync += 2 * math.ceil((dense_b + exp_b) / bucket) * (n_dp - 1) * LATENCY_S
             # hidden behind the backward pass except the last bucket and what compute cannot cover
-            exposed = max(0.0, t_sync - (comp + rc)) + DP_EXPOSED * min(t_sync, comp + rc)
+            exposed = max(0.0, t_sync - (comp + rc)) + terms.dp_exposed * min(t_sync, comp + rc)
         if exposed >= dp_exposed:
             dp_exposed, t_dp_total = exposed, t_sync
             dp_bytes_total = vol + vol_e
@@ -333,8 +375,8 @@ def _train_candidate(
 
     link_bytes += n_mb * tp_bytes * (1 - tp_fab) + n_mb * cp_bytes * (1 - cp_fab)
     fab_bytes += n_mb * tp_bytes * tp_fab + n_mb * cp_bytes * cp_fab
-    if ep > 1:
-        near = (ep_k - 1) / (ep - 1)
+    if ep > 1 and ep_payload:
+        near = ep_near / ep_payload
         link_bytes += n_mb * ep_bytes * near
         fab_bytes += n_mb * ep_bytes * (1 - near)
     if pp > 1:

@@ -7,11 +7,12 @@ from typing import List
 
 from .cost import COST_WORDS, _Cand, _Ctx
 from .hardware import _hbm_known
+from .layout import Layout
 from .memory import (
     describe_split,
 )
 from .rules import _divisors, _tp_rules
-from .words import _gb, _t
+from .words import _gb, _t, recompute_words
 
 
 def _why_lost(ctx: _Ctx, alt: _Cand, best: _Cand) -> str:
@@ -32,7 +33,7 @@ def _why_lost(ctx: _Ctx, alt: _Cand, best: _Cand) -> str:
         elif name == "dp":
             extra = " (DP=%d over %s)" % (lay.dp * lay.cp, ctx.hw.fabric_name if alt.d("dp_fab") else ctx.hw.link_name)
         elif name == "recompute":
-            extra = " (%s recomputation to fit)" % alt.memory.recompute
+            extra = " (%s to fit)" % recompute_words(alt.memory.recompute)
         elif name == "compute":
             extra = (
                 " (%.0f%% GEMM efficiency at TP=%d vs %.0f%%)" % (100 * alt.d("eff"), lay.tp, 100 * best.d("eff"))
@@ -41,8 +42,27 @@ def _why_lost(ctx: _Ctx, alt: _Cand, best: _Cand) -> str:
             )
         words.append("%s %s vs %s%s" % (COST_WORDS.get(name, name), _t(a), _t(b), extra))
     if not words:
-        return "within 1%% of the best (%s)" % ", ".join(
-            "%s %s" % (COST_WORDS[n], _t(v)) for n, v in alt.costs if v > 0
+        terms = ", ".join("%s %s" % (COST_WORDS[n], _t(v)) for n, v in alt.costs if v > 0)
+        if alt.tokens_per_s >= best.tokens_per_s * 0.99:
+            return "within 1%% of the best (%s)" % terms
+
+        # the same step cost, less work per step: the gap is throughput, not any one term
+        def work(lay: Layout) -> str:
+            if ctx.train:
+                return "DP=%d x micro-batch %d" % (lay.dp, lay.micro_batch)
+            return "%d replica%s x %d sequence%s" % (
+                lay.dp,
+                "s" if lay.dp != 1 else "",
+                lay.micro_batch,
+                "s" if lay.micro_batch != 1 else "",
+            )
+
+        return "each step costs about the same (%s), but it moves %.0f tokens/s against %.0f (%s against %s)" % (
+            terms,
+            alt.tokens_per_s,
+            best.tokens_per_s,
+            work(alt.layout),
+            work(best.layout),
         )
     return "; ".join(words)
 

@@ -3,53 +3,15 @@ partition, and the efficiency factors that turn data-sheet figures into achieved
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import List, Optional, Tuple
 
 from ..site import NodeType, Partition, Site
 from .placement import strict_kinds
+from .terms import DEFAULT_TERMS, CostTerms
 
-# Cost-model constants; docs/planner.md says where each comes from.
-GEMM_EFF = 0.60  # share of dense peak that large transformer GEMMs sustain (GPUs without gemm_eff)
-
-
-ATTN_EFF = 0.33  # FlashAttention's share of the BF16 peak (GPUs without gemm_eff)
-
-
-# Shape knees of the GEMM efficiency curve eff = ceiling x w/(w + GEMM_W0) x t/(t + GEMM_T0), where w
-# is the TP-sharded width and t the tokens of one micro-batch on one rank (small GEMMs do not fill
-# the SMs); fitted on bench/data/calibration_runs.tsv.
-GEMM_W0 = 500.0
-
-
-GEMM_T0 = 60.0
-
-
-ATTN_S0 = 3200.0  # FlashAttention reaches half its ceiling at this many keys (shorter: fewer tiles per query)
-
-
-# Memory-bound work (norms, activations, dropout, softmax statistics, residual adds, MoE
-# permutation): HBM passes over each stored activation byte per layer, forward + backward, plus
-# FP8 casts (amax + quantise of each GEMM input) as bytes per token per hidden unit.
-MEM_PASSES = 10.0
-
-
-FP8_CAST_BYTES = 12.0
-
-
-LAYER_OVERHEAD_S = 8e-6  # kernel launches and host latency per layer per micro-batch (fwd + bwd)
-
-
-# Share of each collective's time that is not hidden behind compute.
-TP_EXPOSED = 0.175  # TP all-reduce / RS+AG (sequence parallel, partial comm-GEMM overlap)
-
-
-DP_EXPOSED = 0.05  # gradient reduce-scatter / param all-gather: bucketed, overlapped with backward
-
-
-EP_A2A_EFF = 0.98  # all-to-all bandwidth / ring bandwidth; fitted on only two measured MoE runs (weak)
-
-
+# Link constants; docs/planner.md says where each comes from. The efficiency terms a fit may move
+# (GEMM and attention shares, overheads, overlap) are slurmgpu.plan.terms.CostTerms.
 LINK_EFF = 0.80  # ring all-reduce bus bandwidth / one direction of the link (nccl-tests: 368 of 450 GB/s)
 
 
@@ -88,6 +50,8 @@ class Hardware:
     notes: Tuple[str, ...]
     # kinds whose groups must stay in one NVLink domain (rules.strict_kinds of the site's policy.groups)
     strict_kinds: Tuple[str, ...] = ("tp", "cp", "ep")
+    terms: CostTerms = DEFAULT_TERMS  # the cost model's fitted terms this plan uses
+    arch: str = ""  # tensor-core generation (GpuFacts.arch)
 
     @property
     def link_words(self) -> str:
@@ -107,8 +71,12 @@ class Hardware:
         return LINK_WORDS.get(self.nt.link, self.nt.link)
 
 
-def hardware(site: Site, partition: Optional[str], precision: str = "bf16") -> Hardware:
+def hardware(
+    site: Site, partition: Optional[str], precision: str = "bf16", terms: Optional[CostTerms] = None
+) -> Hardware:
     from ..site import lookup
+
+    terms = terms or DEFAULT_TERMS
 
     part = site.partition(partition)
     nt = site.node_types[part.node_type]
@@ -117,9 +85,9 @@ def hardware(site: Site, partition: Optional[str], precision: str = "bf16") -> H
     key = facts.key if facts else None
     peak_bf16 = nt.bf16_tflops * 1e12
     peak = peak_bf16
-    known = facts.gemm_eff if facts is not None and facts.gemm_eff[0] else None
-    gemm_eff = known[0] if known else GEMM_EFF
-    attn_eff = known[2] if known else ATTN_EFF
+    arch = facts.arch if facts is not None else ""
+    gemm_eff = terms.gemm_ceiling(arch, False)
+    attn_eff = terms.attn
     if precision == "fp8":
         if facts is not None and not facts.fp8:
             notes.append("%s has no FP8 tensor cores: FP8 is planned at BF16 speed" % nt.gpu_model)
@@ -127,8 +95,8 @@ def hardware(site: Site, partition: Optional[str], precision: str = "bf16") -> H
             notes.append("FP8 support of %s is unknown: planned at BF16 speed" % nt.gpu_model)
         else:
             peak = 2 * peak_bf16
-            if known and known[1]:
-                gemm_eff = known[1]
+            if arch:
+                gemm_eff = terms.gemm_ceiling(arch, True)
             notes.append(
                 "FP8 on the linear layers only (2x the BF16 peak, %.0f%% of it sustained); attention and "
                 "memory-bound work stay BF16; master weights and optimizer stay 16/32-bit; MFU is against "
@@ -156,7 +124,15 @@ def hardware(site: Site, partition: Optional[str], precision: str = "bf16") -> H
         hbm=hbm * 1e9,
         notes=tuple(notes),
         strict_kinds=strict_kinds(site.policy.groups),
+        terms=terms,
+        arch=arch,
     )
+
+
+def with_terms(hw: Hardware, terms: CostTerms) -> Hardware:
+    """The same partition under other cost terms (the fitted efficiencies follow the terms)."""
+    gemm = terms.gemm_ceiling(hw.arch, hw.peak > hw.peak_bf16)
+    return replace(hw, terms=terms, gemm_eff=gemm, attn_eff=terms.attn)
 
 
 def _hbm_known(hw: Hardware) -> bool:

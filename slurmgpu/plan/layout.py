@@ -78,4 +78,11 @@ def expert_tp(tp: int, dp: int, cp: int, ep: int) -> int:
     return tp if ep <= 1 or (dp * cp) % ep == 0 else 1
 
 
+def node_shard(dp: int, cp: int, tp: int, gpus_per_node: int) -> int:
+    """The data-parallel shard of HSDP inside one node (torchtitan's ZeRO-1/2): the largest divisor
+    of DP whose shard, x TP x CP, fits in a node."""
+    per_node = max(1, gpus_per_node // max(1, tp * cp))
+    return max(d for d in range(1, dp + 1) if dp % d == 0 and d <= per_node)
+
+
 GROUP_KINDS = ("tp", "pp", "dp", "cp", "ep")  # the explain view's colourings; members: placement.group_index

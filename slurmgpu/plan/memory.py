@@ -131,19 +131,60 @@ def activation_bytes_per_layer(
 
 
 def layer_act_base(model: ModelSpec, moe: bool) -> float:
-    """The per-layer constant (34 for GPT-3) for this model's MLP: attention 11 + norms 4 + MLP.
+    """The per-layer constant (34 for GPT-3) for this model: attention + norms 4 + MLP.
 
+    Attention bytes per token / h: 2 (QKV input) + 1 (dropout mask) + Q, K, V and the output as
+    wide as they are: 2*q (Q) + 2*q (output, also the projection's input) + 4*kv (K and V), q and
+    kv the query and key/value widths over h, so 11 for multi-head attention with q = kv = 1 and
+    7.5 for Llama 3 70B's 8 KV heads of 64 (MLA: Q and K of heads x (head + RoPE) dims, V and the
+    output of heads x value dims, and the two compressed latents the up-projections read).
     MLP bytes per token / h: 2 (input) + 1 (dropout mask) + 4*ffn/h (GeLU: its input and output)
     or 6*ffn/h (gated: gate, up and their product). An MoE layer keeps that per routed copy of
     the token (top-k plus shared experts) and two k*h dispatch/combine buffers.
     """
+    h = float(model.hidden)
+    if model.is_mla:
+        qk = model.heads * (model.hd + model.rope_head_dim) / h
+        v = model.heads * (model.v_head_dim or model.hd) / h
+        latent = (model.q_lora_rank + model.kv_lora_rank + model.rope_head_dim) / h
+        attn = 3.0 + 4.0 * qk + 4.0 * v + 2.0 * latent
+    else:
+        attn = 3.0 + 4.0 * model.attn_width / h + 4.0 * model.kv_heads * model.hd / h
     per_width = 6.0 if model.gated else 4.0
     if moe:
         copies = model.experts_active + model.shared_experts
-        mlp = 3.0 + copies * per_width * model.expert_ffn / model.hidden + 4.0 * model.experts_active
+        mlp = 3.0 + copies * per_width * model.expert_ffn / h + 4.0 * model.experts_active
     else:
-        mlp = 3.0 + per_width * model.ffn / model.hidden
-    return 15.0 + mlp
+        mlp = 3.0 + per_width * model.ffn / h
+    return 4.0 + attn + mlp
+
+
+# What a launcher's `selective` recomputation keeps (types.Capabilities.selective):
+#   "attention": Megatron's: recompute the attention core, which FlashAttention never stores, so as
+#                `none`;
+#   "op":        PyTorch's op-level selective activation checkpointing as torchtitan runs it
+#                (selective_ac_option 'op'): each layer keeps its input, the attention kernel's output
+#                and every other matmul output, and recomputes the rest (norms, activations, the
+#                other matmuls) in backward.
+SELECTIVE_POLICIES = ("attention", "op")
+
+
+def layer_act_op(model: ModelSpec) -> float:
+    """Bytes per token / h one layer keeps under op-level selective checkpointing ("op").
+
+    The layer input (2) and the attention output (2*q); of the matmul outputs in order (q, k, v, o
+    projections, then gate, up, down) the 1st, 3rd, 5th and 7th: Q (2*q), V (2*kv), gate (2*ffn/h)
+    and the MLP output (2). An MoE layer's routed matmuls are counted as the dense MLP of its
+    routed copies (top-k plus shared).
+    """
+    h = float(model.hidden)
+    q = model.attn_width / h
+    kv = model.kv_heads * model.hd / h
+    if model.is_moe:
+        ffn = (model.experts_active + model.shared_experts) * model.expert_ffn / h
+    else:
+        ffn = model.ffn / h
+    return 2.0 + 2.0 * q + 2.0 * q + 2.0 * kv + 2.0 * ffn + 2.0
 
 
 def kv_cache_bytes(
@@ -274,6 +315,7 @@ def training_memory(
     counts: Optional[Sequence[int]] = None,
     interleave: int = 1,
     stages: Optional[Sequence[StageParams]] = None,
+    selective: str = "attention",
 ) -> MemoryBreakdown:
     """Per-GPU memory of the worst pipeline stage (pretrain, finetune, lora, qlora).
 
@@ -282,7 +324,9 @@ def training_memory(
     `stages` (stage_params for every stage) may be passed in by callers that cache it.
     """
     return _worst(
-        training_stage_memory(model, shape, task, zero, recompute, optimizer_bytes, counts, interleave, stages)
+        training_stage_memory(
+            model, shape, task, zero, recompute, optimizer_bytes, counts, interleave, stages, selective=selective
+        )
     )
 
 
@@ -297,6 +341,7 @@ def training_stage_memory(
     interleave: int = 1,
     stages: Optional[Sequence[StageParams]] = None,
     which: Optional[Sequence[int]] = None,
+    selective: str = "attention",
 ) -> List[MemoryBreakdown]:
     """training_memory's breakdown of each stage in `which` (default: representative_stages), so
     the plan can show every stage with the same formulas the search ranks by."""
@@ -311,9 +356,14 @@ def training_stage_memory(
     b = shape.micro_batch
     h, a, v = model.hidden, model.heads, model.vocab
     sp = t > 1
-    act_dense = activation_bytes_per_layer(s_loc, b, h, a, t, sp, recompute, layer_act_base(model, False), True)
+    op = recompute == "selective" and selective == "op"  # the launcher's selective keeps less (layer_act_op)
+    act_dense = activation_bytes_per_layer(
+        s_loc, b, h, a, t, sp, recompute, layer_act_op(model) if op else layer_act_base(model, False), True
+    )
     act_moe = (
-        activation_bytes_per_layer(s_loc, b, h, a, t, sp, recompute, layer_act_base(model, True), True)
+        activation_bytes_per_layer(
+            s_loc, b, h, a, t, sp, recompute, layer_act_op(model) if op else layer_act_base(model, True), True
+        )
         if model.is_moe
         else 0.0
     )
@@ -389,6 +439,7 @@ def inference_stage_memory(
     counts: Optional[Sequence[int]] = None,
     stages: Optional[Sequence[StageParams]] = None,
     which: Optional[Sequence[int]] = None,
+    selective: str = "attention",
 ) -> List[MemoryBreakdown]:
     """inference_memory's breakdown of each stage in `which` (default: representative_stages)."""
     wb = WEIGHT_BYTES.get(precision, 2.0)

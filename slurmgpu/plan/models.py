@@ -442,7 +442,18 @@ def _looks_like_path(ref: str) -> bool:
 
 
 def get_model(ref: str) -> ModelSpec:
-    """A catalogue name or alias (spelling-tolerant), or the path of a model YAML file."""
+    """A catalogue name or alias (spelling-tolerant), a Hugging Face id the catalogue has, a
+    checkpoint directory (or its config.json), or the path of a model YAML file."""
+    from . import hfconfig
+
+    if hfconfig.looks_like_hf_id(ref):
+        name = hfconfig.catalogue_name(ref)
+        if name is None:
+            raise hfconfig.unknown_id(ref, [m.name for m in _CATALOGUE])
+        return next(m for m in _CATALOGUE if m.name == name)
+    cfg = hfconfig.config_path(ref)
+    if cfg is not None:
+        return hfconfig.load_config(cfg)
     if _looks_like_path(ref):
         return load_model_file(ref)
     hit = _by_key().get(_key(ref))

@@ -26,6 +26,35 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from .layout import Layout
 
 ORDERS = ("megatron", "torchtitan")
+
+# Node-rank order: which node of a job holds rank r. The proof below ("node i lies in segment
+# i // segment") needs the launcher's rank order to walk the job's nodes block by block. What
+# Slurm does (seen on the test cluster's 24.11.5 and 26.05.5 with topology/block whose host names
+# interleave the blocks; docs/admin-filter.md, "Node-rank order"):
+#   name         SLURM_PROCID and SLURM_NODEID follow the host names (up to 25.11; 26.05 with
+#                SelectTypeParameters=CR_NO_DIST_TOPO_BLOCK)
+#   tasks-block  srun's task ranks (SLURM_PROCID) follow the topology, SLURM_NODEID the names
+#                (26.05's default with a topology plugin)
+#   block        both follow the topology (TopologyParam=BlockAsNodeRank, 25.11+; the job's node
+#                list is then printed in block order too)
+# and what each launcher numbers its ranks by (templates/parts/launch_*.j2):
+#   procid       one srun task per GPU, RANK=$SLURM_PROCID
+#   nodeid       one task per node with --node-rank/--machine_rank=$SLURM_NODEID
+#   hostname     torchrun's c10d rendezvous: node ranks in sorted order of the nodes' FQDNs
+#                (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py), whatever Slurm does
+# (the orders and which rank sources follow the blocks under each: site.model NODE_RANK_ORDERS and
+# Site.ranks_follow_blocks, since the filter's site table needs them and policy imports no plan)
+RANK_SOURCES = {
+    "srun": "procid",
+    "accelerate": "nodeid",
+    "deepspeed": "nodeid",
+    "vllm": "nodeid",
+    "sglang": "nodeid",
+    "torchrun": "hostname",
+    "megatron": "hostname",
+    "nemo": "hostname",
+    "torchtitan": "hostname",
+}
 # Groups whose collectives need NVLink on a multi-node domain; PP and DP may cross racks (NVL72).
 DOMAIN_KINDS = ("tp", "cp", "ep")
 KINDS = ("tp", "cp", "ep", "pp", "dp")

@@ -23,6 +23,7 @@ from .memory import (
     MemoryBreakdown,
     TrainShape,
     inference_stage_memory,
+    stage_layers,
     training_stage_memory,
 )
 from .models import fmt_params
@@ -73,12 +74,20 @@ def _validate(site: Site, req: PlanRequest) -> Hardware:
             raise PlanError("virtual pipeline stages must be a positive integer, got %d" % vp)
         if vp > 1 and pp is None:
             raise PlanError("virtual pipeline stages (%d) need a pinned PP degree (--pp)" % vp)
-        if vp > 1 and pp is not None and (pp < 2 or req.model.layers % (pp * vp)):
+        if vp > 1 and pp is not None and (pp < 2 or not _vp_fits(req, pp, vp)):
             raise PlanError(
-                "rule vpp-divides-layers: %d virtual stages x PP=%d must divide the %d layers into equal "
-                "chunks (Megatron interleaved schedule), and PP must be at least 2" % (vp, pp, req.model.layers)
+                "rule vpp-divides-layers: %d virtual stages x PP=%d need PP >= 2 and at least one of the %d layers "
+                "in every chunk%s"
+                % (
+                    vp,
+                    pp,
+                    req.model.layers,
+                    ""
+                    if req.caps.uneven_stages
+                    else ", in equal chunks (%s runs no uneven pipeline split)" % (req.caps.launcher or "the launcher"),
+                )
             )
-    hw = hardware(site, req.partition, req.precision)
+    hw = hardware(site, req.partition, req.precision, req.terms)
     part = hw.partition
     if req.nodes is not None and req.nodes > part.max_nodes_per_job:
         raise PlanError(
@@ -91,6 +100,18 @@ def _validate(site: Site, req: PlanRequest) -> Hardware:
             % (req.gpus, part.name, part.max_nodes_per_job, hw.nt.gpus, part.max_nodes_per_job * hw.nt.gpus)
         )
     return hw
+
+
+def _vp_fits(req: PlanRequest, pp: int, vp: int) -> bool:
+    """Whether `vp` interleaved chunks per stage can be cut from PP stages' layers.
+
+    Megatron (an explicit --pipeline-model-parallel-layout) and torchtitan (split points) run uneven
+    chunks, so a published layout such as Llama 3.1 405B on PP 16 x VP 4 (126 layers in 64 chunks) is
+    valid; only a chunk without a layer is not. A launcher without uneven splits needs equal chunks.
+    """
+    if not req.caps.uneven_stages:
+        return req.model.layers % (pp * vp) == 0
+    return pp <= req.model.layers and vp <= min(stage_layers(req.model.layers, pp))
 
 
 def _normalize(req: PlanRequest) -> PlanRequest:
@@ -152,57 +173,97 @@ def make_plan(site: Site, req: PlanRequest) -> Plan:
     if pins:
         notes.extend(_compare_with_free(ctx, alloc, best))
     elif ctx.train:
-        published = _published_style(res.ranked)
+        tuned = bool(req.reference)
+        published = _reference(ctx, alloc, notes) if tuned else _published_style(res.ranked)
         if published is not None and published.key == best.key:
             published = None
         if published is not None:
-            best, res, note = _weigh_published(ctx, best, published, res)
+            best, res, note = _weigh_published(ctx, best, published, res, tuned)
             notes.append(note)
     return _build(ctx, best, res, notes, how, published)
+
+
+def _reference(ctx: _Ctx, alloc: Tuple[int, int], notes: List[str]) -> Optional[_Cand]:
+    """The request's published layout on this allocation, timed by the same search (None: it does not fit)."""
+    ref = {k: v for k, v in ctx.req.reference.items() if v is not None}
+    bad = [k for k in ref if k not in PIN_KEYS]
+    if bad:
+        raise PlanError("unknown layout degree '%s' in the reference layout" % bad[0])
+    sub = replace(ctx.req, pins=ref, reference={})
+    res = _search(_Ctx(ctx.hw, sub), alloc[0], alloc[1], want_rejects=False)
+    if not res.ranked:
+        notes.append(
+            "the reference layout %s does not fit this allocation by the planner's memory model; the free "
+            "choice is planned" % ", ".join("%s=%d" % kv for kv in sorted(ref.items()))
+        )
+        return None
+    return res.ranked[0]
 
 
 def _published_style(ranked: List[_Cand]) -> Optional[_Cand]:
     """The layout a Megatron/NeMo recipe would use here, among those that fit.
 
-    The rule the published tuned layouts follow (Narayanan et al. SC21 takeaways; NeMo recipes):
-    the distributed optimizer (no ZeRO-2/3), TP inside a node, and the least model parallelism
-    (TP x PP x CP) that fits, TP filled before PP; the fastest such layout (EP, micro-batch).
+    What the published tuned layouts share (Narayanan et al. SC21 takeaways; NeMo and
+    Megatron-Bridge recipes): the distributed optimizer (no ZeRO-2/3), TP inside a node, and no
+    full recomputation where model parallelism can avoid it (Llama 3 70B on 64 H100 is TP 4 PP 4
+    CP 2, not TP 4 PP 2 with full recomputation). Among those, the recipes were tuned by measuring,
+    so the fastest by the cost model stands for them; ties go to the least model parallelism.
     """
     pool = [c for c in ranked if c.memory.zero <= 1 and c.layout.tp <= c.layout.gpus_per_node]
     if not pool:
         return None
     return min(
         pool,
-        key=lambda c: (c.layout.tp * c.layout.pp * c.layout.cp, -c.layout.tp, -c.tokens_per_s),
+        key=lambda c: (
+            c.memory.recompute == "full",
+            -round(c.tokens_per_s, 6),
+            c.layout.tp * c.layout.pp * c.layout.cp,
+        ),
     )
 
 
-def _weigh_published(ctx: _Ctx, best: _Cand, pub: _Cand, res: _Result) -> Tuple[_Cand, _Result, str]:
-    """Keep the published-style layout unless the free choice beats it by more than the error band.
+def _weigh_published(
+    ctx: _Ctx, best: _Cand, pub: _Cand, res: _Result, tuned: bool = False
+) -> Tuple[_Cand, _Result, str]:
+    """Keep the published(-style) layout unless the free choice beats it by more than the error band.
 
     A predicted gain inside the band is not evidence (the tuned recipes are measured, the gain is
-    not), so the recipe's layout is planned and the faster-looking one is listed beside it.
+    not), so the recipe's layout is planned and the faster-looking one is listed beside it. Against a
+    published tuned layout (`tuned`) a gain beyond the band is not evidence either: the model is the
+    suspect, so the published layout is kept and the cost terms that disagree are named.
     """
     gain = best.tokens_per_s / pub.tokens_per_s - 1.0
     band = error_band(ctx.model.is_moe, ctx.req.precision)
     rest = [c for c in res.ranked if c is not best and c is not pub]
+    kept = _Result([pub, best] + rest, res.rejected, res.misses, res.batch_note)
+    what = (
+        "the published layout %s" % _short(pub.layout)
+        if tuned
+        else "the published-style layout %s (what a Megatron/NeMo recipe uses: distributed optimizer, "
+        "TP inside a node, no full recomputation where parallelism avoids it)" % _short(pub.layout)
+    )
     if band is not None and gain * 100 <= band[1]:
         note = (
-            "planned the published-style layout %s (what a Megatron/NeMo recipe uses: distributed optimizer, "
-            "TP inside a node, least model parallelism that fits): %s is predicted %.1f%% faster, within the "
-            "+-%d%% error band on published runs, so not a reliable gain; it is listed as an alternative"
-            % (_short(pub.layout), _short(best.layout), 100 * gain, band[1])
+            "planned %s: %s is predicted %.1f%% faster, within the +-%d%% error band measured out of sample, "
+            "so not a reliable gain; it is listed as an alternative" % (what, _short(best.layout), 100 * gain, band[1])
         )
-        return pub, _Result([pub, best] + rest, res.rejected, res.misses, res.batch_note), note
+        return pub, kept, note
     where = (
-        "beyond the +-%d%% error band on published runs" % band[1]
+        "beyond the +-%d%% error band measured out of sample" % band[1]
         if band is not None
-        else "no published run of this class bounds the error"
+        else "and no measured run of this class bounds the model's error"
     )
-    note = (
-        "the published-style layout %s (what a Megatron/NeMo recipe uses: distributed optimizer, TP inside a "
-        "node, least model parallelism that fits) is predicted %.1f%% slower than this plan, %s; it is "
-        "listed as an alternative" % (_short(pub.layout), 100 * gain, where)
+    if tuned:
+        note = (
+            "planned %s: the cost model predicts %s %.1f%% faster, %s, so the model rather than the recipe is "
+            "suspect; the terms that disagree: %s; %s is listed as an alternative"
+            % (what, _short(best.layout), 100 * gain, where, _why_lost(ctx, pub, best), _short(best.layout))
+        )
+        return pub, kept, note
+    note = "%s is predicted %.1f%% slower than this plan, %s; it is listed as an alternative" % (
+        what[0].upper() + what[1:],
+        100 * gain,
+        where,
     )
     return best, _Result([best, pub] + rest, res.rejected, res.misses, res.batch_note), note
 
@@ -273,15 +334,27 @@ def _compare_with_free(ctx: _Ctx, alloc: Tuple[int, int], best: _Cand) -> List[s
             "layout, within its +-%d%% error on published runs: treat the two as equal"
             % (_short(top.layout), top.layout.micro_batch, slower * 100, band[1])
         ]
-    return [
-        "your pinned layout is %.0f%% %s than the planner's best here, %s (micro-batch %d): %s"
-        % (
-            abs(slower) * 100,
-            "slower" if slower > 0 else "faster",
-            _short(top.layout),
-            top.layout.micro_batch,
-            _why_lost(ctx, best, top) if slower > 0 else "",
+    if slower > 0:  # as a share of the best's throughput: "127% slower" reads as nonsense
+        beyond = (
+            "; that is beyond the +-%d%% error band measured out of sample, so if your layout is a tuned "
+            "recipe, trust it and suspect those terms" % band[1]
+            if band is not None
+            else "; no measured run of this class bounds the model's error"
         )
+        return [
+            "your pinned layout is predicted at %.0f%% of the throughput of the planner's best here, %s "
+            "(micro-batch %d): %s%s"
+            % (
+                100.0 * best.tokens_per_s / top.tokens_per_s,
+                _short(top.layout),
+                top.layout.micro_batch,
+                _why_lost(ctx, best, top),
+                beyond,
+            )
+        ]
+    return [
+        "your pinned layout is predicted %.0f%% faster than the planner's best here, %s (micro-batch %d)"
+        % (-slower * 100, _short(top.layout), top.layout.micro_batch)
     ]
 
 
@@ -427,8 +500,16 @@ def _build(
         gap = 100.0 * (best.tokens_per_s / c.tokens_per_s - 1.0)
         if gap >= 0:
             why = "%.1f%% slower: %s" % (gap, _why_lost(ctx, c, best))
-        else:  # the free choice kept beside the published-style layout it did not beat by more than the band
-            why = "predicted %.1f%% faster, within the error band on published runs" % -gap
+        else:  # the free choice kept beside the published layout (see _weigh_published)
+            band = error_band(m.is_moe, req.precision)
+            faster = 100.0 * (c.tokens_per_s / best.tokens_per_s - 1.0)
+            inside = band is not None and faster <= band[1]
+            why = "predicted %.1f%% faster, %s" % (
+                faster,
+                "within the error band measured out of sample"
+                if inside
+                else "beyond the error band measured out of sample: not trusted over the published layout",
+            )
         if published is not None and c is published:
             why = "published-style layout (Megatron/NeMo recipe rule): " + why
         alts.append(
@@ -494,7 +575,7 @@ def _stage_memory(ctx: _Ctx, best: _Cand) -> Tuple[MemoryBreakdown, ...]:
         shape = TrainShape(lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.micro_batch, best.micro_batches, ctx.seq)
         vp = best.d("vp") or 1
         args = (ctx.task, mem.zero, mem.recompute, ctx.kopt, ctx.counts(lay.pp), vp, ctx.stages(lay.pp), every)
-        per = training_stage_memory(ctx.model, shape, *args)
+        per = training_stage_memory(ctx.model, shape, *args, selective=ctx.req.caps.selective)
     return tuple(per)
 
 

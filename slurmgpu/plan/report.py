@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Tuple
 
+from .accuracy import error_band
 from .cost import COST_WORDS, _Ctx
 from .memory import (
     GB,
 )
 from .models import fmt_params
 from .types import Plan, ScalePoint
-from .words import _count, _gb, _short, _t, _wrap
+from .words import _count, _gb, _short, _t, _wrap, recompute_words
 
 
 def _target_words(ctx: _Ctx, scaling: Tuple[ScalePoint, ...], days: float) -> str:
@@ -63,7 +64,7 @@ def format_plan(plan: Plan, diagram: bool = False) -> str:
         )
         zero = {0: "no ZeRO", 1: "distributed optimizer (ZeRO-1)", 2: "ZeRO-2", 3: "ZeRO-3"}[plan.zero]
         sched = ", interleaved x%d" % plan.virtual_stages if plan.virtual_stages > 1 else ""
-        lines.extend(_wrap("         ", "%s recomputation, %s%s" % (plan.recompute, zero, sched)))
+        lines.extend(_wrap("         ", "%s, %s%s" % (recompute_words(plan.recompute), zero, sched)))
     if plan.segment:
         lines.append(
             "         --segment=%d (keep each %d-node segment in one NVLink domain)" % (plan.segment, plan.segment)
@@ -82,9 +83,15 @@ def format_plan(plan: Plan, diagram: bool = False) -> str:
             % (_t(plan.step_time_s), _count(plan.tokens_per_s), _t(plan.prefill_s or 0), 100 * plan.mfu)
         )
     else:
+        band = error_band(plan.model.is_moe, plan.precision)
         lines.append(
-            "Speed    step %s, %s tokens/s, MFU %.1f%%"
-            % (_t(plan.step_time_s), _count(plan.tokens_per_s), 100 * plan.mfu)
+            "Speed    step %s, %s tokens/s%s, MFU %.1f%%"
+            % (
+                _t(plan.step_time_s),
+                _count(plan.tokens_per_s),
+                " (+-%d%% out of sample)" % band[1] if band else " (error unknown)",
+                100 * plan.mfu,
+            )
         )
         parts = ["%s %s" % (COST_WORDS[k], _t(v)) for k, v in plan.time_breakdown.items() if v > 0]
         lines.extend(_wrap("         ", "; ".join(parts)))

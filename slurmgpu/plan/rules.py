@@ -8,7 +8,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 from ..site import NodeType, Partition, Site
 from .hardware import Hardware, hardware
-from .layout import Layout
+from .layout import Layout, expert_tp
 from .models import ModelSpec
 from .placement import DOMAIN_KINDS, choose_segment, spans
 
@@ -80,9 +80,16 @@ def segment_for_layout(
     """
     if nt.nvlink_domain <= nt.gpus or layout.nodes <= 1:
         return None, None
+    etp = _etp(layout, etp)
     return choose_segment(
         nt.domain_nodes, nt.nvlink_domain, layout.nodes, spans(layout, ranks_per_node, kinds=kinds, etp=etp)
     )
+
+
+def _etp(layout: Layout, etp: Optional[int]) -> int:
+    """The expert TP the plan runs: given, else what the memory and cost model assume (layout.expert_tp),
+    so an EP group of TP 2 x EP 64 over DP 32 spans 64 ranks, not 128."""
+    return etp if etp is not None else expert_tp(layout.tp, layout.dp, layout.cp, layout.ep)
 
 
 def layout_segment_error(
@@ -96,7 +103,7 @@ def layout_segment_error(
     """Why an explicit --segment lets some TP/CP/EP group of `layout` leave its NVLink domain."""
     from .placement import segment_unit_of
 
-    sp = spans(layout, ranks_per_node, kinds=kinds, etp=etp)
+    sp = spans(layout, ranks_per_node, kinds=kinds, etp=_etp(layout, etp))
     unit = segment_unit_of(sp)
     dn, nodes = nt.domain_nodes, layout.nodes
     if segment >= 1 and segment % unit == 0 and segment <= dn and (segment >= nodes or nodes % segment == 0):

@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Tuple
 from ..errors import PlanError
 from .cost import CP_MIN_TOKENS, MICRO_BATCHES, _Cand, _Ctx, _infer_candidate, _train_candidate
 from .hardware import Hardware
-from .layout import Layout
+from .layout import Layout, node_shard
 from .memory import (
     GB,
     WEIGHT_BYTES,
@@ -285,6 +285,12 @@ def _train_layouts(
     pins = ctx.req.pins
     mbs = [pins["micro_batch"]] if "micro_batch" in pins else list(MICRO_BATCHES)
     strategies = _strategies(ctx, pp, dp * cp, ep)
+    if ep > 1 and ctx.req.caps.ep_within_shard and (node_shard(dp, cp, tp, gpn) * cp * tp) % ep:
+        # only full sharding spans DP for EP (torchtitan: EP out of dp_shard x CP x TP; FSDP + PP runs)
+        caps = ctx.req.caps
+        full = 3 in caps.zero and (pp == 1 or caps.zero3_with_pp) and caps.zero3_with_ep
+        recs = sorted({r for _, r in strategies}, key=[r for _, r in strategies].index)
+        strategies = [(3, r) for r in recs] if full and ctx.req.zero in (None, 3) else []
     counts = ctx.counts(pp)
     leanest: Optional[Tuple[float, Layout, MemoryBreakdown]] = None
     any_batch = False
@@ -311,7 +317,9 @@ def _train_layouts(
             vps += [v for v in (2, 4, 8) if v <= min(counts)]
         for zero, rec in strategies:
             for vp in vps:
-                mem = training_memory(m, shape, ctx.task, zero, rec, ctx.kopt, counts, vp, ctx.stages(pp))
+                mem = training_memory(
+                    m, shape, ctx.task, zero, rec, ctx.kopt, counts, vp, ctx.stages(pp), ctx.req.caps.selective
+                )
                 if mem.total > ctx.usable:
                     if leanest is None or mem.total < leanest[0]:
                         leanest = (mem.total, lay, mem)

@@ -6,22 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from ..vocab import TASK_ALIASES
 from .layout import Layout
 from .memory import (
     MemoryBreakdown,
     usable_gb,
 )
 from .models import ModelSpec
-
-TASK_ALIASES = {
-    "serve": "inference",
-    "serving": "inference",
-    "infer": "inference",
-    "sft": "finetune",
-    "full": "finetune",
-    "fine-tune": "finetune",
-    "train": "pretrain",
-}
+from .terms import CostTerms
 
 
 @dataclass(frozen=True)
@@ -44,6 +36,15 @@ class Capabilities:
     serving_dp: bool = True  # serving: data-parallel replicas inside one server (False: one TP x PP server)
     serving_dp_nodes: bool = True  # serving: those replicas may span several nodes (False: DP only on one node)
     launcher: str = ""  # whose capabilities these are, for the errors that name it
+    # what the launcher's `selective` recomputation keeps (memory.SELECTIVE_POLICIES): "attention"
+    # (Megatron: the attention core only) or "op" (PyTorch op-level checkpointing, torchtitan 'op')
+    selective: str = "attention"
+    # the attention kernels the framework runs: "fused" (Transformer Engine: cuDNN / FlashAttention-3)
+    # or "sdpa" (PyTorch scaled_dot_product_attention: FlashAttention-2), which the cost model times
+    attention: str = "fused"
+    # EP groups come only out of the sharded data-parallel ranks x CP x TP (torchtitan's ParallelDims),
+    # and ZeRO-1/2 shard inside one node (HSDP, layout.node_shard): EP must divide that
+    ep_within_shard: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,10 @@ class PlanRequest:
     target_days: Optional[float] = None  # with tokens: smallest allocation that trains in time
     virtual_stages: Optional[int] = None  # interleaved pipeline chunks per GPU (Megatron VPP); default: searched
     caps: Capabilities = Capabilities()  # what the launcher can run (default: anything)
+    terms: Optional[CostTerms] = None  # the cost model's fitted terms (default: terms.DEFAULT_TERMS)
+    # a published, tuned layout for this model and allocation (keys: PIN_KEYS): the free choice may claim a
+    # gain over it only inside the out-of-sample error band; beyond it the plan keeps this layout
+    reference: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -220,4 +225,4 @@ def _r(x: float) -> float:
 
 def task_name(task: str) -> str:
     """Canonical task name ('serve' -> 'inference'); unknown names pass through to be refused."""
-    return TASK_ALIASES.get(task.lower(), task.lower())
+    return dict(TASK_ALIASES).get(task.lower(), task.lower())

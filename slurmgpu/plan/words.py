@@ -65,3 +65,8 @@ def _wrap(first: str, text: str, rest: Optional[str] = None, width: int = 79) ->
     return textwrap.wrap(
         text, width=width, initial_indent=first, subsequent_indent=rest if rest is not None else " " * len(first)
     ) or [first.rstrip()]
+
+
+def recompute_words(mode: str) -> str:
+    """'none' -> 'no activation recomputation', 'full' -> 'full recomputation' (the report's words)."""
+    return "no activation recomputation" if mode in ("none", "", None) else "%s recomputation" % mode

@@ -182,6 +182,69 @@ def accounting_check(site: Site, conf_dir: Union[str, Path]) -> Tuple[Optional[s
     return None, tuple(notes)
 
 
+def _slurm_conf_value(conf_dir: Path, key: str) -> Optional[str]:
+    """The value of `key` in slurm.conf of `conf_dir` (the last line wins, keys are
+    case-insensitive, as Slurm reads them); None: no such line or no slurm.conf."""
+    try:
+        text = (conf_dir / "slurm.conf").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    found = None
+    for raw in text.splitlines():
+        k, eq, v = raw.split("#", 1)[0].strip().partition("=")
+        if eq and k.strip().lower() == key.lower():
+            found = v.strip()
+    return found
+
+
+def cli_filter_target(conf_dir: Union[str, Path]) -> Tuple[Path, Tuple[str, ...]]:
+    """Where the clients read cli_filter.lua, and notes for the admin.
+
+    Slurm 25.11 added `CliFilterParameters=cli_filter_lua_path=<absolute path>`: with it the clients
+    load that file instead of cli_filter.lua beside slurm.conf, so that is where the filter must go
+    (a copy beside slurm.conf would be ignored). Slurm wants its directory mode 755, the file 644,
+    both owned by SlurmdUser; and every login node reads its own copy (the path is not served by
+    configless slurmctld)."""
+    conf = Path(conf_dir)
+    params = _slurm_conf_value(conf, "CliFilterParameters") or ""
+    path = None
+    for item in params.split(","):
+        k, eq, v = item.strip().partition("=")
+        if eq and k.strip().lower() == "cli_filter_lua_path":
+            path = v.strip()
+    if path is None:
+        return conf / FILENAMES["cli_filter"], ()
+    if not os.path.isabs(path):
+        raise SlurmgpuError(
+            "%s: CliFilterParameters=cli_filter_lua_path=%s is not an absolute path, which Slurm requires; "
+            "fix slurm.conf first" % (conf / "slurm.conf", path)
+        )
+    target = Path(path)
+    notes = [
+        "slurm.conf sets CliFilterParameters=cli_filter_lua_path=%s (Slurm 25.11+): the cli_filter goes "
+        "there; every login node reads its own copy of that file" % path
+    ]
+    parent = target.parent
+    if not parent.is_dir():
+        raise SlurmgpuError(
+            "%s (the directory of cli_filter_lua_path in %s) does not exist: create it (mode 755, owned by "
+            "SlurmdUser) first" % (parent, conf / "slurm.conf")
+        )
+    mode = parent.stat().st_mode & 0o777
+    if mode != 0o755:
+        notes.append("%s has mode %03o; Slurm wants 755 for the directory of cli_filter_lua_path" % (parent, mode))
+    owner = _slurm_conf_value(conf, "SlurmdUser") or "root"
+    try:
+        import pwd
+
+        have = pwd.getpwuid(parent.stat().st_uid).pw_name
+    except (ImportError, KeyError):
+        have = str(parent.stat().st_uid)
+    if have != owner:
+        notes.append("%s is owned by %s; Slurm wants it owned by SlurmdUser (%s)" % (parent, have, owner))
+    return target, tuple(notes)
+
+
 def plan_install(site: Site, conf_dir: Union[str, Path], kind: str = "job_submit") -> InstallPlan:
     """Render and compile the filter and read what it would replace."""
     text = render_filter(site, kind)
@@ -190,6 +253,9 @@ def plan_install(site: Site, conf_dir: Union[str, Path], kind: str = "job_submit
     if not conf.is_dir():
         raise SlurmgpuError("%s is not a directory (give the directory that holds slurm.conf)" % conf)
     target = conf / FILENAMES[kind]
+    target_notes: Tuple[str, ...] = ()
+    if kind == "cli_filter":
+        target, target_notes = cli_filter_target(conf)
     try:
         existing: Optional[bytes] = target.read_bytes()
     except FileNotFoundError:
@@ -201,7 +267,9 @@ def plan_install(site: Site, conf_dir: Union[str, Path], kind: str = "job_submit
         refusal, notes = accounting_check(site, conf)
         if refusal:
             raise Refused(refusal)
-    return InstallPlan(kind=kind, path=str(target), site=site.name, text=text, existing=existing, notes=notes)
+    return InstallPlan(
+        kind=kind, path=str(target), site=site.name, text=text, existing=existing, notes=target_notes + notes
+    )
 
 
 def backup_file(target: Path) -> Path:
@@ -279,7 +347,7 @@ def install_filter(
         mtime = max(now, target.stat().st_mtime + 1.0)
         if plan.changes:
             backup = str(backup_file(target))
-    fd, tmp = tempfile.mkstemp(prefix="." + FILENAMES[kind] + ".", dir=str(conf))
+    fd, tmp = tempfile.mkstemp(prefix="." + target.name + ".", dir=str(target.parent))  # same directory: rename
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)

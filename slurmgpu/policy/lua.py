@@ -185,6 +185,10 @@ def topology_table(site: Site) -> Dict[str, Any]:
         "accounting_enforce": list(pol.accounting_enforce),
         "partitions": parts,
         "partition_order": list(site.partitions),
+        # per rank source (srun task, SLURM_NODEID, torchrun's host-name order): whether ranks walk
+        # a job's nodes block by block on this site (plan/placement.py, "Node-rank order")
+        "ranks_follow_blocks": {src: site.ranks_follow_blocks(src) for src in ("procid", "nodeid", "hostname")},
+        "node_rank_order": site.node_rank_order,
     }
 
 

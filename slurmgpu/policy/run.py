@@ -358,8 +358,10 @@ class PolicyRunner:
         script_path: str = "script.sh",
         uid: Optional[int] = None,
         script_args: Sequence[str] = (),
+        cluster: bool = False,
     ) -> Verdict:
-        """The verdict for `sbatch [sbatch_args] script` (see check_script)."""
+        """The filter's verdict for `sbatch [sbatch_args] script`; with `cluster`, what sbatch and
+        slurmctld refuse before the filter first (see check_script)."""
         from ..slurm import het_count, job_desc
 
         n = het_count(script, sbatch_args)
@@ -380,9 +382,17 @@ class PolicyRunner:
             )
             for i in range(n)
         ]
-        if n > 1:
-            return self.evaluate_het(descs, uid)
-        return self.evaluate_desc(descs[0], uid)
+        never: List[str] = []
+        if cluster:  # what sbatch or slurmctld refuse never reaches the filter: raised (exit 2) first
+            from .refuse import cluster_refusals
+
+            never = cluster_refusals(self.site, script, sbatch_args, descs, env, script_path, partition)
+        verdict = self.evaluate_het(descs, uid) if n > 1 else self.evaluate_desc(descs[0], uid)
+        if not never:
+            return verdict
+        from dataclasses import replace
+
+        return replace(verdict, warnings=verdict.warnings + tuple(never))
 
 
 def check_script(
@@ -402,7 +412,9 @@ def check_script(
 
     `env` is the submitting environment (None: empty); it matters for SLURMGPU_TP etc.,
     shell variables the script does not set, SBATCH_* input variables and NCCL settings.
-    Raises ConfigError for unreadable sbatch options (exit 2 in the CLI).
+    Raises ConfigError for unreadable sbatch options and for what sbatch or slurmctld would
+    refuse before the filter runs (slurm.refusals; exit 2 in the CLI); a job they accept that can
+    never start comes back with a warning.
     """
     return PolicyRunner(site).check(
         script,
@@ -415,4 +427,5 @@ def check_script(
         script_path=script_path,
         uid=uid,
         script_args=script_args,
+        cluster=True,
     )

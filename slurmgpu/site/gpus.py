@@ -38,10 +38,9 @@ class GpuFacts:
     hbm_gbs: float = 0.0  # memory bandwidth, GB/s, vendor datasheet (the planner's decode speed); 0: unknown
     hbm_smaller: Optional[Tuple[float, float]] = None  # (memory_gb, GB/s): parts with less memory are slower
     fp8: bool = True  # FP8 tensor cores (the planner doubles the BF16 peak for fp8)
-    # share of the BF16 / FP8 peak that large training GEMMs sustain (cuBLAS/Transformer Engine), and
-    # of the BF16 peak FlashAttention sustains; 0: unknown (the planner's defaults). Architecture-level
-    # estimates, bounded by public GEMM benchmarks and fitted on bench/data/calibration_runs.tsv.
-    gemm_eff: Tuple[float, float, float] = (0.0, 0.0, 0.0)
+    # tensor-core generation (ampere | hopper | blackwell; "" unknown): the planner's fitted GEMM
+    # efficiencies are per architecture (slurmgpu.plan.terms.CostTerms)
+    arch: str = ""
 
     def hbm_for(self, memory_gb: float) -> float:
         """The memory bandwidth of the part with this much memory (A100 40 GB: HBM2, 1555 GB/s)."""
@@ -59,14 +58,6 @@ class GpuFacts:
         if self.memory_ambiguous or re.search(r"\d+GB$", self.model):
             return self.model
         return "%s-%gGB" % (self.model, self.memory_gb)
-
-
-# Large-GEMM share of the BF16 and FP8 peaks and FlashAttention's share of the BF16 peak, by
-# architecture (GpuFacts.gemm_eff). Estimates within what public GEMM and FlashAttention benchmarks
-# show, fitted on bench/data/calibration_runs.tsv (bench/plan_accuracy.py).
-AMPERE_EFF = (0.80, 0.0, 0.33)
-HOPPER_EFF = (0.78, 0.66, 0.33)
-BLACKWELL_EFF = (0.75, 0.55, 0.33)
 
 
 def _f(
@@ -104,7 +95,7 @@ GPU_TABLE: Dict[str, GpuFacts] = {
             "dgx-h100 preset (H100 SXM datasheet: 80 GB, 989 TFLOP/s dense BF16; NVLink4 900 GB/s)",
             aliases=("h100_sxm", "h100_sxm5", "h100_80gb", "h100_80gb_hbm3"),
             hbm_gbs=3350,
-            gemm_eff=HOPPER_EFF,
+            arch="hopper",
         ),
         _f(
             "h100_pcie",
@@ -121,6 +112,41 @@ GPU_TABLE: Dict[str, GpuFacts] = {
             hbm_gbs=2000,
         ),
         _f(
+            "h800",
+            "H800-SXM5-80GB",
+            "nvidia",
+            80,
+            989,
+            "nvlink",
+            400,
+            None,
+            "DeepSeek-V3 technical report (arXiv 2412.19437) sec. 3.1: 2048 H800 in nodes of 8 on NVLink/NVSwitch "
+            "and InfiniBand; the H800 is the H100 SXM with NVLink cut to 400 GB/s (NVIDIA H800 product brief), "
+            "UNVERIFIED by a fact sheet of this project",
+            aliases=("h800_sxm", "h800_sxm5", "h800_80gb"),
+            unverified=("bf16_tflops", "link_gbs"),
+            hbm_gbs=3350,
+            arch="hopper",
+        ),
+        _f(
+            "h100_hbm2e",
+            "H100-SXM5-96GB-HBM2e",
+            "nvidia",
+            96,
+            989,
+            "nvlink",
+            900,
+            None,
+            "torchtitan benchmarks/llama3_h100_202412_torchtitan.md (Meta Grand Teton: H100 with 96 GB HBM2e at "
+            "2.4 TB/s, NVLink within 8, 500 W power limit); BF16 is the SXM figure, which the benchmark says is "
+            "above what its 500 W parts reach (UNVERIFIED)",
+            aliases=("h100_sxm5_96gb_hbm2e", "h100_96gb_hbm2e"),
+            unverified=("bf16_tflops",),
+            note="power-limited to 500 W in the published runs: sustained tensor throughput below the SXM datasheet",
+            hbm_gbs=2400,
+            arch="hopper",
+        ),
+        _f(
             "h200",
             "H200-SXM5-141GB",
             "nvidia",
@@ -132,7 +158,7 @@ GPU_TABLE: Dict[str, GpuFacts] = {
             "dgx-h200 preset (BasePOD RA: 141 GB; NVLink4 900 GB/s; H200 datasheet: same tensor rate as H100 SXM)",
             aliases=("h200_sxm", "h200_sxm5", "h200_141gb"),
             hbm_gbs=4800,
-            gemm_eff=HOPPER_EFF,
+            arch="hopper",
         ),
         _f(
             "gh200",
@@ -147,7 +173,7 @@ GPU_TABLE: Dict[str, GpuFacts] = {
             memory_choices=(96, 144),
             note="4 GH200 per node (Alps, JUPITER, Isambard-AI); 144 GB HBM3e variants exist",
             hbm_gbs=4000,
-            gemm_eff=HOPPER_EFF,
+            arch="hopper",
         ),
         _f(
             "a100",
@@ -164,7 +190,7 @@ GPU_TABLE: Dict[str, GpuFacts] = {
             memory_choices=(40, 64, 80),
             note="sold as 40 GB and 80 GB (Leonardo: 64 GB); the smaller size is assumed until checked",
             hbm_gbs=2039,
-            gemm_eff=AMPERE_EFF,
+            arch="ampere",
             hbm_smaller=(80, 1555),
             fp8=False,
         ),
@@ -196,7 +222,7 @@ GPU_TABLE: Dict[str, GpuFacts] = {
             "BF16 = half the sparse figure, UNVERIFIED)",
             unverified=("bf16_tflops",),
             hbm_gbs=8000,
-            gemm_eff=BLACKWELL_EFF,
+            arch="blackwell",
         ),
         _f(
             "gb200",
@@ -211,7 +237,7 @@ GPU_TABLE: Dict[str, GpuFacts] = {
             unverified=("gpu_memory_gb", "bf16_tflops"),
             note="one NVLink domain spans a rack: the site needs topology: block",
             hbm_gbs=8000,
-            gemm_eff=BLACKWELL_EFF,
+            arch="blackwell",
         ),
         _f(
             "gb300",
@@ -227,7 +253,7 @@ GPU_TABLE: Dict[str, GpuFacts] = {
             unverified=("gpu_memory_gb", "bf16_tflops"),
             note="one NVLink domain spans a rack: the site needs topology: block; nvidia-smi shows ~279 GB usable",
             hbm_gbs=8000,
-            gemm_eff=BLACKWELL_EFF,
+            arch="blackwell",
         ),
         _f(
             "b300",
@@ -243,7 +269,7 @@ GPU_TABLE: Dict[str, GpuFacts] = {
             aliases=("hgx_b300", "b300_sxm"),
             unverified=("gpu_memory_gb", "bf16_tflops"),
             hbm_gbs=8000,
-            gemm_eff=BLACKWELL_EFF,
+            arch="blackwell",
         ),
         _f(
             "mi250x",

@@ -14,6 +14,7 @@ from .model import (
     GPU_REQUESTS,
     LINKS,
     MNNVL_MODES,
+    NODE_RANK_ORDERS,
     POLICY_MODES,
     TOPOLOGIES,
     VENDORS,
@@ -38,6 +39,9 @@ _SITE_FIELDS = {
     "qos": Field("str"),
     "gpu_request": Field("str", default="gpus-per-node", choices=GPU_REQUESTS),
     "topology": Field("str", default="flat", choices=TOPOLOGIES),
+    # node-rank order (plan/placement.py): default from slurm_version (26.05: tasks-block)
+    "node_rank_order": Field("str", choices=NODE_RANK_ORDERS),
+    "blocks_follow_names": Field("bool", default=True),
     "partitions": Field("map", required=True),
     "node_types": Field("map", required=True),
     "container": Field("map"),
@@ -78,6 +82,7 @@ _NODE_FIELDS = {
     "roce_gid_index": Field("int", minimum=0),
     "roce_traffic_class": Field("int", minimum=0),
     "mnnvl": Field("str", default="auto", choices=MNNVL_MODES),
+    "imex_per_segment": Field("bool", default=False),
 }
 
 
@@ -113,6 +118,7 @@ _PREFLIGHT_FIELDS = {
 _REQUEUE_FIELDS = {
     "kill_wait": Field("int", default=SiteRequeue.kill_wait, minimum=0),
     "checkpoint_gbps": Field("num", positive=True),
+    "expedite": Field("bool", default=False),
 }
 
 
@@ -132,13 +138,29 @@ _POLICY_FIELDS = {
 
 
 GROUP_KINDS = ("tp", "cp", "ep")  # groups that must stay inside one NVLink domain (plan/placement.py)
-SEGMENT_WRITABLE_FROM = (25, 11)  # job_desc.segment_size writable in job_submit/lua
+# job_desc.segment_size writable in job_submit/lua: 25.11.2 (a backport; 25.11.0 and 25.11.1
+# drop the write) and every 26.05
+SEGMENT_WRITABLE_FROM = (25, 11, 2)
+# sbatch --requeue=expedite and --network=unique-channel-per-segment; TopologyParam=BlockAsNodeRank
+SLURM_25_11 = (25, 11, 0)
+# step tasks distributed in topology order by default
+SLURM_26_05 = (26, 5, 0)
 
 
-def _version_tuple(v: Optional[str]) -> Optional[Tuple[int, int]]:
+def default_node_rank_order(slurm_version: Optional[str], topology: str) -> str:
+    """What Slurm does without TopologyParam/SelectTypeParameters saying otherwise: 26.05 puts a
+    step's tasks in topology order when a topology plugin is configured; earlier releases use the
+    node names."""
+    ver = _version_tuple(slurm_version)
+    return "tasks-block" if topology == "block" and ver and ver >= SLURM_26_05 else "name"
+
+
+def _version_tuple(v: Optional[str]) -> Optional[Tuple[int, int, int]]:
+    """ "25.11.2" -> (25, 11, 2); "25.11" -> (25, 11, 0): a release named without its patch
+    level is taken as its first one (so a fact that arrived in a patch release is not assumed)."""
     parts = str(v or "").split(".")
     try:
-        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0, int(parts[2]) if len(parts) > 2 else 0
     except ValueError:
         return None
 
@@ -219,26 +241,37 @@ def site_from_data(data: Any, path: str) -> Site:
             'write the version in quotes, e.g. "23.11"; '
             "unquoted, YAML reads it as the number %r" % data["slurm_version"],
         )
+    # checked against what the file declares, not only what loaded cleanly: a partition or node
+    # type with its own error must not hide these (every independent error in one run)
+    declared = [str(n) for n in (p_data or {})]
     default = top["default_partition"]
     if default is None and partitions:
         default = next(iter(partitions))
-    elif default is not None and partitions and default not in partitions:
+    elif default is not None and declared and default not in declared:
         ck.error(
             data,
             "default_partition",
             "default_partition",
-            "no partition named '%s' (defined: %s)" % (default, ", ".join(partitions)),
+            "no partition named '%s' (defined: %s)" % (default, ", ".join(declared)),
         )
 
-    for p in partitions.values():
-        nt = node_types.get(p.node_type)
-        if nt and nt.nvlink_domain > nt.gpus and top["topology"] != "block":
+    for praw in (p_data or {}).values():
+        nt_name = praw.get("node_type") if isinstance(praw, dict) else None
+        nt_raw = (nt_data or {}).get(nt_name) if isinstance(nt_name, str) else None
+        gpus = nt_raw.get("gpus") if isinstance(nt_raw, dict) else None
+        domain = nt_raw.get("nvlink_domain") if isinstance(nt_raw, dict) else None
+        reported = {i.path for i in ck.issues}  # a domain already found wrong is not judged again here
+        if any("node_types.%s.%s" % (nt_name, k) in reported for k in ("gpus", "nvlink_domain", "link")):
+            continue
+        if not (isinstance(gpus, int) and isinstance(domain, int)) or isinstance(gpus, bool) or gpus <= 0:
+            continue
+        if domain > gpus and top["topology"] != "block":
             ck.error(
                 data,
                 "topology",
                 "topology",
                 "node type '%s' has an NVLink domain of %d GPUs across %d nodes; set topology: block "
-                "so jobs can ask to stay inside one domain (--segment)" % (nt.name, nt.nvlink_domain, nt.domain_nodes),
+                "so jobs can ask to stay inside one domain (--segment)" % (nt_name, domain, domain // gpus),
             )
             break
 
@@ -275,6 +308,47 @@ def site_from_data(data: Any, path: str) -> Site:
             ck.error(
                 src, kind, join("policy.groups", kind), "must be one of %s, got %r" % (", ".join(POLICY_MODES), mode)
             )
+    ver_words = top["slurm_version"] or "not set"
+    order = top["node_rank_order"] or default_node_rank_order(top["slurm_version"], top["topology"])
+    need = {"block": (SLURM_25_11, "TopologyParam=BlockAsNodeRank"), "tasks-block": (SLURM_26_05, "Slurm 26.05")}
+    if top["node_rank_order"] in need:
+        least, what = need[top["node_rank_order"]]
+        if (_version_tuple(top["slurm_version"]) or (0, 0, 0)) < least:
+            ck.error(
+                data,
+                "node_rank_order",
+                "node_rank_order",
+                "%s needs Slurm %d.%02d or later (%s); slurm_version is %s"
+                % (top["node_rank_order"], least[0], least[1], what, ver_words),
+            )
+    if rq["expedite"] and (_version_tuple(top["slurm_version"]) or (0, 0, 0)) < SLURM_25_11:
+        ck.error(
+            data.get("requeue") if isinstance(data, dict) else None,
+            "expedite",
+            "requeue.expedite",
+            "--requeue=expedite needs Slurm 25.11 or later (and SlurmctldParameters=enable_expedited_requeue); "
+            "slurm_version is %s" % ver_words,
+        )
+    for nt in node_types.values():
+        if not nt.imex_per_segment:
+            continue
+        where = join("node_types", nt.name) + ".imex_per_segment"
+        raw_nt = (data.get("node_types") or {}).get(nt.name) if isinstance(data, dict) else None
+        if not nt.multi_node_nvlink or nt.mnnvl == "off":
+            ck.error(
+                raw_nt,
+                "imex_per_segment",
+                where,
+                "IMEX channels serve NVLink domains larger than a node with IMEX running (mnnvl on or auto)",
+            )
+        elif (_version_tuple(top["slurm_version"]) or (0, 0, 0)) < SLURM_25_11 or top["topology"] != "block":
+            ck.error(
+                raw_nt,
+                "imex_per_segment",
+                where,
+                "one IMEX channel per segment (--network=unique-channel-per-segment) needs Slurm 25.11 or later "
+                "and topology: block; slurm_version is %s, topology %s" % (ver_words, top["topology"]),
+            )
     if pol["repair_segment"]:
         ver = _version_tuple(top["slurm_version"])
         if ver is None or ver < SEGMENT_WRITABLE_FROM:
@@ -282,9 +356,10 @@ def site_from_data(data: Any, path: str) -> Site:
                 pol_raw,
                 "repair_segment",
                 "policy.repair_segment",
-                "job_submit.lua may write job_desc.segment_size only from Slurm 25.11; slurm_version is %s "
-                '(set slurm_version: "25.11" or later, or leave repair_segment off: jobs without --segment are '
-                "rejected with the exact --segment to add)" % (top["slurm_version"] or "not set"),
+                "job_submit.lua may write job_desc.segment_size only from Slurm 25.11.2 (25.11.0 and 25.11.1 "
+                'drop the write); slurm_version is %s (set slurm_version: "25.11.2", "26.05" or later, with the '
+                "patch level for 25.11, or leave repair_segment off: jobs without --segment are rejected with "
+                "the exact --segment to add)" % (top["slurm_version"] or "not set"),
             )
     ck.raise_if_any()
 
@@ -304,6 +379,8 @@ def site_from_data(data: Any, path: str) -> Site:
         qos=top["qos"],
         gpu_request=top["gpu_request"],
         topology=top["topology"],
+        node_rank_order=order,
+        blocks_follow_names=bool(top["blocks_follow_names"]),
         container=Container(
             runtime=container["runtime"], image=container["image"], mounts=tuple(container["mounts"] or ())
         ),
@@ -327,6 +404,7 @@ def site_from_data(data: Any, path: str) -> Site:
         requeue=SiteRequeue(
             kill_wait=int(rq["kill_wait"]),
             checkpoint_gbps=float(rq["checkpoint_gbps"]) if rq["checkpoint_gbps"] is not None else None,
+            expedite=bool(rq["expedite"]),
         ),
     )
 
@@ -433,6 +511,7 @@ def _node_type(ck: Checker, name: str, raw: Any, parent: Any) -> Optional[NodeTy
         roce_gid_index=v["roce_gid_index"],
         roce_traffic_class=v["roce_traffic_class"],
         mnnvl=v["mnnvl"],
+        imex_per_segment=bool(v["imex_per_segment"]),
     )
 
 

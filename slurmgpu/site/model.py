@@ -73,6 +73,9 @@ class NodeType:
     # multi-node NVLink (nvlink_domain > gpus): "on" = IMEX channels are set up, NCCL must use the
     # rack's NVLink across trays; "off" = no IMEX, NCCL stays on the network; "auto" = NCCL decides
     mnnvl: str = "auto"
+    # Slurm 25.11+ with switch/nvidia_imex and topology/block: a job of several segments asks for
+    # one IMEX channel per segment (--network=unique-channel-per-segment) instead of one per job
+    imex_per_segment: bool = False
 
     @property
     def multi_node_nvlink(self) -> bool:
@@ -112,6 +115,7 @@ class NodeType:
             "roce_gid_index": self.roce_gid_index,
             "roce_traffic_class": self.roce_traffic_class,
             "mnnvl": self.mnnvl,
+            "imex_per_segment": self.imex_per_segment,
         }
 
 
@@ -212,9 +216,20 @@ class SiteRequeue:
 
     kill_wait: int = 30
     checkpoint_gbps: Optional[float] = None
+    # Slurm 25.11+ with SlurmctldParameters=enable_expedited_requeue: generated jobs ask for
+    # --requeue=expedite (requeued at once, at the highest priority); elsewhere Slurm refuses it
+    expedite: bool = False
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"kill_wait": self.kill_wait, "checkpoint_gbps": self.checkpoint_gbps}
+        return {"kill_wait": self.kill_wait, "checkpoint_gbps": self.checkpoint_gbps, "expedite": self.expedite}
+
+
+# Which node of a job holds which rank (plan/placement.py, "Node-rank order"): host-name order,
+# srun tasks in topology order (26.05's default), or all ranks in topology order
+# (TopologyParam=BlockAsNodeRank); and the orders under which ranks numbered by each source
+# (srun task, SLURM_NODEID, torchrun's host-name rendezvous) walk the nodes block by block.
+NODE_RANK_ORDERS = ("name", "tasks-block", "block")
+_FOLLOW_BLOCKS = {"procid": ("tasks-block", "block"), "nodeid": ("block",), "hostname": ()}
 
 
 @dataclass(frozen=True)
@@ -232,6 +247,10 @@ class Site:
     qos: Optional[str] = None
     gpu_request: str = "gpus-per-node"
     topology: str = "flat"
+    # which node holds which rank (plan/placement.py NODE_RANK_ORDERS), and whether each topology
+    # block is a run of consecutive host names; both matter only with topology: block
+    node_rank_order: str = "name"
+    blocks_follow_names: bool = True
     container: Container = Container()
     scratch: Optional[str] = None
     checkpoint_dir: Optional[str] = None
@@ -257,6 +276,13 @@ class Site:
                 ]
             ) from None
 
+    def ranks_follow_blocks(self, source: str) -> bool:
+        """Whether ranks numbered by `source` (procid | nodeid | hostname) fill a job's nodes block by
+        block, so a --segment keeps the groups the placement proof puts in one segment inside one
+        NVLink block: everywhere each block is a run of consecutive host names; where the names
+        interleave, only under the node-rank orders that follow the topology."""
+        return self.blocks_follow_names or self.node_rank_order in _FOLLOW_BLOCKS.get(source, ())
+
     def node_type_of(self, partition: Optional[str] = None) -> NodeType:
         return self.node_types[self.partition(partition).node_type]
 
@@ -271,6 +297,8 @@ class Site:
             "qos": self.qos,
             "gpu_request": self.gpu_request,
             "topology": self.topology,
+            "node_rank_order": self.node_rank_order,
+            "blocks_follow_names": self.blocks_follow_names,
             "partitions": {k: v.to_dict() for k, v in self.partitions.items()},
             "node_types": {k: v.to_dict() for k, v in self.node_types.items()},
             "container": self.container.to_dict(),

@@ -44,11 +44,29 @@ def site_search(explicit: Optional[str], environ: Mapping[str, str]) -> Tuple[st
                 return path, why
         return str(preset_dir() / (DEFAULT_SITE + ".yaml")), "built-in default"
     ref, why = candidates[0]
-    return resolve_site_ref(ref), why
+    return resolve_site_ref(ref, "SLURMGPU_SITE" if why == "$SLURMGPU_SITE" else None), why
 
 
-def resolve_site_ref(ref: str) -> str:
-    """A preset name or a path -> a path (a clear error if it is neither)."""
+def resolve_site_ref(ref: str, variable: Optional[str] = None) -> str:
+    """A preset name or a path -> a path (a clear error if it is neither). `variable`: the
+    environment variable it came from, which the error names (a value set long ago and forgotten)."""
+    if variable:
+        try:
+            return resolve_site_ref(ref)
+        except ConfigError as exc:
+            raise ConfigError(
+                [
+                    Issue(
+                        "$%s=%s" % (variable, ref),
+                        None,
+                        None,
+                        "",
+                        "%s (the site comes from this environment variable: fix it, unset it, or give --site)"
+                        % i.message,
+                    )
+                    for i in exc.issues
+                ]
+            ) from None
     if os.path.exists(ref):
         return ref
     if "/" not in ref and not ref.endswith((".yaml", ".yml")):

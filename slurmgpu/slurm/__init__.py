@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ..lazy import face
 
 if TYPE_CHECKING:
+    from .hints import advice
     from .parse import (
         Gres,
         SlurmNode,
@@ -43,6 +44,7 @@ _EXPORTS = {
     "SlurmPartition": (".parse", "SlurmPartition"),
     "SubprocessRunner": (".runner", "SubprocessRunner"),
     "Version": (".parse", "Version"),
+    "advice": (".hints", "advice"),
     "compress_hostlist": (".parse", "compress_hostlist"),
     "het_count": (".sbatch", "het_count"),
     "job_desc": (".sbatch", "job_desc"),
@@ -72,6 +74,7 @@ __all__ = [
     "SlurmPartition",
     "SubprocessRunner",
     "Version",
+    "advice",
     "compress_hostlist",
     "het_count",
     "job_desc",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ..errors import SlurmError
 
@@ -60,10 +60,29 @@ class SlurmPartition:
     state: str = "UP"
     hidden: bool = False
     tres_gpus: Optional[int] = None  # gres/gpu in TRES= (None: TRES does not list GPUs)
+    # partition exclusivity, one word whatever the release spells it: NO | NODE | USER | TOPO.
+    # 26.05 has Exclusive=NO|NODE|USER|TOPO (and shows OverSubscribe=EXCLUSIVE as Exclusive=NODE
+    # OverSubscribe=NO); up to 25.11 it is OverSubscribe=EXCLUSIVE, ExclusiveUser=YES, ExclusiveTopo=YES
+    exclusive_mode: str = "NO"
 
     @property
     def exclusive(self) -> bool:
-        return self.oversubscribe.upper().startswith("EXCLUSIVE")
+        """Jobs get whole nodes (NODE, or TOPO: one job per topology segment)."""
+        return self.oversubscribe.upper().startswith("EXCLUSIVE") or self.exclusive_mode in ("NODE", "TOPO")
+
+
+def exclusive_mode(rec: Mapping[str, str]) -> str:
+    """NO | NODE | USER | TOPO from a partition record of any release (see SlurmPartition)."""
+    mode = (rec.get("Exclusive") or "").strip().upper()
+    if mode in ("NO", "NODE", "USER", "TOPO"):
+        return mode
+    if (rec.get("ExclusiveTopo") or "").upper() == "YES":  # both set: Slurm ignores ExclusiveUser
+        return "TOPO"
+    if (rec.get("ExclusiveUser") or "").upper() == "YES":
+        return "USER"
+    if (rec.get("OverSubscribe") or rec.get("Shared") or "").upper().startswith("EXCLUSIVE"):
+        return "NODE"
+    return "NO"
 
 
 @dataclass(frozen=True)
@@ -325,6 +344,7 @@ def parse_scontrol_partitions(text: str) -> List[SlurmPartition]:
                 state=rec.get("State", "UP").upper(),
                 hidden=rec.get("Hidden", "NO").upper() == "YES",
                 tres_gpus=tres_gpus(rec.get("TRES")),
+                exclusive_mode=exclusive_mode(rec),
             )
         )
     return parts

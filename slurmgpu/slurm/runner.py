@@ -37,13 +37,18 @@ class CommandResult:
 
     def why(self) -> str:
         """One line saying how the command failed."""
+        from .hints import advice
+
         cmd = " ".join(self.argv)
         if self.rc == NOT_FOUND:
-            return "%s: command not found" % self.argv[0]
-        if self.rc == TIMED_OUT:
-            return "%s: timed out" % cmd
-        err = (self.stderr or self.stdout).strip().splitlines()
-        return "%s: exit %d%s" % (cmd, self.rc, (": " + err[-1]) if err else "")
+            line = "%s: command not found" % self.argv[0]
+        elif self.rc == TIMED_OUT:
+            line = "%s: timed out" % cmd
+        else:
+            err = (self.stderr or self.stdout).strip().splitlines()
+            line = "%s: exit %d%s" % (cmd, self.rc, (": " + err[-1]) if err else "")
+        todo = advice(line + "\n" + self.stderr, self.argv[0] if self.argv else "")
+        return line + (" -- " + todo if todo else "")
 
 
 class Runner(Protocol):

@@ -16,6 +16,8 @@ behaviour).  Seen on the test cluster's 22.05.8 and 24.11.5, and read in Slurm's
   ``job_desc.segment_size`` only from 25.11.2: on 24.05-25.11.1 a command-line --segment is
   invisible to the controller's filter (an ``#SBATCH --segment`` line is still in the script
   it reads), so the model leaves segment_size out there.
+* From 26.05 the client itself refuses two requests after cli_filter ran, before the
+  controller sees them (``client_refusals_2605``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,28 @@ GRES_SLASH_FROM = (23, 11, 0)  # tres_per_node "gres/gpu:8" instead of "gres:gpu
 EXPORT_SLURM_PREFIX_FROM = (24, 5, 0)  # --export=NIL/list pass SLURM* names, not only SLURM_*
 SEGMENT_OPTION_FROM = (24, 5, 0)  # sbatch --segment
 SEGMENT_VISIBLE_FROM = (25, 11, 2)  # job_submit/lua shows job_desc.segment_size
+CLIENT_CHECKS_2605 = (26, 5, 0)  # sbatch/salloc/srun: --gres=gpu x --gpus-per-node, --segment vs -N
 Version = Tuple[int, int, int]
+
+
+_TIME = re.compile(r"^(?:(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?|(\d+)(?::(\d+)(?::(\d+))?)?)$")
+TIME_UNLIMITED = ("unlimited", "infinite", "-1")
+
+
+def time_seconds(v: str) -> Optional[int]:
+    """Slurm time formats (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in seconds; None for
+    anything else (sbatch also takes UNLIMITED/INFINITE/-1: no limit, see TIME_UNLIMITED)."""
+    m = _TIME.match(v.strip())
+    if not m:
+        return None
+    d, dh, dm, ds, a, b, c = m.groups()
+    if d is not None:
+        return int(d) * 86400 + int(dh) * 3600 + int(dm or 0) * 60 + int(ds or 0)
+    if c is not None:
+        return int(a) * 3600 + int(b) * 60 + int(c)
+    if b is not None:
+        return int(a) * 60 + int(b)
+    return int(a) * 60
 
 
 def tres_prefix(slurm_version: Optional[str]) -> str:
@@ -64,13 +87,17 @@ _LONG = (
     "overcommit oversubscribe parsable partition power prefer priority profile propagate qos "
     "quiet reboot requeue reservation segment signal sockets-per-node spread-job switches "
     "test-only thread-spec threads-per-core time time-min tmp tres-bind tres-per-task uid usage "
-    "use-min-nodes verbose version wait wait-all-nodes wckey wrap"
+    "use-min-nodes verbose version wait wait-all-nodes wckey wrap "
+    # newer releases: --stepmgr (24.05), --external (25.05), --spread-segments and
+    # --consolidate-segments (25.11)
+    "stepmgr external spread-segments consolidate-segments"
 ).split()
 _NO_ARG = set(
     "contiguous help hold ignore-pbs no-requeue overcommit oversubscribe parsable quiet reboot "
-    "requeue spread-job test-only usage use-min-nodes verbose version wait".split()
+    "spread-job test-only usage use-min-nodes verbose version wait "
+    "stepmgr external spread-segments consolidate-segments".split()
 )
-_OPTIONAL_ARG = {"exclusive", "get-user-env", "no-kill", "propagate"}
+_OPTIONAL_ARG = {"exclusive", "get-user-env", "no-kill", "propagate", "requeue"}  # --requeue=expedite: 25.11
 _SHORT = {
     "A": "account",
     "a": "array",
@@ -125,6 +152,18 @@ _ENV_INPUT = {
 _INT_OPTS = {"ntasks", "ntasks-per-node", "sockets-per-node", "segment", "ntasks-per-gpu", "cpus-per-task"}
 NODELIST_RAISES_MAX_FROM = (24, 11)  # sbatch -N1 -w a,b: 22.05 refuses, 24.11 runs on both hosts
 SPREAD_JOB = 1 << 8  # job_desc.bitflags of --spread-job (slurm.h SLURM_BIT(8))
+# job_desc.bitflags (uint64_t) bits a user sets from sbatch (slurm.h, src/common/slurm_opt.c of
+# 24.11 and 26.05); those from bit 32 on are why the filter must read the field as 64 bits
+GRES_FLAG_BITS = {
+    "enforce-binding": 1 << 4,
+    "disable-binding": 1 << 19,
+    "one-task-per-sharing": 1 << 38,
+    "multiple-tasks-per-sharing": 1 << 39,
+}
+STEPMGR_ENABLED = 1 << 41  # --stepmgr (24.05)
+EXTERNAL_JOB = 1 << 24  # --external (25.05)
+SEGMENT_FLAG_BITS = {"spread-segments": 1 << 43, "consolidate-segments": 1 << 44}  # 25.11
+EXPEDITED_REQUEUE = 1 << 45  # --requeue=expedite (25.11)
 _HEADER_LIMIT = 1 << 20  # sbatch stops at the first command; never read further than this
 _FIRST_COMMAND = re.compile(r"^[ \t\r]*[^#\s]", re.M)  # first line that is neither blank nor a comment
 _DIRECTIVE = re.compile(r"^#SBATCH(.*)$", re.M)
@@ -147,8 +186,14 @@ def _fail(where: Where, field: str, message: str) -> NoReturn:
     raise ConfigError([Issue(where[0], where[1], None, field, message)])
 
 
-def parse_options(argv: Sequence[str], where: Where) -> List[Tuple[str, Optional[str], Where]]:
-    """sbatch options -> [(long name, value, where)]; unknown options are skipped."""
+Stray = Tuple[str, str, Where]  # ("option" | "word", the token, where): what sbatch stops at
+
+
+def parse_options(
+    argv: Sequence[str], where: Where, strays: Optional[List[Stray]] = None
+) -> List[Tuple[str, Optional[str], Where]]:
+    """sbatch options -> [(long name, value, where)]; unknown options are skipped (and, with
+    `strays`, listed there with the words that are no option, which sbatch refuses)."""
     out: List[Tuple[str, Optional[str], Where]] = []
     i = 0
     argv = list(argv)
@@ -166,6 +211,10 @@ def parse_options(argv: Sequence[str], where: Where) -> List[Tuple[str, Optional
             name, eq, value = arg[2:].partition("=")
             canon = _canonical(name, where)
             if canon is None:
+                if strays is not None:
+                    strays.append(("option", arg, where))
+                    if not eq and i < len(argv) and not argv[i].startswith("-"):
+                        i += 1  # its value, most likely: not a second problem
                 continue
             if eq:
                 if canon in _NO_ARG:
@@ -191,7 +240,26 @@ def parse_options(argv: Sequence[str], where: Where) -> List[Tuple[str, Optional
                 out.append((_SHORT[letter], value, where))
             elif letter in _SHORT_NO_ARG:
                 out.append((_SHORT_NO_ARG[letter], None, where))
+            elif strays is not None:
+                strays.append(("option", arg, where))
+        elif strays is not None:
+            strays.append(("word", arg, where))
         # anything else (script arguments, stray words) is not an option
+    return out
+
+
+def script_strays(script: Union[str, bytes], path: str) -> List[Stray]:
+    """The words of the script's #SBATCH lines that sbatch refuses: unknown options and words
+    that are no option (sbatch: "Invalid directive found in batch script")."""
+    out: List[Stray] = []
+    for n, rest in header_lines(script):
+        if rest.strip() in _HET_SEPARATORS or (rest and not rest[0].isspace()):
+            continue
+        try:
+            words = shlex.split(rest, comments=True, posix=True)
+        except ValueError:
+            continue  # job_desc reports it
+        parse_options(words, (path, n), out)
     return out
 
 
@@ -294,6 +362,77 @@ def _nodes(value: str, where: Where) -> Tuple[int, int]:
     return lo, hi
 
 
+def _bitflags(opts: Mapping[str, Tuple[Optional[str], Where]]) -> int:
+    """job_desc.bitflags as sbatch sets it from the options (0: none of them)."""
+    bits = SPREAD_JOB if "spread-job" in opts else 0
+    if "gres-flags" in opts:
+        value, where = opts["gres-flags"]
+        for word in (value or "").lower().split(","):
+            if word == "allow-task-sharing":
+                _fail(where, "--gres-flags", "allow-task-sharing is for srun only (sbatch refuses it)")
+            if word not in GRES_FLAG_BITS:
+                _fail(where, "--gres-flags", "expected %s, got '%s'" % (", ".join(sorted(GRES_FLAG_BITS)), word))
+            bits |= GRES_FLAG_BITS[word]
+    if "stepmgr" in opts:
+        bits |= STEPMGR_ENABLED
+    if "external" in opts:
+        bits |= EXTERNAL_JOB
+    for name, bit in SEGMENT_FLAG_BITS.items():
+        if name in opts:
+            bits |= bit
+    if (opts.get("requeue", (None,))[0] or "").strip().lower() == "expedite":
+        bits |= EXPEDITED_REQUEUE
+    return bits
+
+
+def _gres_has_gpu(gres: Optional[str]) -> bool:
+    """Whether a --gres value asks for GPUs as sbatch 26.05 tells it: "gres/gpu" anywhere in the
+    normalised list (so gpu:h100:8 and gres/gpu:8 do, --gres=none does not)."""
+    if not gres or gres.strip().lower() == "none":
+        return False
+    items = [x.strip() for x in gres.split(",") if x.strip()]
+    return any(("gres/" + x.split("gres:", 1)[-1].split("gres/", 1)[-1]).startswith("gres/gpu") for x in items)
+
+
+def client_refusals_2605(opts: Mapping[str, Tuple[Optional[str], Where]], ints: Mapping[str, int]) -> None:
+    """What sbatch/salloc/srun of Slurm 26.05 refuse after cli_filter ran (src/common/slurm_opt.c,
+    validate_options_salloc_sbatch_srun), so `check` says it as sbatch would:
+
+    * --gres=gpu with --gpus-per-node, either from the command line, a directive or the
+      environment (SBATCH_GRES, SBATCH_GPUS_PER_NODE): "sbatch: fatal: --gpus-per-node and
+      --gres=gpu are mutually exclusive." (slurmctld does not check it: REST submissions pass);
+    * a --segment that does not divide the node count (-N, its maximum for a range) when the job
+      has more nodes than one segment: "--segment=4 does not fit the job size (6)".
+    """
+    gres = opts.get("gres", (None, ("", None)))[0]
+    if "gpus-per-node" in opts and _gres_has_gpu(gres):
+        _fail(
+            opts["gpus-per-node"][1],
+            "--gpus-per-node",
+            "Slurm 26.05's sbatch refuses it together with --gres=%s (from %s): 'sbatch: fatal: --gpus-per-node "
+            "and --gres=gpu are mutually exclusive' (also when either is set through SBATCH_GRES or "
+            "SBATCH_GPUS_PER_NODE); keep one of the two" % (gres, _where_words(opts["gres"][1])),
+        )
+    if "segment" in ints and ints["segment"] > 0 and "nodes" in opts:
+        count = _nodes(opts["nodes"][0] or "", opts["nodes"][1])[1]  # a range's maximum, as sbatch
+        seg = ints["segment"]
+        if count > seg and count % seg:
+            _fail(
+                opts["segment"][1],
+                "--segment",
+                "Slurm 26.05's sbatch refuses --segment=%d for %d nodes: 'sbatch: fatal: --segment=%d does not fit "
+                "the job size (%d): node count must be evenly divisible by segment size'; use a --segment that "
+                "divides %d" % (seg, count, seg, count, count),
+            )
+
+
+def _where_words(where: Where) -> str:
+    """ "line 3 of job.sh", "the environment", "the command line" for a message."""
+    if where[1] is not None:
+        return "line %d of %s" % (where[1], where[0])
+    return "the " + where[0]
+
+
 def _export_env(export: Optional[str], env: Mapping[str, str], slurm_prefix: bool = False) -> Dict[str, str]:
     """The environment slurmctld receives for --export (default ALL); `slurm_prefix`: NIL and
     lists pass every SLURM* name (24.05+), not only SLURM_* ones."""
@@ -316,6 +455,37 @@ def _export_env(export: Optional[str], env: Mapping[str, str], slurm_prefix: boo
         elif name in env:
             out[name] = env[name]
     return out
+
+
+def option_sources(
+    script: Union[str, bytes],
+    sbatch_args: Sequence[str] = (),
+    env: Optional[Mapping[str, str]] = None,
+    script_path: str = "script.sh",
+    partition: Optional[str] = None,
+    het_component: Optional[int] = None,
+    strays: Optional[List[Stray]] = None,
+) -> List[Tuple[str, Optional[str], Where]]:
+    """Every sbatch option of a submission with where it was set, in sbatch's order of precedence
+    (script, SBATCH_* environment, command line: a later one wins). `strays` collects what the
+    command line has that sbatch cannot read (script_strays gives the script's)."""
+    env = env or {}
+    sources = _script_options(script, script_path, het_component)
+    for var, name in sorted(_ENV_INPUT.items()):
+        if var in env:
+            sources.append((name, env[var], ("environment", None)))
+    if het_component is not None:
+        groups: List[List[str]] = [[]]
+        for a in sbatch_args:
+            if a == ":":
+                groups.append([])
+            else:
+                groups[-1].append(a)
+        sbatch_args = groups[het_component] if het_component < len(groups) else []
+    sources.extend(parse_options(sbatch_args, ("command line", None), strays))
+    if partition:
+        sources.append(("partition", partition, ("--partition", None)))
+    return sources
 
 
 def job_desc(
@@ -350,21 +520,7 @@ def job_desc(
     ver = slurm_version_tuple(slurm_version)
     prefix = tres_prefix(slurm_version)
     opts: Dict[str, Tuple[Optional[str], Where]] = {}
-    sources = _script_options(script, script_path, het_component)
-    for var, name in sorted(_ENV_INPUT.items()):
-        if var in env:
-            sources.append((name, env[var], ("environment", None)))
-    if het_component is not None:
-        groups: List[List[str]] = [[]]
-        for a in sbatch_args:
-            if a == ":":
-                groups.append([])
-            else:
-                groups[-1].append(a)
-        sbatch_args = groups[het_component] if het_component < len(groups) else []
-    sources.extend(parse_options(sbatch_args, ("command line", None)))
-    if partition:
-        sources.append(("partition", partition, ("--partition", None)))
+    sources = option_sources(script, sbatch_args, env, script_path, partition, het_component)
     for name, value, where in sources:
         opts[name] = (value, where)
 
@@ -389,6 +545,8 @@ def job_desc(
     if "nodes" in opts:
         lo, hi = _nodes(opts["nodes"][0] or "", opts["nodes"][1])
         desc["min_nodes"], desc["max_nodes"] = lo, hi
+    if ver and ver >= CLIENT_CHECKS_2605:
+        client_refusals_2605(opts, ints)
     if "ntasks" in ints:
         desc["num_tasks"] = ints["ntasks"]
     if "ntasks-per-node" in ints:
@@ -428,8 +586,9 @@ def job_desc(
             desc["min_nodes"] = hosts
         if desc.get("max_nodes") is not None and desc["max_nodes"] < hosts:
             desc["max_nodes"] = hosts
-    if "spread-job" in opts:
-        desc["bitflags"] = desc.get("bitflags", 0) | SPREAD_JOB
+    bits = _bitflags(opts)
+    if bits:
+        desc["bitflags"] = bits
     if "sockets-per-node" in ints:
         desc["sockets_per_node"] = ints["sockets-per-node"]
     if "segment" in ints and not (ver and SEGMENT_OPTION_FROM <= ver < SEGMENT_VISIBLE_FROM):
@@ -461,6 +620,9 @@ def job_desc(
         desc["shared"] = 1
     if val("wrap"):
         desc["script"] = "#!/bin/sh\n# This script was created by sbatch --wrap.\n\n%s\n" % val("wrap")
+    if "external" in opts:  # sbatch --external (25.05+) sends no batch script (seen on 26.05)
+        desc.pop("script", None)
+        desc["argv"] = []
     desc["environment"] = _export_env(val("export"), env, slurm_prefix=bool(ver and ver >= EXPORT_SLURM_PREFIX_FROM))
     if user:
         desc["user_name"] = user

@@ -14,7 +14,7 @@
 #SBATCH --exclusive
 #
 # Layout: 16 GPUs = 2 nodes x 8 H100-SXM5-80GB; NVLink domain 8 GPUs (nvlink)
-#   TP=1   tensor parallel: 1 consecutive ranks, inside one NVLink domain
+#   TP=1   tensor parallel: none (each rank holds whole layers)
 #   PP=1   pipeline stages
 #   DP=16  data-parallel replicas
 #   CP=1   context parallel   EP=1 expert parallel   micro-batch 1

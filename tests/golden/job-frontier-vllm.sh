@@ -50,10 +50,11 @@ MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
 export MASTER_ADDR MASTER_PORT
 
 # --- preflight: check every node (GPUs, fabric, environment) before the launch ---
-srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=0 \
+srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --distribution=block \
+    --kill-on-bad-exit=0 \
     "${SLURMGPU_BIN:-slurmgpu}" preflight --site frontier --record \
   | "${SLURMGPU_BIN:-slurmgpu}" preflight --site frontier --aggregate - --nodes "$SLURM_JOB_NODELIST" \
-      --stamp '# slurmgpu: site=frontier tp=8 pp=2 dp=1 cp=1 ep=1 nodes=2 gpus_per_node=8' \
+      --stamp '# slurmgpu: site=frontier tp=8 pp=2 dp=1 cp=1 ep=1 nodes=2 gpus_per_node=8' --rank-source nodeid \
   || { echo "slurmgpu: preflight failed on this allocation; the launcher was not started" >&2; exit 1; }
 
 # --- launch: vLLM server across nodes (--nnodes/--node-rank, DP replicas inside it, workers --headless) ---

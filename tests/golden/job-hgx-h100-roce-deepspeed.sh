@@ -17,7 +17,7 @@
 #SBATCH --mail-type=END
 #
 # Layout: 16 GPUs = 2 nodes x 8 H100-SXM5-80GB; NVLink domain 8 GPUs (nvlink)
-#   TP=1   tensor parallel: 1 consecutive ranks, inside one NVLink domain
+#   TP=1   tensor parallel: none (each rank holds whole layers)
 #   PP=1   pipeline stages
 #   DP=16  data-parallel replicas
 #   CP=1   context parallel   EP=1 expert parallel   micro-batch 1
@@ -46,10 +46,11 @@ MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
 export MASTER_ADDR MASTER_PORT
 
 # --- preflight: check every node (GPUs, fabric, environment) before the launch ---
-srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=0 \
+srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --distribution=block \
+    --kill-on-bad-exit=0 \
     "${SLURMGPU_BIN:-slurmgpu}" preflight --site hgx-h100-roce --record \
   | "${SLURMGPU_BIN:-slurmgpu}" preflight --site hgx-h100-roce --aggregate - --nodes "$SLURM_JOB_NODELIST" \
-      --stamp '# slurmgpu: site=hgx-h100-roce tp=1 pp=1 dp=16 cp=1 ep=1 nodes=2 gpus_per_node=8' \
+      --stamp '# slurmgpu: site=hgx-h100-roce tp=1 pp=1 dp=16 cp=1 ep=1 nodes=2 gpus_per_node=8' --rank-source nodeid \
   || { echo "slurmgpu: preflight failed on this allocation; the launcher was not started" >&2; exit 1; }
 
 # --- launch: DeepSpeed runner (--no_ssh), one task per node ---

@@ -18,7 +18,7 @@
 #SBATCH --exclusive
 #
 # Layout: 16 GPUs = 4 nodes x 4 A100-SXM4-40GB; NVLink domain 4 GPUs (nvlink)
-#   TP=1   tensor parallel: 1 consecutive ranks, inside one NVLink domain
+#   TP=1   tensor parallel: none (each rank holds whole layers)
 #   PP=1   pipeline stages
 #   DP=16  data-parallel replicas
 #   CP=1   context parallel   EP=1 expert parallel   micro-batch 1
@@ -55,10 +55,11 @@ MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
 export MASTER_ADDR MASTER_PORT
 
 # --- preflight: check every node (GPUs, fabric, environment) before the launch ---
-srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=0 \
+srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --distribution=block \
+    --kill-on-bad-exit=0 \
     "${SLURMGPU_BIN:-slurmgpu}" preflight --site perlmutter --record \
   | "${SLURMGPU_BIN:-slurmgpu}" preflight --site perlmutter --aggregate - --nodes "$SLURM_JOB_NODELIST" \
-      --stamp '# slurmgpu: site=perlmutter tp=1 pp=1 dp=16 cp=1 ep=1 nodes=4 gpus_per_node=4' \
+      --stamp '# slurmgpu: site=perlmutter tp=1 pp=1 dp=16 cp=1 ep=1 nodes=4 gpus_per_node=4' --rank-source hostname \
   || { echo "slurmgpu: preflight failed on this allocation; the launcher was not started" >&2; exit 1; }
 
 # --- launch: torchrun, one task per node, c10d rendezvous on the first node ---

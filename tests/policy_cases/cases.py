@@ -9,8 +9,10 @@ Header keys (`# key: value` lines; repeatable ones marked *):
   env       NAME=VALUE ... (the submitting environment)
   user, account, qos
   expect    accept | reject
-  expect-slurm*  FROM-TO accept|reject: the verdict a controller of a Slurm release in FROM..TO
-            gives instead (e.g. "24.05-25.11.1 reject": those cannot see a command-line --segment)
+  expect-slurm*  FROM-TO accept|reject|sbatch: the verdict a controller of a Slurm release in
+            FROM..TO gives instead (e.g. "24.05-25.11.1 reject": those cannot see a command-line
+            --segment); sbatch: that release's sbatch refuses the job before any filter runs, and
+            `slurmgpu check` says so (exit 2), e.g. "26.05-99.99 sbatch"
   message*  text that one rejection message contains
   warning*  text that one warning contains
   no-warnings (no value): the verdict has no warnings
@@ -117,10 +119,10 @@ def parse_case(path: Path) -> PolicyCase:
     layout = {k: int(v) for k, v in (item.split("=") for item in (one("layout", "") or "").split())}
     ranges = []
     for spec in values.get("expect-slurm", ()):
-        m = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?-(\d+)\.(\d+)(?:\.(\d+))? (accept|reject)$", spec)
+        m = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?-(\d+)\.(\d+)(?:\.(\d+))? (accept|reject|sbatch)$", spec)
         if not m:
             raise ValueError(
-                "%s: '# expect-slurm: %s': expected FROM-TO accept|reject, e.g. "
+                "%s: '# expect-slurm: %s': expected FROM-TO accept|reject|sbatch, e.g. "
                 "'24.05-25.11.1 reject'" % (path.name, spec)
             )
         g = m.groups()

@@ -12,6 +12,7 @@ local rule_gpu_request_unreadable, rule_gpus_per_node_unknown =
 local rule_tp_in_domain = import("rule_tp", "tp_in_domain")
 local rule_domain_groups = import("rule_groups", "domain_groups")
 local rule_scan_truncated = import("rule_scan", "scan_truncated")
+local rule_external_gpu_job = import("rule_external", "external_gpu_job")
 local rule_tp_branch_spans, rule_gpus_below_layout, rule_world_mismatch, rule_no_gpus, rule_pcie_multinode,
   rule_nccl_env_missing = import("rule_advice", "tp_branch_spans", "gpus_below_layout", "world_mismatch",
   "no_gpus", "pcie_multinode", "nccl_env_missing")
@@ -77,6 +78,7 @@ local function check_partition(ctx, pname, part)
   local f, out = facts(ctx, pname, part), {}
   rule_gpu_request_unreadable(ctx, f, out)
   rule_gpus_per_node_unknown(ctx, f, out)
+  rule_external_gpu_job(ctx, f, out)
   if f.readable and f.dn > 1 and (f.tp > 1 or f.L.cp > 1 or f.L.ep > 1) then
     rule_domain_groups(ctx, f, out) -- NVLink domains of several nodes (NVL72)
   elseif f.tp > 1 and f.readable and f.dn <= 1 then

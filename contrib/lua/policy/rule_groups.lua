@@ -4,7 +4,7 @@
 local import = ...
 local format = string.format
 local floor = math.floor
-local segment_of = import("detect", "segment_of")
+local has_word, segment_of = import("detect", "has_word", "segment_of")
 local GROUP_WORDS, add_finding, divides, fx_of, label_of, tp_fix, where_of =
   import("fix", "GROUP_WORDS", "add_finding", "divides", "fx_of", "label_of", "tp_fix", "where_of")
 local group_mode = import("modes", "group_mode")
@@ -15,6 +15,34 @@ local gcd, plural = import("util", "gcd", "plural")
 -- domain, i.e. one --segment; PP and DP may cross racks. The spans are plan/placement.py's:
 -- TP groups are blocks of tp ranks, CP groups of tp*cp, EP groups (Megatron's expert mesh,
 -- expert TP = TP; torchtitan alike) of tp*ep; a block needs block / gcd(block, rpn) nodes.
+-- What the launch numbers its ranks by (plan/placement.py RANK_SOURCES): an explicit node rank
+-- from SLURM_NODEID, torchrun's rendezvous (node ranks in host-name order), else srun's tasks.
+local function rank_source(det)
+  if has_word(det, "SLURM_NODEID") then return "nodeid" end
+  if has_word(det, "torchrun") or has_word(det, "torch.distributed.run") then return "hostname" end
+  return "procid"
+end
+local SOURCE_WORDS = {procid = "srun's task ranks", nodeid = "SLURM_NODEID",
+                      hostname = "torchrun's rendezvous (host-name order)"}
+
+-- rank-order: on a site whose host names interleave its NVLink blocks, a --segment keeps each
+-- segment in one block, but a group's ranks stay in one segment only where the launch numbers
+-- them in topology order (the site table says per rank source, from node_rank_order).
+local function rank_order(ctx, out, n, name, gm)
+  local follow = ctx.topo.ranks_follow_blocks
+  if type(follow) ~= "table" then return end
+  local src = rank_source(ctx.det)
+  if follow[src] ~= false then return end
+  add_finding(out, "reject", "rank-order", format(
+    "%s spans %s on %s, whose host names interleave its NVLink blocks, and this launch numbers its ranks by "
+      .. "%s, which follows the names (node_rank_order: %s): --segment keeps each segment inside one block, "
+      .. "not the ranks of a group. Fix: %s.", name, plural(n.unit, "node"), label_of(ctx), SOURCE_WORDS[src],
+    tostring(ctx.topo.node_rank_order),
+    src == "procid" and "ask the admins for TopologyParam=BlockAsNodeRank, or use groups that fit one node"
+      or "launch one task per GPU with srun (RANK=$SLURM_PROCID), which Slurm 26.05 numbers in topology order"),
+    gm)
+end
+
 local function domain_groups(ctx, f, out)
   local L, rpn, nmin, dn = f.L, f.rpn, f.nmin, f.dn
   local dom, seg, tp = f.part.domain, segment_of(ctx.det, ctx.job), L.tp
@@ -55,7 +83,9 @@ local function domain_groups(ctx, f, out)
         "%s spans %s, more than the NVLink domain on %s: its collectives would run over the network. "
           .. "Fix: keep %s x TP at most %d GPUs.", name, plural(n.unit, "node"), label_of(ctx), string.upper(n.kind),
         dom), gm)
-    elseif not (seg and seg >= 1 and seg <= dn and (nmin <= seg or seg % n.unit == 0)) then
+    elseif seg and seg >= 1 and seg <= dn and (nmin <= seg or seg % n.unit == 0) then
+      if nmin > seg then rank_order(ctx, out, n, name, gm) end -- several segments: which holds which ranks?
+    else
       local fix
       if K then
         fix = format("add --segment=%d (each segment of %s is placed inside one NVLink domain)", K, plural(K, "node"))

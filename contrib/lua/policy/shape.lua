@@ -4,10 +4,9 @@
 
 local import = ...
 local format = string.format
-local floor = math.floor
 local parse_gpus = import("gpus", "parse_gpus")
 local host_count = import("hostlist", "host_count")
-local ceil_div, pos32, posnum = import("util", "ceil_div", "pos32", "posnum")
+local ceil_div, flag_set, pos32, posnum = import("util", "ceil_div", "flag_set", "pos32", "posnum")
 
 
 -- GPUs per node the job gets on this partition, or why that is unknown.
@@ -112,7 +111,7 @@ local function job_nodes(job, part, g, hw)
   end
   if nmin == nil or nmin < 1 then nmin = 1 end
   if nmax ~= nil and nmax < nmin then nmax = nmin end
-  if job.bitflags and floor((pos32(job.bitflags) or 0) / SPREAD_JOB) % 2 == 1 then
+  if flag_set(job.bitflags, SPREAD_JOB) then
     -- --spread-job: as many nodes as possible, up to one per task
     local most = posnum(part.nodes) or 2
     if nmax and nmax < most then most = nmax end

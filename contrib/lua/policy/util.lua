@@ -96,8 +96,16 @@ local function pos32(v)
   return nil
 end
 
+-- Whether bit `bit` (a power of two) is set in job_desc.bitflags. The field is 64 bits wide and
+-- users set bits 24 (--external) and 38-45 (--gres-flags, --stepmgr, 25.11's segment and requeue
+-- flags): any number exact as a double (below 2^53) is read, never through a 32-bit guard.
+local function flag_set(v, bit)
+  if type(v) ~= "number" or v < 0 or v >= 9007199254740992 then return false end
+  return floor(floor(v) / bit) % 2 == 1
+end
+
 return {
   clean = clean, index = index, get = get, str = str, num = num, int = int, line_number = line_number,
   gcd = gcd, ceil_div = ceil_div, nonempty = nonempty, in_list = in_list, env_get = env_get, env_int = env_int,
-  posnum = posnum, pos32 = pos32, plural = plural, UNSET = UNSET, TAG = TAG,
+  posnum = posnum, pos32 = pos32, flag_set = flag_set, plural = plural, UNSET = UNSET, TAG = TAG,
 }

@@ -37,6 +37,7 @@ class Launcher:
     runner: str
     summary: str
     default_entry: Tuple[str, ...] = ()  # () = the user must name the program
+    entry_in: str = ""  # the container the default entry point exists in ("": anywhere the framework is)
     needs_weights: bool = False  # serving engines need the checkpoint to serve
     # spec fields the framework cannot start without (or --smoke); `init` scaffolds them
     needs_inputs: Tuple[str, ...] = ()

@@ -27,6 +27,7 @@ LAUNCHER = Launcher(
     "torchrun",
     "NeMo Megatron-Bridge recipe (run_recipe.py) via torchrun, one task per node",
     default_entry=(ENTRY,),
+    entry_in="NVIDIA's NeMo container (nvcr.io/nvidia/nemo, with Megatron-Bridge %s)" % BRIDGE_VERSION,
     targets="Megatron-Bridge %s (NVIDIA-NeMo/Megatron-Bridge v0.6.0 @ 51885cf1, scripts/training/run_recipe.py)"
     % BRIDGE_VERSION,
     # Megatron-FSDP exists in Bridge but needs its own checkpoint format: not offered here.

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ...errors import ConfigError
-from ...plan import Capabilities, Layout
+from ...plan import Capabilities, Layout, node_shard
 from ...render import PathArg
 from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, field_error, given_keys, train_iters
 
@@ -93,8 +93,10 @@ LAUNCHER = Launcher(
     default_entry=("-m", "torchtitan.train"),
     aliases=tuple((f, (f.replace("_", "-"),)) for f in FLAGS if "_" in f),
     targets=VERSIONS[0][1],
-    # FSDP2 always shards (no plain ZeRO-0 DDP with TP/PP); no expert-TP option in 0.3.0 nor main
-    caps=Capabilities(zero=(1, 2, 3)),
+    # FSDP2 always shards (no plain ZeRO-0 DDP with TP/PP); no expert-TP option in 0.3.0 nor main;
+    # attention through PyTorch SDPA (FlashAttention-2 kernels), which the cost model times apart
+    # EP comes out of dp_shard x CP x TP only (ParallelDims), so ZeRO-1/2's node-local shard bounds it
+    caps=Capabilities(zero=(1, 2, 3), attention="sdpa", ep_within_shard=True),
     versions=VERSIONS,
 )
 
@@ -161,8 +163,7 @@ def _dp_split(layout: Layout, opts: Options) -> Tuple[int, int, Optional[str]]:
     dp = layout.dp
     if opts.fsdp or opts.zero in (None, 3) or dp == 1:
         return dp, 1, None
-    per_node = max(1, layout.gpus_per_node // max(1, layout.tp * layout.cp))
-    shard = max(d for d in range(1, dp + 1) if dp % d == 0 and d <= per_node)
+    shard = node_shard(dp, layout.cp, layout.tp, layout.gpus_per_node)
     return shard, dp // shard, "never"
 
 
