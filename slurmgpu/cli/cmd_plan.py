@@ -252,8 +252,6 @@ def plan_cmd(
         if spec.serve != "aggregated":
             return
         if spec.input_len or spec.output_len:  # the one server below at the request's context
-            from dataclasses import replace
-
             from ..job.sizing import workload
 
             req = replace(req, seq=req.seq or workload(spec).context)
@@ -274,8 +272,6 @@ def plan_cmd(
 def _plan_serving(site: Any, spec: Any, model: Any, as_json: bool, picture: Any, diagram: bool) -> None:
     """Inference: the serving modes compared for the request shape (and, for router and
     disaggregated, only that: the one-server plan below is the aggregated mode)."""
-    from dataclasses import replace
-
     from ..job import get_launcher
     from ..job.sizing import serve_plan
     from ..plan.serving import format_serve_plan

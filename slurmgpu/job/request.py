@@ -193,10 +193,12 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         program=argv,
         serving=launcher.serving,
         targets=launcher.version(spec.launcher_version)[1],  # the version the flags were written for
-<<<<<<< HEAD
         files=L.framework_files(launcher, layout, opts, user_argv) if opts else (),
         runner_args=L.runner_args(launcher, layout, opts, user_argv) if opts else (),
+        rank_source=RANK_SOURCES.get(launcher.name, "hostname"),
     )
+    sbatch = _sbatch(site, part, node, spec, sizing, launcher, requeue)
+    _check_rank_order(site, node, layout, launch, sbatch.segment)
     serve = None
     if sizing.serve is not None:
         serve = build_deployment(
@@ -210,14 +212,6 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
             spec.ready_timeout,
             spec.source or "",
         )
-=======
-        files=L.framework_files(launcher, layout, opts, user_argv),
-        runner_args=L.runner_args(launcher, layout, opts, user_argv),
-        rank_source=RANK_SOURCES.get(launcher.name, "hostname"),
-    )
-    sbatch = _sbatch(site, part, node, spec, sizing, launcher, requeue)
-    _check_rank_order(site, node, layout, launch, sbatch.segment)
->>>>>>> main
     ver = _version_tuple(site.slurm_version)
     req = RenderRequest(
         version=__version__,
@@ -401,7 +395,7 @@ def _sbatch(
     layout = sizing.layout
     tpn = launcher.tasks_per_node(layout.gpus_per_node)
     full_node = layout.gpus_per_node == node.gpus
-    segment = segment_for(site, node, layout, spec.segment, getattr(sizing.plan, "segment", None))
+    segment = segment_for(site, node, layout, spec.segment, _planned_segment(sizing))
     return Sbatch(
         job_name=spec.name or "%s-%s" % (_slug(spec.model) if spec.model else "job", launcher.name),
         nodes=layout.nodes,
@@ -418,11 +412,7 @@ def _sbatch(
         output=spec.output or "%x-%j.out",
         error=spec.error,
         exclusive=part.exclusive,
-<<<<<<< HEAD
-        segment=segment_for(site, node, layout, spec.segment, _planned_segment(sizing)),
-=======
         segment=segment,
->>>>>>> main
         signal="B:USR2@%d" % requeue.grace if requeue else None,
         requeue=spec.requeue,
         dependency=spec.dependency,
@@ -433,14 +423,14 @@ def _sbatch(
     )
 
 
-<<<<<<< HEAD
 def _planned_segment(sizing: Sizing) -> Optional[int]:
     """The plan's --segment; a disaggregated deployment that moves KV over NVLink keeps all its
     nodes in one segment (one NVLink domain)."""
     if sizing.serve is not None and sizing.serve.chosen.kv_over_nvlink:
         return sizing.serve.chosen.nodes
     return getattr(sizing.plan, "segment", None)
-=======
+
+
 def _check_rank_order(site: Site, node: NodeType, layout: Layout, launch: Launch, segment: Optional[int]) -> None:
     """Refuse a layout whose TP/CP/EP groups span nodes when the launcher's ranks do not walk the
     job's nodes block by block on this site (host names that interleave the NVLink blocks, and a
@@ -487,7 +477,6 @@ def network_for(node: NodeType, nodes: int, segment: Optional[int]) -> Optional[
     if node.imex_per_segment and segment and nodes // segment > 1:
         return "unique-channel-per-segment"
     return None
->>>>>>> main
 
 
 def switches_for(site: Site, part: Partition, nodes: int) -> Optional[int]:

@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import PlanError
 from ..site import Site
+from ..vocab import SERVE_MODES
 from .cost import _Ctx, _infer_candidate
 from .hardware import NIC_EFF, Hardware, hardware
 from .layout import Layout
@@ -36,7 +37,7 @@ from .models import ModelSpec
 from .rules import _tp_rules
 from .types import PlanRequest
 
-MODES = ("aggregated", "router", "disaggregated")
+MODES = SERVE_MODES  # vocab's one list
 DEFAULT_INPUT = 1024
 DEFAULT_OUTPUT = 1024
 DEFAULT_CONCURRENCY = 128
