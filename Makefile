@@ -6,9 +6,13 @@
 # by the tests.
 PYTHON ?= python3
 
-.PHONY: test deps test-unit bench docs-img lint lint-format lint-ruff lint-mypy lint-vermin lint-shell lint-lua
+.PHONY: test test-serial deps test-unit bench docs-img lint lint-format lint-ruff lint-mypy lint-vermin lint-shell lint-lua
 
 test: deps
+	PYTHON=$(PYTHON) bash .ci/test-matrix
+
+# the same tests in one pytest process (slower; for bisecting an interaction between tests)
+test-serial: deps
 	$(PYTHON) -m pytest -q
 
 deps:

@@ -42,3 +42,6 @@ SERVE_MODES = ("aggregated", "router", "disaggregated")
 
 # KV-cache transfer libraries between prefill and decode workers.
 KV_TRANSFERS = ("nixl", "mooncake")
+
+# The framework log formats `slurmgpu report` reads (slurmgpu.runs.logs.READERS, in this order).
+REPORT_FORMATS = ("megatron", "torchtitan", "deepspeed", "hf-trainer", "vllm", "sglang")

@@ -44,6 +44,11 @@ EXPECTED: List[Tuple[str, int, str]] = [
     ("slurmgpu doctor train.log", 2, r"cannot read train\.log"),
     ("ncclras | slurmgpu doctor", 1, r"nothing|ncclras: command not found"),  # NCCL's RAS client, on a job's node
     ("slurmgpu preflight ", 1, r"not inside a Slurm job"),
+    ("slurmgpu report 123456", 2, NO_SLURM),
+    ("slurmgpu report --diff 123456 123789", 2, NO_SLURM),
+    ("slurmgpu report slurm-123456.out", 2, r"cannot read slurm-123456\.out"),
+    ("slurmgpu calibrate --site dgx-h100 --dry-run", 2, r"no runs file at .*slurmgpu/runs/dgx-h100\.tsv"),
+    ("slurmgpu calibrate --runs runs.tsv", 2, r"no runs file at runs\.tsv"),
     ("srun ", 1, r"srun: fatal: Could not establish a configuration source"),
     ("slurmgpu site validate /etc/slurmgpu/site.yaml", 1, r"cannot read file"),
     ("slurmgpu submit", 2, NO_SLURM),

@@ -68,6 +68,8 @@ OUTPUTS = [
     (["plan", "--model", "llama3-8b"], "--svg"),
     (["check", "job.sh"], "--html"),
     (["doctor", "log.txt"], "--html"),
+    (["report", "log.txt"], "--html"),
+    (["calibrate", "--runs", "runs.tsv"], "-o"),
     (["admin", "render-filter", "--site", "dgx-h100", "--kind", "job_submit", "--no-cluster-check"], "-o"),
     (["admin", "replay", "--from-dir", "."], "--state"),
     (["admin", "stats", "--log", "ctld.log"], "--prometheus"),

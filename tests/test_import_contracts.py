@@ -17,7 +17,8 @@ ROOT_MODULES = {"errors", "yamlsrc", "schema", "vocab", "cache", "stamp", "jobfi
 
 # package -> the packages it may import (root modules are always allowed, except where noted)
 ALLOWED: Dict[str, Set[str]] = {
-    "cli": {"site", "slurm", "plan", "nccl", "render", "job", "policy", "discover", "node", "view"},
+    "cli": {"site", "slurm", "plan", "nccl", "render", "job", "policy", "discover", "node", "view", "runs"},
+    "runs": {"site", "slurm", "plan", "node"},  # report/calibrate: log reading, runs file, the fit
     "view": {"site", "plan"},  # the explain picture: drawn from plans, layouts and site topology
     "discover": {"site", "slurm", "node", "nccl"},
     "node": {"site", "slurm", "nccl", "plan", "policy", "render"},  # render: the script's path expansion

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from . import cmd_docs, cmd_job, cmd_node, cmd_plan, cmd_policy, cmd_site  # noqa: F401  (registers commands)
+from . import cmd_docs, cmd_job, cmd_node, cmd_plan, cmd_policy, cmd_report, cmd_site  # noqa: F401  (registers commands)
 from .app import main
 
 __all__ = ["main"]

@@ -179,3 +179,42 @@ def _int(v: Any) -> Optional[int]:
         return int(v) if v is not None else None
     except (TypeError, ValueError):
         return None
+
+
+def report_view(site: Any, rep: Any, html: str) -> None:
+    """`report --html`: the job's layout, and the measured figures beside the plan's (with the
+    plan's memory and time sections when the plan can be rebuilt from the script)."""
+    from ..errors import SlurmgpuError
+    from ..plan import Layout
+    from ..view import report_page
+
+    st = rep.facts.stamp
+    lay = topo = plan = None
+    try:
+        lay = Layout(
+            tp=int(st["tp"]),
+            pp=int(st["pp"]),
+            dp=int(st["dp"]),
+            cp=int(st.get("cp", 1)),
+            ep=int(st.get("ep", 1)),
+            micro_batch=int(rep.facts.plan.get("mbs", "1") or 1),
+            nodes=int(st["nodes"]),
+            gpus_per_node=int(st["gpus_per_node"]),
+        )
+    except (KeyError, ValueError):
+        click.echo("warning: no complete slurmgpu stamp: the page has no layout picture", err=True)
+    if lay is not None and site is not None:
+        topo = _topology(site, rep.facts.plan.get("partition"), lay.gpus_per_node, None, rep.nodes)
+        try:
+            from ..runs.report import rebuild_plan
+
+            plan = rebuild_plan(site, rep.facts)
+        except SlurmgpuError as exc:
+            click.echo("note: the plan's breakdown is not drawn: %s" % str(exc).splitlines()[0], err=True)
+    elif lay is not None:
+        click.echo("warning: no site config: the page has no layout picture", err=True)
+        lay = None
+    try:
+        write_text(html, report_page(lay, topo, rep.to_dict(), plan))
+    except OSError as exc:
+        raise SlurmgpuError("cannot write %s: %s" % (html, exc.strerror or exc)) from None

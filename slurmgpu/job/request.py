@@ -123,6 +123,7 @@ class RenderRequest:
     about: Tuple[str, ...] = ()
     model: Optional[str] = None  # catalogue name, read by `slurmgpu doctor` for out-of-memory advice
     serve: Optional[ServeDeployment] = None  # router / disaggregated serving: workers, ports, router
+    plan_line: Optional[str] = None  # `# slurmgpu-plan: ...`, the promised figures `slurmgpu report` reads back
 
     def context(self) -> Dict[str, Any]:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -234,6 +235,7 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         about=about_lines(site, node, layout, launcher, fab, sizing),
         model=getattr(sizing.model, "name", None),
         serve=serve,
+        plan_line=_plan_line(site, sizing, launcher),
     )
     return req, tuple(warnings)
 
@@ -248,6 +250,14 @@ def serve_program(launcher: Launcher, spec: JobSpec, sizing: Sizing, gpu_model: 
         n_entry = len(launcher.default_entry)
         argv[n_entry:n_entry] = L.weights_args(launcher, spec.weights)
     return tuple(argv)
+
+
+def _plan_line(site: Site, sizing: Sizing, launcher: Launcher) -> Optional[str]:
+    if sizing.plan is None:
+        return None
+    from ..plan.planline import format_plan_line
+
+    return format_plan_line(site, sizing.plan, launcher.name)
 
 
 def _requeue(site: Site, spec: JobSpec, sizing: Sizing, launcher: Launcher, warnings: List[str]) -> Optional[Requeue]:
@@ -629,6 +639,17 @@ def about_lines(
         lines.append("Model: %s" % getattr(sizing.model, "label", sizing.model))
     for note in sizing.notes:
         lines.append("Plan: %s" % note)
+    cal = site.calibration.for_gpu(node.gpu_model) if site.calibration is not None else None
+    if sizing.plan is not None and cal is not None:
+        lines.append(
+            "Speed: calibrated on this site's %d runs (%s, fitted %s), leave-one-out error %s"
+            % (
+                cal.runs,
+                site.calibration.path if site.calibration is not None else "",
+                site.calibration.fitted if site.calibration is not None else "",
+                "+-%.0f%%" % cal.loo_p90 if cal.loo_p90 is not None else "not measured",
+            )
+        )
     return tuple(comment(x) for x in lines)
 
 

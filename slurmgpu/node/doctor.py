@@ -40,6 +40,7 @@ class LogSource:
     job_id: Optional[str] = None
     script: Optional[str] = None  # the batch script, when Slurm still has it
     nodes: Tuple[str, ...] = ()  # the job's nodes in Slurm's order (scontrol NodeList), when known
+    script_from: str = ""  # "scontrol" or "sacct" (AccountingStoreFlags=job_script): where the script came from
 
 
 _JOBID = re.compile(r"^\d+(?:_\d+)?(?:\+\d+)?$")
@@ -93,17 +94,17 @@ def find_job_log(job_id: str, runner: Optional[Runner] = None) -> LogSource:
     if not info:
         raise SlurmError(
             "job %s: scontrol does not know it (%s) and sacct has no record of its output; pass the "
-            "log file instead: slurmgpu doctor PATH" % (job_id, res.why() if not res.ok else "no record")
+            "log file instead (its path in place of the job id)" % (job_id, res.why() if not res.ok else "no record")
         )
+    script, script_from = batch_script(job_id, runner)
     paths: List[str] = []
     for key in ("StdOut", "StdErr"):
         p = info.get(key)
         if p:
-            p = expand_output_pattern(p, info)
-            if not os.path.isabs(p) and info.get("WorkDir"):
-                p = os.path.join(info["WorkDir"], p)
-            if p not in paths:
-                paths.append(p)
+            paths.append(p)
+    if not paths and script:  # sacct before 23.02 has no StdOut: the script's own #SBATCH --output/--error
+        paths.extend(_script_outputs(script))
+    paths = _expand_paths(paths, info)
     if not paths and info.get("WorkDir"):
         paths.append(os.path.join(info["WorkDir"], "slurm-%s.out" % job_id.split("+")[0]))
     texts = []
@@ -120,7 +121,6 @@ def find_job_log(job_id: str, runner: Optional[Runner] = None) -> LogSource:
             "job %s: cannot read its output (%s); it may be on another host or deleted"
             % (job_id, ", ".join(paths) or "no path recorded")
         )
-    script = runner.run(["scontrol", "write", "batch_script", job_id, "-"], timeout=30)
     try:
         nodes = tuple(parse_hostlist(info.get("NodeList", ""))) if info.get("NodeList", "(null)") != "(null)" else ()
     except SlurmgpuError:
@@ -130,9 +130,53 @@ def find_job_log(job_id: str, runner: Optional[Runner] = None) -> LogSource:
         paths=tuple(readable),
         text="\n".join(texts),
         job_id=job_id,
-        script=script.stdout if script.ok and script.stdout.strip() else None,
+        script=script,
         nodes=nodes,
+        script_from=script_from,
     )
+
+
+def _expand_paths(paths: Sequence[str], info: Mapping[str, str]) -> List[str]:
+    out: List[str] = []
+    for p in paths:
+        p = expand_output_pattern(p, info)
+        if not os.path.isabs(p) and info.get("WorkDir"):
+            p = os.path.join(info["WorkDir"], p)
+        if p not in out:
+            out.append(p)
+    return out
+
+
+_SBATCH_OUT = re.compile(r"^#SBATCH\s+(?:--output|--error|-o|-e)(?:=|\s+)(\S+)", re.M)
+
+
+def _script_outputs(script: str) -> List[str]:
+    """The --output/--error patterns of a batch script's #SBATCH lines (sbatch stops reading them at
+    the first command line; a generated script has them all in its header)."""
+    head = []
+    for line in script.splitlines():
+        if line.strip() and not line.startswith("#"):
+            break
+        head.append(line)
+    return [m.strip("'\"") for m in _SBATCH_OUT.findall("\n".join(head))]
+
+
+def batch_script(job_id: str, runner: Runner) -> Tuple[Optional[str], str]:
+    """(the job's batch script, where from): scontrol while the controller has the job, then sacct
+    (kept by slurmdbd under AccountingStoreFlags=job_script); (None, "") when neither has it."""
+    res = runner.run(["scontrol", "write", "batch_script", job_id, "-"], timeout=30)
+    if res.ok and res.stdout.strip():
+        return res.stdout, "scontrol"
+    res = runner.run(["sacct", "-j", job_id.split("+")[0], "--batch-script", "-n"], timeout=30)
+    if not res.ok:
+        return None, ""
+    text = res.stdout
+    # "Batch Script for ID" and a line of dashes come first; "NONE" when nothing was stored
+    m = re.search(r"^-{20,}\n", text, re.M)
+    body = text[m.end() :] if m else text
+    if not body.strip() or body.strip() == "NONE":
+        return None, ""
+    return body, "sacct"
 
 
 def _from_sacct(job_id: str, runner: Runner) -> Dict[str, str]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import List, Optional, Tuple
 
 from ..site import NodeType, Partition, Site
+from ..site.calibration import Factors
 from .placement import strict_kinds
 from .terms import DEFAULT_TERMS, CostTerms
 
@@ -52,6 +53,7 @@ class Hardware:
     strict_kinds: Tuple[str, ...] = ("tp", "cp", "ep")
     terms: CostTerms = DEFAULT_TERMS  # the cost model's fitted terms this plan uses
     arch: str = ""  # tensor-core generation (GpuFacts.arch)
+    calibration: Optional[Factors] = None  # the site's fitted efficiency in effect (plan.calibration)
 
     @property
     def link_words(self) -> str:
@@ -111,7 +113,7 @@ def hardware(
     hbm = facts.hbm_for(nt.gpu_memory_gb) if facts is not None else 0.0
     if not hbm:
         hbm = nt.bf16_tflops * 3.39  # H100's ratio (3.35 TB/s per 989 TFLOP/s)
-    return Hardware(
+    hw = Hardware(
         site=site.name,
         partition=part,
         nt=nt,
@@ -127,12 +129,22 @@ def hardware(
         terms=terms,
         arch=arch,
     )
+    if site.calibration is not None:
+        from .calibration import calibrated
+
+        hw = calibrated(hw, site.calibration, precision)
+    return hw
 
 
 def with_terms(hw: Hardware, terms: CostTerms) -> Hardware:
     """The same partition under other cost terms (the fitted efficiencies follow the terms)."""
     gemm = terms.gemm_ceiling(hw.arch, hw.peak > hw.peak_bf16)
-    return replace(hw, terms=terms, gemm_eff=gemm, attn_eff=terms.attn)
+    out = replace(hw, terms=terms, gemm_eff=gemm, attn_eff=terms.attn)
+    if hw.calibration is not None:  # the site's measured efficiency still wins (plan.calibration)
+        from .calibration import with_factors
+
+        out = with_factors(out, hw.calibration)
+    return out
 
 
 def _hbm_known(hw: Hardware) -> bool:

@@ -11,7 +11,8 @@ from ..errors import PlanError
 from ..site import Site
 from ..vocab import PARALLEL_KEYS as PIN_KEYS
 from ..vocab import PRECISIONS, RECOMPUTE, TASKS
-from .accuracy import band_words, error_band
+from .accuracy import error_band
+from .calibration import stated_band_words
 from .cost import TOKENS_PER_STEP, _Cand, _Ctx
 from .explain import _explain_infer, _explain_train, _why_lost
 from .hardware import Hardware, hardware
@@ -494,7 +495,7 @@ def _build(
     if res.batch_note:
         notes.append(res.batch_note)
     if ctx.train:
-        notes.append(band_words(m.is_moe, req.precision))
+        notes.append(stated_band_words(ctx.hw, m.is_moe, req.precision))
     alts = []
     for c in res.ranked[1 : 1 + TOP_ALTERNATIVES]:
         gap = 100.0 * (best.tokens_per_s / c.tokens_per_s - 1.0)

@@ -106,6 +106,8 @@ _PATH_FIELDS = {
     "scratch": Field("str"),
     "checkpoint": Field("str"),
     "templates": Field("str"),
+    "runs": Field("str"),
+    "calibration": Field("str"),
 }
 
 
@@ -406,6 +408,8 @@ def site_from_data(data: Any, path: str) -> Site:
             checkpoint_gbps=float(rq["checkpoint_gbps"]) if rq["checkpoint_gbps"] is not None else None,
             expedite=bool(rq["expedite"]),
         ),
+        runs_file=paths["runs"],
+        calibration_file=paths["calibration"],
     )
 
 
@@ -599,6 +603,8 @@ def _leaf_switches(
 
 def resolve_site(explicit: Optional[str], environ: Mapping[str, str]) -> Tuple[Site, str]:
     """Load the site meant by the user; the string says which one was used and why."""
+    from .calibration import attach
+
     path, why = site_search(explicit, environ)
-    site = load_site(path)
-    return site, "slurmgpu: site %s (%s: %s)" % (site.name, why, path)
+    site, calibrated = attach(load_site(path), environ)
+    return site, "slurmgpu: site %s (%s: %s)%s" % (site.name, why, path, "; " + calibrated if calibrated else "")

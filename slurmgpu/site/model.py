@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ..errors import ConfigError, Issue
+from .calibration import Calibration
 
 LINKS = ("nvlink", "xgmi", "pcie")
 
@@ -258,6 +259,9 @@ class Site:
     policy: SitePolicy = SitePolicy()
     preflight: SitePreflight = SitePreflight()
     requeue: SiteRequeue = SiteRequeue()
+    runs_file: Optional[str] = None  # paths.runs: where `slurmgpu report --record` appends (site.calibration)
+    calibration_file: Optional[str] = None  # paths.calibration: the fitted efficiency `calibrate` writes
+    calibration: Optional[Calibration] = None  # attached by resolve_site when the file exists
 
     def partition(self, name: Optional[str] = None) -> Partition:
         name = name or self.default_partition
@@ -308,4 +312,7 @@ class Site:
             "policy": self.policy.to_dict(),
             "preflight": self.preflight.to_dict(),
             "requeue": self.requeue.to_dict(),
+            "runs_file": self.runs_file,
+            "calibration_file": self.calibration_file,
+            "calibration": self.calibration.to_dict() if self.calibration is not None else None,
         }

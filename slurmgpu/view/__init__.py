@@ -7,7 +7,7 @@ import re
 from typing import Any, Mapping, Sequence, Set
 
 from .figure import DETAIL_NODES, Marks, Topology, crossings, svg
-from .page import check_page, doctor_page, fix_layout, plan_page
+from .page import check_page, doctor_page, fix_layout, plan_page, report_page
 
 _RANK_RES = (
     re.compile(r"\[rank(\d+)\]"),
@@ -49,5 +49,6 @@ __all__ = [
     "doctor_page",
     "fix_layout",
     "plan_page",
+    "report_page",
     "svg",
 ]

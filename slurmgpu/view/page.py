@@ -517,3 +517,69 @@ def doctor_page(
 
 def _node_name(topo: Topology, n: int) -> str:
     return topo.node_names[n] if n < len(topo.node_names) else "node %d" % n
+
+
+def report_page(
+    lay: Optional[Layout], topo: Optional[Topology], report: Mapping[str, Any], plan: Optional[Plan]
+) -> str:
+    """`report --html`: the job's layout, plan vs measured per term (RunReport.to_dict()), and the
+    plan's memory and time sections when the plan could be rebuilt."""
+    heading = "report: %s" % report.get("source", "")
+    rows = []
+    for t in report.get("terms", []):
+        err = t.get("error_pct")
+        inside = t.get("inside_band")
+        verdict = "" if inside is None else ("inside" if inside else "OUTSIDE")
+        cls = "" if inside is None or inside else ' class="bad"'
+        rows.append(
+            '<tr%s><td class="l">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td class="l">%s</td></tr>'
+            % (
+                cls,
+                escape("%s%s" % (t.get("label", ""), " (%s)" % t["unit"] if t.get("unit") else "")),
+                _val(t.get("plan"), t.get("unit")),
+                _val(t.get("measured"), t.get("unit")),
+                "-" if err is None else "%+.1f%%" % err,
+                "none stated" if t.get("band_pct") is None else escape("+-%s%% %s" % (t["band_pct"], verdict)),
+                escape(str(t.get("how", ""))),
+            )
+        )
+    table = (
+        '<h2>Plan vs measured</h2><table><thead><tr><th class="l">term</th><th>plan</th><th>measured</th>'
+        '<th>error</th><th>band</th><th class="l">how it was measured</th></tr></thead><tbody>%s</tbody></table>'
+        % "".join(rows)
+    )
+    pl = report.get("plan", {})
+    words = pl.get("plan_line", {})
+    intro = [
+        escape(
+            "Plan from the %s%s: %s, %s; measured from %s."
+            % (
+                pl.get("found_in", "?"),
+                " (recomputed)" if pl.get("recomputed") else "",
+                pl.get("model") or "no model",
+                ", ".join(
+                    "%s %s" % (k, words[k])
+                    for k in ("precision", "seq", "gbs", "mbs", "zero", "recompute")
+                    if k in words
+                ),
+                report.get("measured_from", {}).get("source", "?"),
+            )
+        )
+    ]
+    after = [table, _list("Notes", [str(n) for n in report.get("notes", [])])]
+    if plan is not None:
+        after += [_memory_section(plan), _time_section(plan)]
+    after = [a for a in after if a]
+    if lay is None or topo is None:
+        return _doc(heading, ["<h1>%s</h1>" % escape(heading)] + ["<p>%s</p>" % p for p in intro] + after)
+    intro += _crossing_words(lay, topo)
+    figure = svg(lay, topo, standalone=False, prefix="report")
+    return _view(heading, intro, [("The job's layout", figure)], [lay], after)
+
+
+def _val(x: Any, unit: Any) -> str:
+    if x is None:
+        return "-"
+    if unit == "":
+        return "%.1f%%" % (100 * float(x))
+    return "%.4g" % float(x)

@@ -40,6 +40,16 @@ MASTER_ADDR=${SLURMGPU_HOSTS%%$'\n'*}
 MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
 export MASTER_ADDR MASTER_PORT
 
+# --- fingerprint: what this run ran with (one line in the log, read by `slurmgpu report`) ---
+SLURMGPU_ENV=$(python3 -c 'import hashlib,importlib.metadata as m,re
+d,t={},set()
+for x in m.distributions():
+    n=(x.metadata["Name"] or "").lower();d[n]=x.version
+    if any(re.match(r"torch\b",r) for r in x.requires or ()):t.add(n)
+h=hashlib.sha256("\n".join("%s==%s"%p for p in sorted(d.items())).encode()).hexdigest()[:16]
+print(" ".join(["env_hash="+h]+["%s=%s"%(n,d[n]) for n in sorted(d) if n=="torch" or "nccl" in n or n in t]))' 2>/dev/null) || SLURMGPU_ENV="env_hash=unknown"
+echo "# slurmgpu-env: nodes=$SLURM_JOB_NODELIST $SLURMGPU_ENV"
+
 # --- launch: srun, one task per GPU; RANK/LOCAL_RANK/WORLD_SIZE from Slurm ---
 # Each task sets RANK/LOCAL_RANK/WORLD_SIZE from its own Slurm ids (hence the single quotes).
 srun --nodes=2 --ntasks-per-node=8 --kill-on-bad-exit=1 \

@@ -102,6 +102,10 @@ slurmgpu_after_step() {
 trap slurmgpu_checkpoint_signal USR2
 trap 'SLURMGPU_TERMINATED=1' TERM
 
+# --- fingerprint: what this run ran with (one line in the log, read by `slurmgpu report`) ---
+SLURMGPU_ENV="image=$SLURMGPU_IMAGE"
+echo "# slurmgpu-env: nodes=$SLURM_JOB_NODELIST $SLURMGPU_ENV"
+
 # --- launch: Megatron-LM via torchrun, one task per node ---
 # TP/PP/CP/EP, micro-batch and the model shape come from the plan above (the stamp says the same).
 # CUDA_DEVICE_MAX_CONNECTIONS=1 (set above): Megatron's TP/CP communication overlap needs it here.

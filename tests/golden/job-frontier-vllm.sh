@@ -57,6 +57,16 @@ srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per
       --stamp '# slurmgpu: site=frontier tp=8 pp=2 dp=1 cp=1 ep=1 nodes=2 gpus_per_node=8' --rank-source nodeid \
   || { echo "slurmgpu: preflight failed on this allocation; the launcher was not started" >&2; exit 1; }
 
+# --- fingerprint: what this run ran with (one line in the log, read by `slurmgpu report`) ---
+SLURMGPU_ENV=$(python3 -c 'import hashlib,importlib.metadata as m,re
+d,t={},set()
+for x in m.distributions():
+    n=(x.metadata["Name"] or "").lower();d[n]=x.version
+    if any(re.match(r"torch\b",r) for r in x.requires or ()):t.add(n)
+h=hashlib.sha256("\n".join("%s==%s"%p for p in sorted(d.items())).encode()).hexdigest()[:16]
+print(" ".join(["env_hash="+h]+["%s=%s"%(n,d[n]) for n in sorted(d) if n=="torch" or "nccl" in n or n in t]))' 2>/dev/null) || SLURMGPU_ENV="env_hash=unknown"
+echo "# slurmgpu-env: nodes=$SLURM_JOB_NODELIST $SLURMGPU_ENV"
+
 # --- launch: vLLM server across nodes (--nnodes/--node-rank, DP replicas inside it, workers --headless) ---
 echo "slurmgpu: vLLM API on http://$MASTER_ADDR:8000 (vLLM's default port unless --port is given)" >&2
 # Node 0 runs the API server, the others run headless; each passes its own node rank (hence the quotes),

@@ -53,6 +53,16 @@ srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per
       --stamp '# slurmgpu: site=hgx-h100-roce tp=1 pp=1 dp=16 cp=1 ep=1 nodes=2 gpus_per_node=8' --rank-source nodeid \
   || { echo "slurmgpu: preflight failed on this allocation; the launcher was not started" >&2; exit 1; }
 
+# --- fingerprint: what this run ran with (one line in the log, read by `slurmgpu report`) ---
+SLURMGPU_ENV=$(python3 -c 'import hashlib,importlib.metadata as m,re
+d,t={},set()
+for x in m.distributions():
+    n=(x.metadata["Name"] or "").lower();d[n]=x.version
+    if any(re.match(r"torch\b",r) for r in x.requires or ()):t.add(n)
+h=hashlib.sha256("\n".join("%s==%s"%p for p in sorted(d.items())).encode()).hexdigest()[:16]
+print(" ".join(["env_hash="+h]+["%s=%s"%(n,d[n]) for n in sorted(d) if n=="torch" or "nccl" in n or n in t]))' 2>/dev/null) || SLURMGPU_ENV="env_hash=unknown"
+echo "# slurmgpu-env: nodes=$SLURM_JOB_NODELIST $SLURMGPU_ENV"
+
 # --- launch: DeepSpeed runner (--no_ssh), one task per node ---
 # The runner reads the nodes from a hostfile (on the shared submit directory); each node starts its
 # own workers with its node rank (hence the single quotes).
@@ -66,6 +76,8 @@ cat > ".slurmgpu-deepspeed-${SLURM_JOB_ID}.json" <<'SLURMGPU_EOF'
   },
   "gradient_accumulation_steps": 1,
   "gradient_clipping": 1.0,
+  "log_level": "info",
+  "steps_per_print": 10,
   "train_batch_size": 16,
   "train_micro_batch_size_per_gpu": 1
 }

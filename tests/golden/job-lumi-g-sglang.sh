@@ -65,6 +65,10 @@ srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per
       --stamp '# slurmgpu: site=lumi-g tp=8 pp=2 dp=1 cp=1 ep=1 nodes=2 gpus_per_node=8' --rank-source nodeid \
   || { echo "slurmgpu: preflight failed on this allocation; the launcher was not started" >&2; exit 1; }
 
+# --- fingerprint: what this run ran with (one line in the log, read by `slurmgpu report`) ---
+SLURMGPU_ENV="image=$SLURMGPU_IMAGE"
+echo "# slurmgpu-env: nodes=$SLURM_JOB_NODELIST $SLURMGPU_ENV"
+
 # --- launch: SGLang server across nodes (--nnodes/--node-rank/--dist-init-addr, --dp-size on one node) ---
 echo "slurmgpu: SGLang API on http://$MASTER_ADDR:30000 (SGLang's default port unless --port is given)" >&2
 # Every node runs the same server command with its own node rank (hence the single quotes).

@@ -62,6 +62,16 @@ srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per
       --stamp '# slurmgpu: site=perlmutter tp=1 pp=1 dp=16 cp=1 ep=1 nodes=4 gpus_per_node=4' --rank-source hostname \
   || { echo "slurmgpu: preflight failed on this allocation; the launcher was not started" >&2; exit 1; }
 
+# --- fingerprint: what this run ran with (one line in the log, read by `slurmgpu report`) ---
+SLURMGPU_ENV=$(python3 -c 'import hashlib,importlib.metadata as m,re
+d,t={},set()
+for x in m.distributions():
+    n=(x.metadata["Name"] or "").lower();d[n]=x.version
+    if any(re.match(r"torch\b",r) for r in x.requires or ()):t.add(n)
+h=hashlib.sha256("\n".join("%s==%s"%p for p in sorted(d.items())).encode()).hexdigest()[:16]
+print(" ".join(["env_hash="+h]+["%s=%s"%(n,d[n]) for n in sorted(d) if n=="torch" or "nccl" in n or n in t]))' 2>/dev/null) || SLURMGPU_ENV="env_hash=unknown"
+echo "# slurmgpu-env: nodes=$SLURM_JOB_NODELIST $SLURMGPU_ENV"
+
 # --- launch: torchrun, one task per node, c10d rendezvous on the first node ---
 srun --nodes=4 --ntasks-per-node=1 --kill-on-bad-exit=1 \
   torchrun \

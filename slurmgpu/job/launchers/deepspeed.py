@@ -21,6 +21,10 @@ TARGETS = "DeepSpeed 0.19.8"
 CONFIG_PATH = ".slurmgpu-deepspeed-$SLURM_JOB_ID.json"
 CONFIG_FLAG = "--deepspeed_config"
 GRADIENT_CLIPPING = 1.0  # the global-norm clip of the Llama/Megatron recipes the planner models
+# DeepSpeed prints its throughput line (samples/s, peak memory) every `steps_per_print` steps, at INFO:
+# its logger starts at WARNING and steps_per_print defaults to None, so without these two keys a run
+# logs no speed at all and `slurmgpu report` has nothing to read (deepspeed/utils/timer.py, 0.19.8).
+STEPS_PER_PRINT = 10
 
 # DeepSpeed shards with ZeRO over data parallelism. Pipelines need a PipelineModule, sequence
 # parallelism (Ulysses) DistributedAttention, and AutoTP/AutoEP model code the launcher cannot see,
@@ -46,7 +50,7 @@ LAUNCHER = Launcher(
     caps=CAPS,
 )
 
-Value = Union[int, float, bool, Dict[str, Union[int, bool]]]
+Value = Union[int, float, bool, str, Dict[str, Union[int, bool]]]
 
 
 def ds_config(layout: Layout, opts: Options) -> Dict[str, Value]:
@@ -66,6 +70,8 @@ def ds_config(layout: Layout, opts: Options) -> Dict[str, Value]:
         "train_micro_batch_size_per_gpu": micro,
         "gradient_accumulation_steps": batch // per_step,
         "gradient_clipping": GRADIENT_CLIPPING,
+        "steps_per_print": STEPS_PER_PRINT,
+        "log_level": "info",
     }
     if opts.zero is not None:
         cfg["zero_optimization"] = {"stage": opts.zero}
