@@ -197,3 +197,46 @@ def test_plan_and_gen_json_carry_the_serving_plan() -> None:
     assert out["error_band"].startswith("unvalidated until measured")
     g = gen("dgx-h100", launcher="vllm", model="llama3.1-8b", serve="router", nodes=1)
     assert g.to_dict()["serving"]["mode"] == "router" and g.to_dict()["request"]["serve"]["mode"] == "router"
+
+
+def test_serving_scripts_pass_bash_n_and_shellcheck_in_every_container(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Router and disaggregated scripts with each runtime, multi-node workers (PP over nodes), NVL72,
+    AMD, and user values that need quoting: bash -n and shellcheck (style) accept every one."""
+    import shutil
+
+    from slurmgpu.job import ContainerSpec
+
+    containers = {
+        "none": ContainerSpec(runtime="none"),
+        "pyxis": ContainerSpec(runtime="pyxis", image="nvcr.io#nvidia/vllm:26.01-py3", mounts=("/data:/data",)),
+        "apptainer": ContainerSpec(runtime="apptainer", image="/images/serve it.sif", mounts=("/scratch:/scratch",)),
+    }
+    cases = [
+        ("dgx-h100", "llama3.1-70b", "bf16", 2),
+        ("dgx-h100", "deepseek-v3", "fp8", 4),  # TP8 x PP2 workers over two nodes each
+        ("gb200-nvl72", "llama3.1-70b", "bf16", 4),
+        ("hgx-h100-roce", "mixtral-8x7b", "bf16", 2),
+    ]
+    files = []
+    for preset, model, prec, nodes in cases:
+        for engine in ("vllm", "sglang"):
+            for mode in ("router", "disaggregated"):
+                for name, c in containers.items():
+                    g = gen(
+                        preset, launcher=engine, model=model, precision=prec, serve=mode, nodes=nodes, container=c,
+                        weights="org/it's model", args=("--note", "it's $HOME"), env={"HF_HOME": "/a b"},
+                    )  # fmt: skip
+                    path = tmp_path / ("%s-%s-%s-%s-%s.sh" % (preset, model, engine, mode, name))
+                    path.write_text(g.script)
+                    files.append(str(path))
+    amd = gen("lumi-g", launcher="vllm", model="llama3.1-8b", serve="router", nodes=1)
+    assert "HIP_VISIBLE_DEVICES=" in amd.script
+    (tmp_path / "amd.sh").write_text(amd.script)
+    files.append(str(tmp_path / "amd.sh"))
+    for f in files:
+        r = subprocess.run(["bash", "-n", f], capture_output=True, text=True)
+        assert r.returncode == 0, (f, r.stderr)
+    if not shutil.which("shellcheck"):
+        pytest.skip("shellcheck not installed (make deps installs it)")
+    r = subprocess.run(["shellcheck", "--severity=style", "--format=gcc"] + files, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[:4000]
