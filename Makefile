@@ -32,6 +32,8 @@ bench:
 	$(PYTHON) bench/spank_bench.py
 	$(PYTHON) bench/explain_bench.py
 	$(PYTHON) bench/replay_speed.py
+	$(PYTHON) bench/plan_accuracy.py --by-source
+	$(PYTHON) bench/affinity_bench.py
 
 # `make lint` runs every check below (also after one fails) and fails if any failed; the
 # same commands are the hooks in .pre-commit-config.yaml. Tools: `make deps` (ruff, mypy and

@@ -266,11 +266,13 @@ def test_hostile_values_reach_the_program_verbatim(tmp_path, stubs, launcher, co
     stamp = next(ln for ln in text.splitlines() if ln.startswith("# slurmgpu: "))
     from slurmgpu.plan.placement import RANK_SOURCES
 
-    assert sorted(x["argv"] for x in pre) == [
-        ["preflight", "--site", "dgx-h100", "--aggregate", "-", "--nodes", "node[001-002]", "--stamp", stamp]
-        + ["--rank-source", RANK_SOURCES[launcher]],
-        ["preflight", "--site", "dgx-h100", "--record"],
-    ]
+    agg = ["preflight", "--site", "dgx-h100", "--aggregate", "-", "--nodes", "node[001-002]", "--stamp", stamp]
+    agg += ["--rank-source", RANK_SOURCES[launcher]]
+    want_pre = [agg, ["preflight", "--site", "dgx-h100", "--record"]]
+    if req.binding is not None and req.binding.bound:  # the rank step (docs/affinity.md)
+        want_pre = [agg + ["--ranks-per-node", "8"], want_pre[1]]
+        want_pre.append(["preflight", "--site", "dgx-h100", "--ranks", req.binding.how, "--record"])
+    assert sorted(x["argv"] for x in pre) == sorted(want_pre)
     srun_main = [x for x in recs if x["prog"] == "srun"][-1]["argv"]
     if container == "pyxis":
         assert "--container-image=" + spec.container.image in srun_main

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTCLUSTER = ROOT / "tests" / "data" / "sites" / "testcluster.yaml"
 
 
-RELEASES = ("22.05", "24.11")
+RELEASES = ("22.05", "24.11", "26.05")
 
 
 class Case(NamedTuple):
@@ -33,10 +33,10 @@ class Case(NamedTuple):
     args: Tuple[str, ...]  # sbatch options on the command line
     outcome: str  # ok | refused | warn (accepted, but it can never start)
     said: str  # sbatch's words (refused) or the warning's
-    on_2411: Optional[Tuple[str, str]] = None  # (outcome, said) where 24.11 answers otherwise
+    on_2411: Optional[Tuple[str, str]] = None  # (outcome, said) where 24.11 (but not 26.05) answers otherwise
 
     def on(self, release: str) -> Tuple[str, str]:
-        if self.on_2411 is not None and tuple(int(x) for x in release.split(".")[:2]) >= (24, 11):
+        if self.on_2411 is not None and (24, 11) <= tuple(int(x) for x in release.split(".")[:2]) < (26, 5):
             return self.on_2411
         return self.outcome, self.said
 

@@ -20,7 +20,8 @@ The nodes claim their CPUs, memory and GPUs through
 ``SlurmdParameters=config_overrides``; each GPU is a character device
 ``<dir>/dev/nvidiaN`` (a copy of /dev/null: slurmd ignores plain files) named
 in gres.conf, so jobs get a real ``CUDA_VISIBLE_DEVICES``.  No cgroups (``proctrack/linuxproc``,
-``task/none``), no accounting (unless ``accounting=True``, below), ``select/cons_tres`` with ``CR_Core``.
+``task/none``; ``task_plugin="task/affinity"`` makes slurmd bind tasks, for nodes that claim this
+machine's real CPU count), no accounting (unless ``accounting=True``, below), ``select/cons_tres`` with ``CR_Core``.
 Node names are added to /etc/hosts as 127.0.0.1 (needed for MASTER_ADDR).
 
 Accounting (``accounting=True``, native release only): a private MariaDB
@@ -766,8 +767,12 @@ class TestCluster:
         block_sizes: Sequence[int] = (),
         topology_conf: Optional[Tuple[str, str]] = None,
         accounting: bool = False,
+        task_plugin: str = "task/none",
     ) -> None:
         self.release = release or native_release()
+        # TaskPlugin: task/none by default; task/affinity makes slurmd bind tasks (--cpu-bind) for
+        # the affinity tests (give such a cluster nodes with this machine's real CPU count)
+        self.task_plugin = task_plugin
         self.accounting = accounting
         self.dbd_port = 0
         self.db_port = 0
@@ -1204,7 +1209,7 @@ class TestCluster:
             f"SlurmdDebug={self.debug_level}",
             "SlurmdParameters=config_overrides",
             "ProctrackType=proctrack/linuxproc",
-            "TaskPlugin=task/none",
+            f"TaskPlugin={self.task_plugin}",
             "SwitchType=switch/none",
             "MpiDefault=none",
             "SelectType=select/cons_tres",

@@ -111,6 +111,20 @@ from .common import OUTPUT_FILE, _emit_json, _load_site, complete_files
     help="Free space the checkpoint directory needs (default: the site's preflight.min_free_gb, %g)."
     % SitePreflight.min_free_gb,
 )
+@click.option(
+    "--ranks",
+    "ranks_how",
+    type=click.Choice(("srun", "torchrun", "deepspeed", "accelerate", "vllm", "sglang")),
+    help="Check this task as one rank (one task per GPU, launched with the job's binding): its real CPUs "
+    "(sched_getaffinity), memory policy, its GPU's NUMA node and NIC against the site's affinity map, for a "
+    "job whose launcher binds as HOW (`slurmgpu docs affinity`).",
+)
+@click.option(
+    "--ranks-per-node",
+    type=click.IntRange(1),
+    metavar="N",
+    help="With --aggregate: every node must also send N rank records (the --ranks step).",
+)
 @click.option("--strict", is_flag=True, help="Treat warnings as failures.")
 @exits(
     (0, "every check passed (warnings allowed unless --strict)"),
@@ -135,6 +149,8 @@ def preflight_cmd(
     container_runtime: Optional[str],
     checkpoint_dir: Optional[str],
     min_free_gb: Optional[float],
+    ranks_how: Optional[str],
+    ranks_per_node: Optional[int],
     strict: bool,
 ) -> None:
     """Check this node before a multi-node job starts; exit 1 with node, check, found, expected, fix.
@@ -157,6 +173,8 @@ def preflight_cmd(
         | slurmgpu preflight --aggregate - --nodes "$SLURM_JOB_NODELIST"
       srun --ntasks-per-node=8 slurmgpu preflight --bandwidth --nccl-diag --record \\
         | slurmgpu preflight --aggregate - --nodes "$SLURM_JOB_NODELIST"
+      srun --ntasks-per-node=8 --cpu-bind=none slurmgpu preflight --ranks torchrun --record \\
+        | slurmgpu preflight --aggregate - --nodes "$SLURM_JOB_NODELIST" --ranks-per-node 8
     """
     from ..node import preflight as pf
 
@@ -167,10 +185,11 @@ def preflight_cmd(
         )
     if aggregate:
         _preflight_aggregate(
-            pf, aggregate, expect_nodes, as_json, site_name, strict, stamp_line, partition, rank_source
+            pf, aggregate, expect_nodes, as_json, site_name, strict, stamp_line, partition, rank_source, ranks_per_node
         )
         return
     node = pf.node_name(os.environ)
+    key = None
     try:
         s = _load_site(site_name, quiet=record or as_json)
         opts = pf.Options(
@@ -183,7 +202,10 @@ def preflight_cmd(
         )
         if min_bandwidth_fraction is None:
             min_bandwidth_fraction = s.preflight.min_bandwidth_fraction
-        if bandwidth:
+        rep: Optional[Any]
+        if ranks_how:
+            rep, key = pf.rank_report(s, os.environ, ranks_how, opts)
+        elif bandwidth:
             rep = pf.bandwidth_report(
                 s,
                 os.environ,
@@ -206,12 +228,12 @@ def preflight_cmd(
             (
                 pf.CheckResult(
                     node,
-                    "bandwidth" if bandwidth else "preflight",
+                    "affinity" if ranks_how else "bandwidth" if bandwidth else "preflight",
                     "fail",
                     "%s: %s" % (type(exc).__name__, (str(exc).splitlines() or [""])[0]),
                     "the check runs",
                     "run `slurmgpu preflight%s` on %s to see the whole error"
-                    % (" --bandwidth" if bandwidth else "", node),
+                    % (" --ranks %s" % ranks_how if ranks_how else " --bandwidth" if bandwidth else "", node),
                 ),
             ),
         )
@@ -220,7 +242,9 @@ def preflight_cmd(
         rep = pf.outside_job(rep)
     failed = not rep.ok or (strict and any(r.status == "warn" for r in rep.results))
     if record:
-        click.echo(rep.record())
+        if ranks_how and key is None:
+            key = "%s/%s" % (node, os.environ.get("SLURM_LOCALID", "0"))
+        click.echo(rep.record(key))
     elif as_json:
         _emit_json(rep.to_dict())
     else:
@@ -239,6 +263,7 @@ def _preflight_aggregate(
     stamp_line: Optional[str] = None,
     partition: Optional[str] = None,
     rank_source: Optional[str] = None,
+    ranks_per_node: Optional[int] = None,
 ) -> None:
     from ..slurm import parse_hostlist
     from ..stamp import parse_stamp
@@ -264,6 +289,8 @@ def _preflight_aggregate(
             partition or os.environ.get("SLURM_JOB_PARTITION"),
             rank_source,
         )
+    if ranks_per_node:
+        agg.job.extend(pf.check_rank_counts(agg, parse_hostlist(expect_nodes) if expect_nodes else (), ranks_per_node))
     site_label = site_name or next((r.site for r in agg.reports if r.site), "")
     if as_json:
         _emit_json(agg.to_dict())

@@ -113,6 +113,13 @@ def site_show(name: Optional[str], as_json: bool) -> None:
         )
         nics = ", ".join("%s %gG" % (n.name, n.gbps) for n in nt.compute_nics) or "none"
         click.echo("    fabric %s: %s; socket interface %s" % (nt.fabric, nics, nt.socket_ifname or "-"))
+        amap = nt.affinity
+        if amap is not None:  # GPU -> NUMA node -> CPUs -> NIC (docs/affinity.md)
+            click.echo(
+                "    GPU -> NUMA node: %s (%s)" % (",".join(str(g.numa) for g in amap.gpus), amap.label())
+                if amap.known
+                else "    GPU -> NUMA node: unknown (%s)" % amap.unknown
+            )
     click.echo("  container: %s   policy: %s" % (s.container.runtime, s.policy.mode))
 
 

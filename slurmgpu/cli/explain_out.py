@@ -46,6 +46,12 @@ def gen_view(site: Any, gen: Any, html: str) -> None:
     lay = req.layout
     seg = plan.segment if plan is not None else None
     topo = _topology(site, req.sbatch.partition, lay.gpus_per_node, seg)
+    if req.binding is not None:  # what this launcher binds (DeepSpeed's cores are a share of the node's)
+        from dataclasses import replace
+
+        from ..view import binding_rows
+
+        topo = replace(topo, binding=binding_rows(req.binding.ranks), binding_note=req.binding.note)
     if plan is not None:
         write_text(html, plan_page(plan, topo))
         return

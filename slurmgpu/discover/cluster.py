@@ -578,6 +578,7 @@ def _node_type_values(
         % (g.memory_mb, " (smallest; nodes have %s)" % ", ".join(str(m) for m in mems) if len(mems) > 1 else ""),
     )
     _fabric_values(v, g, probe, part)
+    v["affinity"] = _affinity_value(g, probe, part)
     order = (
         "gpus",
         "gpu_model",
@@ -596,8 +597,21 @@ def _node_type_values(
         "env",
         "roce_gid_index",
         "roce_traffic_class",
+        "affinity",
     )
     return {k: v[k] for k in order if k in v}
+
+
+def _affinity_value(g: NodeGroup, probe: Optional[ProbeResult], part: str) -> Value:
+    """node_types.X.affinity from the probe (GPU -> NUMA node -> CPUs -> NICs), or unknown with the way to find it."""
+    from ..node.probe import affinity_map
+
+    how = _todo_cmd(part, "--gres=gpu:%d --exclusive slurmgpu probe" % g.gpus) + ", or: slurmgpu discover --probe"
+    amap = affinity_map(probe, g.gpus) if probe is not None else None
+    if amap is not None:
+        return Value(amap.to_dict(), "probe of %s: sysfs NUMA nodes and the GPUs' PCI placement" % probe.hostname)  # type: ignore[union-attr]
+    why = "not probed" if probe is None else "probe of %s could not place every GPU on a NUMA node" % probe.hostname
+    return Value({"unknown": why}, "no CPU binding until the map is known (find it with: %s)" % how, todo=True)
 
 
 @dataclass(frozen=True)

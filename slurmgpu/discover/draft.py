@@ -91,6 +91,8 @@ def _field(key: str, val: Value, indent: str) -> List[str]:
         lines = ["%s%s:%s" % (indent, key, c)]
         lines.extend("%s  - %s" % (indent, _flow(item)) for item in v)
         return lines
+    if isinstance(v, Mapping) and v and any(isinstance(x, (Mapping, list, tuple)) for x in v.values()):
+        return ["%s%s: %s%s" % (indent, key, _flow(v), c)]  # nested (the affinity map): one flow mapping
     if isinstance(v, Mapping) and v:
         lines = ["%s%s:%s" % (indent, key, c)]
         lines.extend("%s  %s: %s" % (indent, scalar(k), scalar(x)) for k, x in v.items())

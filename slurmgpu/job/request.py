@@ -16,6 +16,7 @@ from ..plan import Layout
 from ..plan.placement import RANK_SOURCES, spans, strict_kinds
 from ..render import PATH_VARS, TemplateDir, comment, render
 from ..site import NodeType, Partition, Site, preset_dir
+from .binding import Binding, plan_binding
 from .launchers import Launcher, Options, get_launcher
 from .serving import ServeDeployment, build_deployment
 from .sizing import Sizing, _check_size, segment_for
@@ -123,6 +124,7 @@ class RenderRequest:
     about: Tuple[str, ...] = ()
     model: Optional[str] = None  # catalogue name, read by `slurmgpu doctor` for out-of-memory advice
     serve: Optional[ServeDeployment] = None  # router / disaggregated serving: workers, ports, router
+    binding: Optional[Binding] = None  # CPU/NUMA binding per launcher from the site's map (job/binding.py)
     plan_line: Optional[str] = None  # `# slurmgpu-plan: ...`, the promised figures `slurmgpu report` reads back
 
     def context(self) -> Dict[str, Any]:
@@ -214,6 +216,11 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
             spec.source or "",
         )
     ver = _version_tuple(site.slurm_version)
+    sbatch = _sbatch(site, part, node, spec, sizing, launcher, requeue)
+    binding = plan_binding(
+        site.name, node, launcher.name, launcher.runner, layout.gpus_per_node, sbatch.cpus_per_task, tpn, user_argv
+    )
+    warnings.extend("site %s: %s" % (site.name, n) for n in (node.affinity.notes if node.affinity else ()))
     req = RenderRequest(
         version=__version__,
         template=spec.template,
@@ -235,6 +242,7 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         about=about_lines(site, node, layout, launcher, fab, sizing),
         model=getattr(sizing.model, "name", None),
         serve=serve,
+        binding=binding,
         plan_line=_plan_line(site, sizing, launcher),
     )
     return req, tuple(warnings)

@@ -107,18 +107,19 @@ class NodeReport:
             node_id=_int_field(d.get("node_id")),
         )
 
-    def record(self) -> str:
-        """What a node prints for the aggregation step: lines `SLURMGPU-PREFLIGHT NODE i/n DATA`.
+    def record(self, key: Optional[str] = None) -> str:
+        """What a node prints for the aggregation step: lines `SLURMGPU-PREFLIGHT KEY i/n DATA`.
 
         DATA is the report as zlib-compressed JSON in URL-safe base64, cut into pieces so every
         line stays under 1 KiB: srun forwards task output in 1 KiB messages and splits longer
-        lines, interleaving other nodes' output into them.
+        lines, interleaving other nodes' output into them. KEY is the node, or NODE/LOCALID for
+        one rank's record (the rank step: several tasks per node, merged by node when read).
         """
         raw = json.dumps(self.to_dict(), separators=(",", ":")).encode()
         data = base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode()
         parts = [data[i : i + RECORD_CHUNK] for i in range(0, len(data), RECORD_CHUNK)] or [""]
         return "\n".join(
-            "%s%s %d/%d %s" % (RECORD_PREFIX, self.node, i + 1, len(parts), part) for i, part in enumerate(parts)
+            "%s%s %d/%d %s" % (RECORD_PREFIX, key or self.node, i + 1, len(parts), part) for i, part in enumerate(parts)
         )
 
 
@@ -778,6 +779,70 @@ def local_addresses() -> Dict[str, List[str]]:
     return {name: [a.address for a in addrs if a.family in fams] for name, addrs in psutil.net_if_addrs().items()}
 
 
+RANK_HOWS = ("srun", "torchrun", "deepspeed", "accelerate", "vllm", "sglang")  # job/binding.py HOWS but none
+
+
+def rank_report(
+    site: Site,
+    environ: Mapping[str, str],
+    how: str,
+    opts: Options = Options(),
+    affinity: Optional[Any] = None,
+) -> Tuple[NodeReport, str]:
+    """One task of the rank step (`srun --ntasks-per-node=GPUS <the launch's binding> slurmgpu preflight
+    --ranks HOW --record`): this rank's real CPUs, memory policy, GPU NUMA node and NIC against the site
+    map. Returns the report and its record key (NODE/LOCALID)."""
+    from . import affinity as aff
+
+    node = node_name(environ)
+    nt = _node_type(site, opts, environ)
+    root = environ.get(FIXTURE_ENV)
+    sysfs = os.path.join(fixture_dir(root, node), "sys") if root else "/sys"
+    amap = nt.affinity
+    ranks = amap.ranks(nt.gpus) if amap is not None and amap.known else ()
+    local = int(environ.get("SLURM_LOCALID", "0") or 0)
+    plan = ranks[local] if local < len(ranks) else None
+    exact = how == "srun" and bool(ranks) and all(r.cpus for r in ranks)
+    facts = aff.gather_rank_facts(environ, sysfs, plan, node, how, affinity)
+    if root:  # a recorded node: this machine's cpuset memory nodes say nothing about it
+        facts = replace(facts, mems=())
+    if not ranks:
+        why = amap.unknown if amap is not None else "no affinity map"
+        findings = [
+            aff.Finding(
+                "fail",
+                "site %s, node type %s: %s" % (site.name, nt.name, why),
+                "an affinity map to check the ranks against",
+                "the script binds nothing without a map: drop --ranks, or give node_types.%s.affinity" % nt.name,
+            )
+        ]
+    else:
+        findings = aff.check_rank(facts, plan, how, exact, nt, site.name)
+    results = tuple(CheckResult(node, "affinity", f.status, f.found, f.expected, f.fix) for f in findings)
+    return NodeReport(node=node, site=site.name, results=results), "%s/%d" % (node, local)
+
+
+def check_rank_counts(agg: Aggregate, expect_nodes: Sequence[str], per_node: int) -> List[CheckResult]:
+    """A failing row for every node from which fewer than `per_node` rank records arrived."""
+    out = []
+    for node in list(expect_nodes) or sorted(agg.rank_keys):
+        got = len(agg.rank_keys.get(node, ()))
+        if got < per_node:
+            out.append(
+                CheckResult(
+                    node,
+                    "affinity",
+                    "fail",
+                    "%d of %d ranks reported" % (got, per_node),
+                    "a record from every rank",
+                    "the rank step did not start every task (see the srun errors above: a --cpu-bind Slurm "
+                    "refused?); try `srun -w %s --ntasks-per-node=%d slurmgpu preflight --ranks ...` by hand"
+                    % (node, per_node),
+                )
+            )
+    return out
+
+
 def preflight_node(site: Site, environ: Mapping[str, str], opts: Options = Options()) -> NodeReport:
     """Gather facts on this node (or the fixture) and run every check."""
     node = node_name(environ)
@@ -826,6 +891,7 @@ class Aggregate:
     missing: List[str] = field(default_factory=list)
     other_lines: List[str] = field(default_factory=list)
     job: List[CheckResult] = field(default_factory=list)  # checks across nodes (check_domain_groups)
+    rank_keys: Dict[str, List[str]] = field(default_factory=dict)  # node -> the rank records read (NODE/LOCALID)
 
     @property
     def ok(self) -> bool:
@@ -873,17 +939,35 @@ def parse_records(lines: Iterable[str], expect_nodes: Sequence[str] = ()) -> Agg
         got[k] = data
     seen: Dict[str, NodeReport] = {}
     broken: List[str] = []
-    for node, (total, got) in pieces.items():
+    for key, (total, got) in pieces.items():
+        node = key.split("/", 1)[0]  # NODE/LOCALID: one rank's record, merged into its node's
         try:
             if sorted(got) != list(range(1, total + 1)):
                 raise ValueError("%d of %d parts" % (len(got), total))
-            seen[node] = decode_record(got)
+            rep = decode_record(got)
         except (ValueError, KeyError, TypeError, zlib.error) as exc:
             broken.append(node)
-            agg.other_lines.append("unreadable preflight record from %s (%s)" % (node, exc))
+            agg.other_lines.append("unreadable preflight record from %s (%s)" % (key, exc))
+            continue
+        if "/" in key:
+            agg.rank_keys.setdefault(node, []).append(key)
+        prev = seen.get(rep.node)
+        seen[rep.node] = rep if prev is None else _merged(prev, rep)
     agg.reports = [seen[n] for n in sorted(seen)]
     agg.missing = [n for n in expect_nodes if n not in seen] + sorted(n for n in broken if n not in expect_nodes)
     return agg
+
+
+def _merged(a: NodeReport, b: NodeReport) -> NodeReport:
+    """One node's report from its node record and its ranks' records (in the order read)."""
+    return NodeReport(
+        node=a.node,
+        site=a.site or b.site,
+        results=a.results + b.results,
+        nvlink_clique=a.nvlink_clique or b.nvlink_clique,
+        task_rank=a.task_rank if a.task_rank is not None else b.task_rank,
+        node_id=a.node_id if a.node_id is not None else b.node_id,
+    )
 
 
 def render_table(agg: Aggregate, site: str = "") -> str:

@@ -18,8 +18,9 @@ import socket
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..site import Nic
+from ..site import AffinityMap, GpuAffinity, Nic, format_cpulist, parse_cpulist
 from ..slurm import Runner, SubprocessRunner
+from .affinity import GpuPlace, gpu_places, read_numa_nodes
 
 # ---------------------------------------------------------------------------
 # data
@@ -46,6 +47,8 @@ class Topology:
 
     devices: Tuple[str, ...]  # "GPU0".., NIC names resolved ("mlx5_0")
     links: Mapping[str, Mapping[str, str]]  # links[a][b] = "NV18" | "PIX" | ...
+    # the columns after the devices, per GPU row: "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"
+    affinity: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def link(self, a: str, b: str) -> str:
         return self.links.get(a, {}).get(b, "")
@@ -57,6 +60,18 @@ class Topology:
     @property
     def nics(self) -> Tuple[str, ...]:
         return tuple(d for d in self.devices if not re.fullmatch(r"GPU\d+", d))
+
+    def numa_of(self, gpu: str, column: str = "NUMA Affinity") -> Optional[int]:
+        """A GPU's NUMA column as a number (None: absent, N/A, or a range such as 0-1)."""
+        v = self.affinity.get(gpu, {}).get(column, "")
+        return int(v) if v.isdigit() else None
+
+    def nearest_nics(self, gpu: str, among: Sequence[str] = ()) -> Tuple[str, ...]:
+        """NICs on the GPU's own PCIe switch, nearest first: PIX, then PXB (`among`: limit to these)."""
+        out: List[str] = []
+        for word in ("PIX", "PXB"):
+            out.extend(n for n in self.nics if self.link(gpu, n) == word and (not among or n in among))
+        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -103,13 +118,19 @@ class ProbeResult:
     missing: Tuple[str, ...] = ()
     imex_channels: Tuple[str, ...] = ()  # /dev/nvidia-caps-imex-channels/channel* present on the node
     nvlink_clique: Optional[str] = None  # "ClusterUUID/CliqueId" all GPUs agree on (multi-node NVLink)
+    numa_nodes: Tuple[Tuple[int, str], ...] = ()  # (NUMA node, its CPUs as a cpulist; "" for memory-only nodes)
+    gpu_places: Tuple[GpuPlace, ...] = ()  # each GPU's NUMA node, CPUs and nearest NICs (node/affinity.py)
 
     def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
         d["topology"] = (
             None
             if self.topology is None
-            else {"devices": list(self.topology.devices), "links": {a: dict(b) for a, b in self.topology.links.items()}}
+            else {
+                "devices": list(self.topology.devices),
+                "links": {a: dict(b) for a, b in self.topology.links.items()},
+                "affinity": {a: dict(b) for a, b in self.topology.affinity.items()},
+            }
         )
         d["nccl_env"] = dict(self.nccl_env)
         return d
@@ -124,7 +145,7 @@ class ProbeResult:
             link=d.get("link"),
             nvlink_domain=d.get("nvlink_domain"),
             nvlinks_per_gpu=d.get("nvlinks_per_gpu"),
-            topology=None if not topo else Topology(tuple(topo["devices"]), topo["links"]),
+            topology=None if not topo else Topology(tuple(topo["devices"]), topo["links"], topo.get("affinity") or {}),
             rdma=tuple(RdmaPort(**{**r, "netdevs": tuple(r.get("netdevs") or ())}) for r in d.get("rdma") or ()),
             interfaces=tuple(NetIf(**i) for i in d.get("interfaces") or ()),
             cxi_devices=tuple(d.get("cxi_devices") or ()),
@@ -136,6 +157,8 @@ class ProbeResult:
             missing=tuple(d.get("missing") or ()),
             imex_channels=tuple(d.get("imex_channels") or ()),
             nvlink_clique=d.get("nvlink_clique"),
+            numa_nodes=tuple((int(n), str(c)) for n, c in d.get("numa_nodes") or ()),
+            gpu_places=tuple(GpuPlace(**{**g, "nics": tuple(g.get("nics") or ())}) for g in d.get("gpu_places") or ()),
         )
 
     def to_json(self) -> str:
@@ -253,7 +276,9 @@ def parse_topo_matrix(text: str) -> Topology:
         if m:
             legend[m.group(1)] = m.group(2)
     header: List[str] = []
+    extra: List[str] = []  # the column names after the devices
     rows: Dict[str, List[str]] = {}
+    tails: Dict[str, List[str]] = {}
     for line in lines:
         tokens = line.split()
         if not tokens:
@@ -262,13 +287,16 @@ def parse_topo_matrix(text: str) -> Topology:
             break
         if not header:
             if tokens[0] == "GPU0" and line[:1].isspace():
-                for tok in tokens:
-                    if tok == "CPU":  # "CPU Affinity", "NUMA Affinity", ... follow the devices
+                for i, tok in enumerate(tokens):
+                    if tok == "CPU":  # "CPU Affinity", "NUMA Affinity", "GPU NUMA ID" follow the devices
+                        rest = " ".join(tokens[i:])
+                        extra = [c for c in ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID") if c in rest]
                         break
                     header.append(tok)
             continue
         if tokens[0] in header:
             rows[tokens[0]] = [t if _LINK_WORD.match(t) else "" for t in tokens[1 : 1 + len(header)]]
+            tails[tokens[0]] = tokens[1 + len(header) :]
     if not header:
         raise ValueError("no device header (GPU0 ...) in nvidia-smi topo -m output")
     names = [legend.get(h, h) for h in header]
@@ -276,7 +304,22 @@ def parse_topo_matrix(text: str) -> Topology:
     for h, name in zip(header, names):
         vals = rows.get(h, [])
         links[name] = {names[j]: v for j, v in enumerate(vals) if v and v != "X"}
-    return Topology(tuple(names), links)
+    # GPU rows carry one value per extra column (N/A included); NIC rows have none
+    affinity = {h: dict(zip(extra, tails[h])) for h in header if tails.get(h) and re.fullmatch(r"GPU\d+", h)}
+    return Topology(tuple(names), links, affinity)
+
+
+_TOPONUMA = re.compile(r"^GPU\[(\d+)\]\s*:\s*\(Topology\)\s*Numa (Node|Affinity):\s*(-?\d+)", re.M)
+
+
+def parse_rocm_toponuma(text: str) -> Dict[int, int]:
+    """`rocm-smi --showtoponuma` -> GPU -> NUMA node ("Numa Affinity", else "Numa Node"; -1 dropped)."""
+    node: Dict[int, int] = {}
+    aff: Dict[int, int] = {}
+    for m in _TOPONUMA.finditer(text or ""):
+        (aff if m.group(2) == "Affinity" else node)[int(m.group(1))] = int(m.group(3))
+    merged = {**node, **aff}
+    return {g: n for g, n in merged.items() if n >= 0}
 
 
 def nvlink_summary(topo: Topology) -> Tuple[str, int, Optional[int]]:
@@ -584,6 +627,8 @@ def probe(
     fabric, nics, ifname, notes = classify(rdma, interfaces, cxi, topo)
     missing.extend(notes)
     env = implied_nccl_env(fabric, nics, ifname, gpus)
+    numa = read_numa_nodes(sysfs)
+    places = _locate_gpus(sysfs, runner, tool, gpus, topo, numa, nics, cxi, found, missing)
     return ProbeResult(
         hostname=hostname or os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
         gpus=tuple(gpus),
@@ -603,7 +648,94 @@ def probe(
         missing=tuple(missing),
         imex_channels=tuple(imex),
         nvlink_clique=clique,
+        numa_nodes=tuple((n, format_cpulist(c)) for n, c in sorted(numa.items())),
+        gpu_places=tuple(places),
     )
+
+
+def _locate_gpus(
+    sysfs: str,
+    runner: Runner,
+    tool: Optional[str],
+    gpus: Sequence[Gpu],
+    topo: Optional[Topology],
+    numa: Dict[int, Tuple[int, ...]],
+    nics: Sequence[Nic],
+    cxi: Sequence[str],
+    found: List[str],
+    missing: List[str],
+) -> List[GpuPlace]:
+    """Each GPU's NUMA node, CPUs and nearest NICs (sysfs first, the GPU tool's topology second)."""
+    if not numa and topo is not None:  # no sysfs NUMA tree (a recorded node, a container): the matrix's columns
+        for g in topo.gpus:
+            n, cpus = topo.numa_of(g), topo.affinity.get(g, {}).get("CPU Affinity", "")
+            try:
+                if n is not None and cpus:
+                    numa[n] = parse_cpulist(cpus)
+            except ValueError:
+                pass
+        if numa:
+            found.append(
+                "nvidia-smi topo -m: NUMA nodes %s (CPU and NUMA Affinity columns)" % ", ".join(map(str, numa))
+            )
+    with_cpus = [n for n, c in numa.items() if c]
+    if numa:
+        found.append(
+            "%s/devices/system/node: %d NUMA node%s (%d with CPUs)"
+            % (sysfs, len(numa), "" if len(numa) == 1 else "s", len(with_cpus))
+        )
+    else:
+        missing.append("%s/devices/system/node: no NUMA nodes listed" % sysfs)
+    topo_numa: Dict[int, Optional[int]] = {}
+    topo_mem: Dict[int, Optional[int]] = {}
+    nic_order: Dict[int, Tuple[str, ...]] = {}
+    compute = [n.name for n in nics if n.role == "compute"] or list(cxi)
+    if topo is not None:
+        for g in topo.gpus:
+            i = int(g[3:])
+            topo_numa[i] = topo.numa_of(g)
+            topo_mem[i] = topo.numa_of(g, "GPU NUMA ID")
+            near = topo.nearest_nics(g, compute)
+            if near:
+                nic_order[i] = near
+    elif tool == "rocm-smi":
+        r = runner.run(["rocm-smi", "--showtoponuma"], timeout=60)
+        if r.ok:
+            topo_numa.update(parse_rocm_toponuma(r.stdout))
+            found.append("rocm-smi --showtoponuma: %d GPU%s" % (len(topo_numa), "" if len(topo_numa) == 1 else "s"))
+        else:
+            missing.append(r.why())
+    bus = [g.bus_id for g in gpus] if gpus and all(g.bus_id for g in gpus) else []
+    places = gpu_places(sysfs, bus, numa, topo_numa, topo_mem, nic_order, compute, len(gpus))
+    if gpus and len(places) != len(gpus):
+        missing.append("GPU PCI devices in %s/bus/pci: %d, the GPU tool lists %d" % (sysfs, len(places), len(gpus)))
+    lost = [p.index for p in places if p.numa is None]
+    if lost:
+        missing.append(
+            "NUMA node of GPU %s not known (sysfs numa_node -1 and no topology column)" % ",".join(map(str, lost))
+        )
+    return places
+
+
+def affinity_map(r: ProbeResult, gpus: Optional[int] = None) -> Optional[AffinityMap]:
+    """The site map (node_types.X.affinity) this node implies: every GPU's NUMA node and nearest NICs,
+    the NUMA nodes' CPUs; None when a GPU's NUMA node is not known (a guess would bind wrongly)."""
+    places = list(r.gpu_places)
+    if not places or any(p.numa is None for p in places) or (gpus is not None and len(places) != gpus):
+        return None
+    numa = {n: parse_cpulist(c) for n, c in r.numa_nodes if c}
+    nic_names = {n.name for n in r.nics} | set(r.cxi_devices)
+    entries = tuple(
+        GpuAffinity(
+            gpu=p.index,
+            numa=p.numa,
+            cpus=numa.get(p.numa, ()) if p.numa is not None else (),
+            nics=tuple(n for n in p.nics if n in nic_names),
+            memory_numa=p.memory_numa,
+        )
+        for p in places
+    )
+    return AffinityMap(gpus=entries, numa_cpus=numa, source="slurmgpu probe on %s" % r.hostname, verified=True)
 
 
 DOMAIN_PREFIX = "SLURMGPU-NVL "
@@ -662,6 +794,22 @@ def describe(r: ProbeResult) -> str:
             "  multi-node NVLink domain (ClusterUUID/CliqueId): %s; IMEX channels: %s"
             % (r.nvlink_clique, ", ".join(r.imex_channels) or "none")
         )
+    if r.gpu_places:
+        out.append("  GPU -> NUMA node -> CPUs -> nearest NIC:")
+        for p in r.gpu_places:
+            out.append(
+                "    GPU%d %s  NUMA %s  CPUs %s  NIC %s%s"
+                % (
+                    p.index,
+                    p.address or "?",
+                    "?" if p.numa is None else p.numa,
+                    p.cpus or "?",
+                    ",".join(p.nics) or "-",
+                    "  (memory on CPU-less NUMA %d)" % p.memory_numa if p.memory_numa is not None else "",
+                )
+            )
+    elif r.numa_nodes:
+        out.append("  NUMA nodes: %s" % ", ".join("%d: %s" % (n, c or "no CPUs") for n, c in r.numa_nodes))
     out.append("  fabric: %s" % r.fabric)
     for n in r.nics:
         out.append("    %-10s port %d  %-10s %6g Gb/s  %s" % (n.name, n.port, n.link_layer, n.gbps, n.role))

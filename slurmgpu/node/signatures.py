@@ -607,6 +607,112 @@ CATALOGUE: Tuple[Signature, ...] = (
         "tests/test_e2e_serving.py's failing-worker job on the local Slurm cluster",
     ),
     Signature(
+        id="cpu-bind-outside-step",
+        title="Slurm refused the step's CPU binding",
+        category="scheduler",
+        priority=8,
+        patterns=(
+            r"CPU binding outside of job step allocation, allocated CPUs are: (?P<mask>0x[0-9A-Fa-f]+)",
+            r"Entire node must be allocated for (?P<bind>\S+)",
+            r"Task launch for StepId=(?P<step>\S+) failed on node (?P<node>\S+): Unable to satisfy cpu bind request",
+        ),
+        cause="slurmd would not start the step's tasks: its --cpu-bind names CPUs the step was not given"
+        "[[ (the step has {mask})]][[, or {bind} needs the whole node]]. Nothing of the program ran.",
+        fixes=(
+            "Give the step every CPU its masks name: --cpus-per-task x tasks per node must cover the node "
+            "(slurmgpu gen writes that, and no binding at all for jobs that use part of a node).",
+            "If the site map's CPU lists are wrong for these nodes, correct node_types.NAME.affinity "
+            "(`slurmgpu probe` on a node prints the map) and regenerate the script.",
+        ),
+        source="lines recorded from Slurm 22.05 and 24.11 on the local test cluster (contrib/testcluster); "
+        "wording: SchedMD/slurm src/plugins/task/affinity/dist_tasks.c",
+    ),
+    Signature(
+        id="preflight-affinity",
+        title="Preflight: a rank is not bound where the site map says",
+        category="scheduler",
+        priority=8,
+        patterns=(
+            r"^(?P<node>\S+)\s+affinity\s+FAIL\s+(?P<what>rank \d+ \(local \d+\): \S+(?: \S+)*)"
+            r"(?:\s{2,}(?P<expected>\S.*?))?\s*$",
+        ),
+        cause="The preflight's rank step found {what}[[ on {node}]][[ where the site's affinity map says {expected}]]; "
+        "the job stopped before the launcher (`slurmgpu docs affinity`).",
+        fixes=(
+            "Follow the `fix:` line under the row in the preflight table: enable task affinity in Slurm "
+            "(TaskPlugin=task/affinity or task/cgroup), give the step the node's CPUs (--cpus-per-task), or "
+            "correct node_types.NAME.affinity in the site config (`slurmgpu probe` on the node prints the map).",
+        ),
+        source="preflight table rows recorded from the local test cluster (tests/test_affinity_cluster.py)",
+    ),
+    Signature(
+        id="cpu-bind-unsupported",
+        title="--cpu-bind ignored: Slurm here does not bind tasks",
+        category="scheduler",
+        priority=40,
+        patterns=(r"srun: cluster configuration lacks support for cpu binding",),
+        cause="The cluster's TaskPlugin has no task/affinity or task/cgroup, so srun ignored --cpu-bind: every "
+        "rank may run on any CPU of its node, far from its GPU (slower host-to-device copies and collectives; "
+        "measured up to 5x in serving, NVIDIA/srt-slurm#332).",
+        fixes=(
+            "Ask the admins for TaskPlugin=task/affinity,task/cgroup in slurm.conf; `slurmgpu preflight --ranks` "
+            "shows each rank's real CPUs.",
+            "Until then bind from the launcher instead: torchrun --numa-binding=node (slurmgpu gen --launcher "
+            "torchrun writes it from the site map).",
+        ),
+        source="line recorded from Slurm 22.05 with TaskPlugin=task/none on the local test cluster",
+    ),
+    Signature(
+        id="numa-bind-invalid",
+        title="NUMA binding to CPUs or nodes that are not there",
+        category="gpu",
+        priority=9,
+        patterns=(
+            r"numa_sched_setaffinity_v2_int\(\) failed: Invalid argument",
+            r"libnuma: Warning: node argument (?P<node>\d+) is out of range",
+            r"^sched_setaffinity: Invalid argument",
+        ),
+        cause="numactl (used by torchrun --numa-binding, vLLM --numa-bind, DeepSpeed --bind_cores_to_rank) could "
+        "not bind[[ to NUMA node {node}]]: the node has no CPUs (on Grace without CDMM each GPU's memory is a "
+        "CPU-less NUMA node, which NVML reports as the GPU's; vllm-project/vllm#39361) or its CPUs are outside "
+        "the job's cpuset.",
+        fixes=(
+            "Bind by the NUMA nodes that have CPUs: the site map's (node_types.NAME.affinity; `slurmgpu probe` "
+            "on a node shows which nodes have CPUs and which hold GPU memory).",
+            "Ask for whole nodes (--exclusive) so the job's cpuset holds every CPU of the GPU's node.",
+        ),
+        source="numactl's own lines as in numactl/numactl#127; the Grace case in vllm-project/vllm#39361",
+    ),
+    Signature(
+        id="numactl-missing",
+        title="torchrun --numa-binding without numactl",
+        category="container",
+        priority=10,
+        patterns=(r"RuntimeError: numactl CLI is required for NUMA binding",),
+        cause="torchrun --numa-binding starts every worker under numactl, which the job's environment (the "
+        "container image, if any) does not have; the workers did not start.",
+        fixes=(
+            "Install numactl in the image (apt-get install numactl / dnf install numactl), or run the job with "
+            "launcher srun, where Slurm binds each task itself (--cpu-bind=mask_cpu from the site map).",
+        ),
+        source="torch 2.13 torch/numa/binding.py (_raise_if_binding_invalid)",
+    ),
+    Signature(
+        id="mpich-nic-policy",
+        title="Rank spans NUMA nodes, so Cray MPICH cannot pick its NIC",
+        category="network",
+        priority=11,
+        patterns=(r"MPICH ERROR: Unable to use a NIC_POLICY of 'NUMA'\. Rank (?P<rank>\d+) is not confined",),
+        cause="Cray MPICH's default NIC policy gives each rank the NIC of its NUMA node, and rank {rank} may run "
+        "on CPUs of several NUMA nodes: it was not bound to its GPU's node.",
+        fixes=(
+            "Bind one task per GPU to its GPU's CPUs: slurmgpu gen --launcher srun writes "
+            "--cpu-bind=mask_cpu from the site map (OLCF's note on NUMA domains gives Frontier's).",
+            "Or set MPICH_OFI_NIC_POLICY=GPU to choose the NIC by GPU instead.",
+        ),
+        source="OLCF frontier_user_guide.rst (olcf/olcf-user-docs), NIC Mapping",
+    ),
+    Signature(
         id="watchdog-timeout",
         title="NCCL collective timed out (watchdog)",
         category="network",

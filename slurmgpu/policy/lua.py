@@ -162,6 +162,10 @@ def topology_table(site: Site) -> Dict[str, Any]:
             "mode": p.policy or site.policy.mode,
             "nccl": nccl,
         }
+        amap, rule = nt.affinity, site.policy.unbound_ranks
+        if amap is not None and amap.known and (rule == "warn" or (rule == "auto" and amap.verified)):
+            # NUMA nodes with CPUs, for rule unbound-ranks (rule_binding.lua): present only where it applies
+            parts[name]["numa"] = len(set(amap.cpu_numa_nodes) | set(amap.numa_nodes))
     pol = site.policy
     from ..slurm import EXPORT_SLURM_PREFIX_FROM, slurm_version_tuple
 
@@ -178,6 +182,7 @@ def topology_table(site: Site) -> Dict[str, Any]:
         # job_desc.segment_size, which job_submit/lua allows from 25.11 (the loader checks it)
         "groups": dict(sorted(pol.groups.items())),
         "repair_segment": bool(pol.repair_segment),
+        "unbound_ranks": pol.unbound_ranks,  # warn | off: multi-node jobs that bind no rank (rule_binding.lua)
         "launchers": dict(sorted(pol.launchers.items())),
         "exempt_users": list(pol.exempt_users),
         "exempt_accounts": list(pol.exempt_accounts),

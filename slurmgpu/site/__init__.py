@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ..lazy import face
 
 if TYPE_CHECKING:
+    from .affinity import AffinityMap, GpuAffinity, RankPlan, cpu_mask, format_cpulist, parse_cpulist
     from .gpus import GPU_TABLE, GpuFacts, lookup
     from .load import load_site, resolve_site, site_from_data
     from .model import DEFAULT_SITE, LINKS, Nic, NodeType, Partition, Site, SitePreflight, SiteRequeue
@@ -17,6 +18,12 @@ if TYPE_CHECKING:
 
 # exported name -> (module, name in it)
 _EXPORTS = {
+    "AffinityMap": (".affinity", "AffinityMap"),
+    "GpuAffinity": (".affinity", "GpuAffinity"),
+    "RankPlan": (".affinity", "RankPlan"),
+    "cpu_mask": (".affinity", "cpu_mask"),
+    "format_cpulist": (".affinity", "format_cpulist"),
+    "parse_cpulist": (".affinity", "parse_cpulist"),
     "DEFAULT_SITE": (".model", "DEFAULT_SITE"),
     "GPU_TABLE": (".gpus", "GPU_TABLE"),
     "GpuFacts": (".gpus", "GpuFacts"),
@@ -38,6 +45,12 @@ _EXPORTS = {
     "site_search": (".presets", "site_search"),
 }
 __all__ = [
+    "AffinityMap",
+    "GpuAffinity",
+    "RankPlan",
+    "cpu_mask",
+    "format_cpulist",
+    "parse_cpulist",
     "DEFAULT_SITE",
     "GPU_TABLE",
     "GpuFacts",

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from ..errors import ConfigError, Issue
 from ..schema import Checker, Field, join
 from ..vocab import FABRICS, LAUNCHERS, RUNTIMES
+from .affinity import parse_affinity
 from .model import (
     GPU_REQUESTS,
     LINKS,
@@ -82,6 +83,7 @@ _NODE_FIELDS = {
     "roce_gid_index": Field("int", minimum=0),
     "roce_traffic_class": Field("int", minimum=0),
     "mnnvl": Field("str", default="auto", choices=MNNVL_MODES),
+    "affinity": Field("map"),  # GPU -> NUMA node, CPUs, NICs (site/affinity.py)
     "imex_per_segment": Field("bool", default=False),
 }
 
@@ -136,6 +138,7 @@ _POLICY_FIELDS = {
     "on_internal_error": Field("str", default="accept", choices=("accept", "reject")),
     "groups": Field("strmap", default=dict),
     "repair_segment": Field("bool", default=False),
+    "unbound_ranks": Field("str", default="auto", choices=("auto", "warn", "off")),  # rule_binding.lua
 }
 
 
@@ -399,6 +402,7 @@ def site_from_data(data: Any, path: str) -> Site:
             on_internal_error=pol["on_internal_error"],
             groups=dict(pol["groups"] or {}),
             repair_segment=bool(pol["repair_segment"]),
+            unbound_ranks=pol["unbound_ranks"],
         ),
         preflight=SitePreflight(
             min_bandwidth_fraction=float(pre["min_bandwidth_fraction"]), min_free_gb=float(pre["min_free_gb"])
@@ -493,6 +497,7 @@ def _node_type(ck: Checker, name: str, raw: Any, parent: Any) -> Optional[NodeTy
             path + ".socket_ifname",
             "fabric %s needs socket_ifname (the interface NCCL should use, e.g. hsn0 or eth0)" % fabric,
         )
+    affinity = parse_affinity(ck, v["affinity"], path + ".affinity", raw, gpus, [n.name for n in nics])
     if len(ck.issues) > n_before:
         return None
     return NodeType(
@@ -515,6 +520,7 @@ def _node_type(ck: Checker, name: str, raw: Any, parent: Any) -> Optional[NodeTy
         roce_gid_index=v["roce_gid_index"],
         roce_traffic_class=v["roce_traffic_class"],
         mnnvl=v["mnnvl"],
+        affinity=affinity,
         imex_per_segment=bool(v["imex_per_segment"]),
     )
 

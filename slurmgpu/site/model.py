@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ..errors import ConfigError, Issue
+from .affinity import AffinityMap
 from .calibration import Calibration
 
 LINKS = ("nvlink", "xgmi", "pcie")
@@ -74,6 +75,8 @@ class NodeType:
     # multi-node NVLink (nvlink_domain > gpus): "on" = IMEX channels are set up, NCCL must use the
     # rack's NVLink across trays; "off" = no IMEX, NCCL stays on the network; "auto" = NCCL decides
     mnnvl: str = "auto"
+    # GPU -> NUMA node -> CPUs -> nearest NIC(s) (site/affinity.py); None: the site says nothing
+    affinity: Optional[AffinityMap] = None
     # Slurm 25.11+ with switch/nvidia_imex and topology/block: a job of several segments asks for
     # one IMEX channel per segment (--network=unique-channel-per-segment) instead of one per job
     imex_per_segment: bool = False
@@ -116,6 +119,7 @@ class NodeType:
             "roce_gid_index": self.roce_gid_index,
             "roce_traffic_class": self.roce_traffic_class,
             "mnnvl": self.mnnvl,
+            "affinity": self.affinity.to_dict() if self.affinity is not None else None,
             "imex_per_segment": self.imex_per_segment,
         }
 
@@ -180,12 +184,16 @@ class SitePolicy:
     groups: Mapping[str, str] = field(default_factory=dict)
     # Slurm 25.11+: job_submit sets a missing --segment instead of rejecting (AdminComment says so)
     repair_segment: bool = False
+    # multi-node GPU jobs whose steps bind no rank, on nodes of several NUMA nodes: warn | off |
+    # auto (warn where the node type's affinity map is verified, i.e. read from the site's own nodes)
+    unbound_ranks: str = "auto"
 
     def to_dict(self) -> Dict[str, Any]:
         return {
             "mode": self.mode,
             "groups": dict(self.groups),
             "repair_segment": self.repair_segment,
+            "unbound_ranks": self.unbound_ranks,
             "launchers": dict(self.launchers),
             "exempt_users": list(self.exempt_users),
             "exempt_accounts": list(self.exempt_accounts),

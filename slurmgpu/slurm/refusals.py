@@ -17,9 +17,9 @@ Seen live on the test cluster (Slurm 22.05.8 and 24.11.5, `sbatch` and `sbatch -
 * `-p gpu4 --gpus-per-node=8` on 4-GPU nodes, more CPUs or memory per node than the nodes
   have -> "sbatch: error: Batch job submission failed: Requested node configuration is not
   available" (exit 1); a held job (-H) is accepted instead and pends for ever.
-* more nodes than the partition has: 22.05 accepts it (EnforcePartLimits=NO, the default) and it
-  pends with Reason=PartitionConfig for ever (a warning); 24.11 refuses it ("Requested node
-  configuration is not available").
+* more nodes than the partition has: 22.05 and 26.05 accept it (EnforcePartLimits=NO, the
+  default) and it pends with Reason=PartitionConfig for ever (a warning); 24.11 refuses it
+  ("Requested node configuration is not available").
 
 Plain data in, plain data out: the site's figures come in as PartitionFacts, so this module
 knows no site config (slurm imports only root modules).
@@ -35,7 +35,9 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from .sbatch import TIME_UNLIMITED, Stray, Version, slurm_version_tuple, time_seconds
 
 Where = Tuple[str, Optional[int]]
-PARTITION_NODES_REFUSED_FROM = (24, 11, 0)  # more nodes than the partition: refused, not left pending
+# more nodes than the partition: refused, not left pending, from 24.11 until 26.05 (26.05.5 accepts it again)
+PARTITION_NODES_REFUSED_FROM = (24, 11, 0)
+PARTITION_NODES_REFUSED_UNTIL = (26, 5, 0)
 
 
 @dataclass(frozen=True)
@@ -214,7 +216,7 @@ def _too_many_nodes(req: Request) -> Optional[str]:
 
 
 def _node_count_pends(req: Request) -> Iterable[Refusal]:
-    """22.05: more nodes than the partition has is accepted under EnforcePartLimits=NO (the default)
+    """22.05 and 26.05: more nodes than the partition has is accepted under EnforcePartLimits=NO (the default)
     and pends for ever (Reason=PartitionConfig)."""
     why = _too_many_nodes(req)
     if why:
@@ -229,7 +231,7 @@ def _node_count_pends(req: Request) -> Iterable[Refusal]:
 
 
 def _node_count_refused(req: Request) -> Iterable[Refusal]:
-    """24.11: the same request is refused at submission, EnforcePartLimits=NO or not."""
+    """24.11 (not 26.05): the same request is refused at submission, EnforcePartLimits=NO or not."""
     why = _too_many_nodes(req)
     if why:
         yield Refusal(
@@ -244,9 +246,17 @@ RULES: List[Rule] = [
     Rule("invalid-directive", "sbatch", _strays),
     Rule("invalid-time", "sbatch", _time),
     Rule("node-configuration", "slurmctld", _node_config),
-    # seen: 22.05.8 accepts (pending for ever), 24.11.5 refuses; the releases between are unverified
+    # seen: 22.05.8 and 26.05.5 accept (pending for ever), 24.11.5 refuses; the releases between are unverified
     Rule("partition-nodes", "slurmctld", _node_count_pends, until=PARTITION_NODES_REFUSED_FROM, seen=("22.05",)),
-    Rule("partition-nodes", "slurmctld", _node_count_refused, since=PARTITION_NODES_REFUSED_FROM, seen=("24.11",)),
+    Rule(
+        "partition-nodes",
+        "slurmctld",
+        _node_count_refused,
+        since=PARTITION_NODES_REFUSED_FROM,
+        until=PARTITION_NODES_REFUSED_UNTIL,
+        seen=("24.11",),
+    ),
+    Rule("partition-nodes", "slurmctld", _node_count_pends, since=PARTITION_NODES_REFUSED_UNTIL, seen=("26.05",)),
 ]
 
 

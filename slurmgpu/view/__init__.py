@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence, Set
 
-from .figure import DETAIL_NODES, Marks, Topology, crossings, svg
+from .figure import DETAIL_NODES, Marks, Topology, binding_rows, crossings, svg
 from .page import check_page, doctor_page, fix_layout, plan_page, report_page
 
 _RANK_RES = (
@@ -43,6 +43,7 @@ __all__ = [
     "DETAIL_NODES",
     "Marks",
     "Topology",
+    "binding_rows",
     "check_page",
     "crossings",
     "doctor_marks",

@@ -16,7 +16,7 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from ..plan.layout import GROUP_KINDS, Layout, expert_tp, tp_groups
 from ..plan.placement import group_index
-from ..site import NodeType
+from ..site import NodeType, RankPlan
 
 # Colour-blind-friendly palette without red (red is kept for what is wrong).
 PALETTE = (
@@ -72,6 +72,10 @@ class Topology:
     fabric: str  # e.g. "8 x 400 Gb/s InfiniBand per node"
     node_type: str = ""
     node_names: Tuple[str, ...] = ()
+    # per local rank: (GPU, NUMA node, CPUs, NICs) from the site's affinity map, and what binds them
+    # (gen: the launcher's binding note; plan: the map alone)
+    binding: Tuple[Tuple[int, str, str, str], ...] = ()
+    binding_note: str = ""
 
     @classmethod
     def of(
@@ -88,6 +92,17 @@ class Topology:
         dn = nt.domain_nodes
         if segment and dn > 1:
             dn = min(dn, segment)
+        amap = nt.affinity
+        ranks = amap.ranks(gpus_per_node) if amap is not None and amap.known and gpus_per_node == nt.gpus else ()
+        if amap is None or not amap.known:
+            note = "no GPU/NUMA/CPU map for node type %s%s" % (nt.name, ": %s" % amap.unknown if amap else "")
+        elif not ranks:
+            note = "the job uses part of a node: which GPUs it gets (and so their CPUs) is known only at run time"
+        else:
+            note = "the site map (%s: %s); how each launcher applies it: `slurmgpu docs affinity`" % (
+                amap.label(),
+                amap.source,
+            )
         return cls(
             gpus_per_node=gpus_per_node,
             domain_nodes=dn,
@@ -95,7 +110,14 @@ class Topology:
             fabric=fabric,
             node_type="%s (%s)" % (nt.name, nt.gpu_model),
             node_names=tuple(node_names),
+            binding=binding_rows(ranks),
+            binding_note=note,
         )
+
+
+def binding_rows(ranks: Sequence[RankPlan]) -> Tuple[Tuple[int, str, str, str], ...]:
+    """(GPU, NUMA node, CPUs, NICs) per local rank, as the binding table prints them."""
+    return tuple((r.gpu, "-" if r.numa is None else str(r.numa), r.cpulist, ", ".join(r.nics) or "-") for r in ranks)
 
 
 @dataclass(frozen=True)

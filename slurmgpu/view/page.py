@@ -354,6 +354,22 @@ def _list(title: str, lines: Sequence[str], cls: str = "") -> str:
     )
 
 
+def _binding_section(topo: Topology) -> str:
+    """Which CPUs and NIC each GPU's rank uses (the same on every node), and what binds them."""
+    head = "<h2>CPUs and NIC per GPU</h2><p>%s</p>" % escape(topo.binding_note or "no binding")
+    if not topo.binding:
+        return head
+    rows = "".join(
+        '<tr><td>%d</td><td>%d</td><td>%s</td><td class="l">%s</td><td class="l">%s</td></tr>'
+        % (i, gpu, escape(numa), escape(cpus), escape(nics))
+        for i, (gpu, numa, cpus, nics) in enumerate(topo.binding)
+    )
+    return (
+        head + '<table class="binding"><thead><tr><th>local rank</th><th>GPU</th><th>NUMA node</th>'
+        '<th class="l">CPUs</th><th class="l">NIC</th></tr></thead><tbody>%s</tbody></table>' % rows
+    )
+
+
 def _crossing_words(lay: Layout, topo: Topology) -> List[str]:
     cross = crossings(lay, topo)
     if not cross:
@@ -410,6 +426,7 @@ def plan_page(plan: Plan, topo: Topology) -> str:
         _time_section(plan),
         _traffic_section(plan),
         _alternatives_section(plan),
+        _binding_section(topo),
         _list("Why this layout", list(plan.explanation)),
         _list("Notes", list(plan.notes)),
     ]
@@ -467,7 +484,7 @@ def check_page(
             "Suggested fix: TP=%d with PP=%d%s keeps every TP group inside one NVLink domain on the same %d GPUs."
             % (fix.tp, fix.pp, escape(fix_note), fix.nodes * fix.gpus_per_node)
         )
-    after = [_list("Why it was rejected", messages, "bad"), _list("Warnings", warnings)]
+    after = [_list("Why it was rejected", messages, "bad"), _list("Warnings", warnings), _binding_section(topo)]
     lays = [submitted] + ([fix] if fix is not None else [])
     return _view(heading, intro, figures, lays, [a for a in after if a])
 

@@ -40,6 +40,8 @@ MASTER_ADDR=${SLURMGPU_HOSTS%%$'\n'*}
 MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
 export MASTER_ADDR MASTER_PORT
 
+# --- CPU/NUMA binding: none: no GPU/NUMA/CPU map for site aws-p5, node type p5-48xlarge (no public p5.48xlarge GPU-to-NUMA capture was found; run `slurmgpu discover --probe` on an instance); nothing is bound rather than guessed ---
+
 # --- fingerprint: what this run ran with (one line in the log, read by `slurmgpu report`) ---
 SLURMGPU_ENV=$(python3 -c 'import hashlib,importlib.metadata as m,re
 d,t={},set()

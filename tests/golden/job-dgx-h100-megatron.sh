@@ -54,12 +54,14 @@ MASTER_ADDR=${SLURMGPU_HOSTS%%$'\n'*}
 MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
 export MASTER_ADDR MASTER_PORT
 
-# --- preflight: check every node (GPUs, fabric, environment) before the launch ---
-srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --distribution=block \
+# --- preflight: check every node (GPUs, fabric, environment) and every rank's CPU/NUMA/NIC binding before the launch ---
+{ srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --distribution=block \
     --kill-on-bad-exit=0 \
-    "${SLURMGPU_BIN:-slurmgpu}" preflight --site dgx-h100 --record \
+    "${SLURMGPU_BIN:-slurmgpu}" preflight --site dgx-h100 --record
+  srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$((SLURM_JOB_NUM_NODES * 8))" --ntasks-per-node=8 --kill-on-bad-exit=0 \
+    --cpus-per-task=28 --cpu-bind=none "${SLURMGPU_BIN:-slurmgpu}" preflight --site dgx-h100 --ranks torchrun --record; } \
   | "${SLURMGPU_BIN:-slurmgpu}" preflight --site dgx-h100 --aggregate - --nodes "$SLURM_JOB_NODELIST" \
-      --stamp '# slurmgpu: site=dgx-h100 tp=8 pp=2 dp=1 cp=1 ep=1 nodes=2 gpus_per_node=8' --rank-source hostname \
+      --stamp '# slurmgpu: site=dgx-h100 tp=8 pp=2 dp=1 cp=1 ep=1 nodes=2 gpus_per_node=8' --rank-source hostname --ranks-per-node 8 \
   || { echo "slurmgpu: preflight failed on this allocation; the launcher was not started" >&2; exit 1; }
 
 # --- long job: checkpoint and requeue, at most 3 times ---
@@ -102,6 +104,16 @@ slurmgpu_after_step() {
 trap slurmgpu_checkpoint_signal USR2
 trap 'SLURMGPU_TERMINATED=1' TERM
 
+# --- CPU/NUMA binding: torchrun --numa-binding=node: each worker on its GPU's NUMA node (torch 2.9+, needs numactl); expected: map of site dgx-h100, node type dgx-h100 (unverified: DGX H100 nvidia-smi topo -m (vllm-project/vllm#13855) and DGX H100 User Guide HCA table) ---
+# local rank 0: GPU 0, NUMA node 0, CPUs 0-55,112-167, NIC mlx5_0
+# local rank 1: GPU 1, NUMA node 0, CPUs 0-55,112-167, NIC mlx5_3
+# local rank 2: GPU 2, NUMA node 0, CPUs 0-55,112-167, NIC mlx5_4
+# local rank 3: GPU 3, NUMA node 0, CPUs 0-55,112-167, NIC mlx5_5
+# local rank 4: GPU 4, NUMA node 1, CPUs 56-111,168-223, NIC mlx5_6
+# local rank 5: GPU 5, NUMA node 1, CPUs 56-111,168-223, NIC mlx5_9
+# local rank 6: GPU 6, NUMA node 1, CPUs 56-111,168-223, NIC mlx5_10
+# local rank 7: GPU 7, NUMA node 1, CPUs 56-111,168-223, NIC mlx5_11
+
 # --- fingerprint: what this run ran with (one line in the log, read by `slurmgpu report`) ---
 SLURMGPU_ENV="image=$SLURMGPU_IMAGE"
 echo "# slurmgpu-env: nodes=$SLURM_JOB_NODELIST $SLURMGPU_ENV"
@@ -114,6 +126,7 @@ srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 \
   torchrun \
     --nnodes=2 --nproc-per-node=8 \
     --rdzv-id="$SLURM_JOB_ID" --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" \
+    --numa-binding=node \
     --signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT --shutdown-timeout=1078 \
     pretrain_gpt.py \
     --num-layers 80 \

@@ -49,13 +49,25 @@ MASTER_ADDR=${SLURMGPU_HOSTS%%$'\n'*}
 MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
 export MASTER_ADDR MASTER_PORT
 
-# --- preflight: check every node (GPUs, fabric, environment) before the launch ---
-srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --distribution=block \
+# --- preflight: check every node (GPUs, fabric, environment) and every rank's CPU/NUMA/NIC binding before the launch ---
+{ srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --distribution=block \
     --kill-on-bad-exit=0 \
-    "${SLURMGPU_BIN:-slurmgpu}" preflight --site frontier --record \
+    "${SLURMGPU_BIN:-slurmgpu}" preflight --site frontier --record
+  srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$((SLURM_JOB_NUM_NODES * 8))" --ntasks-per-node=8 --kill-on-bad-exit=0 \
+    --cpus-per-task=7 --cpu-bind=none "${SLURMGPU_BIN:-slurmgpu}" preflight --site frontier --ranks vllm --record; } \
   | "${SLURMGPU_BIN:-slurmgpu}" preflight --site frontier --aggregate - --nodes "$SLURM_JOB_NODELIST" \
-      --stamp '# slurmgpu: site=frontier tp=8 pp=2 dp=1 cp=1 ep=1 nodes=2 gpus_per_node=8' --rank-source nodeid \
+      --stamp '# slurmgpu: site=frontier tp=8 pp=2 dp=1 cp=1 ep=1 nodes=2 gpus_per_node=8' --rank-source nodeid --ranks-per-node 8 \
   || { echo "slurmgpu: preflight failed on this allocation; the launcher was not started" >&2; exit 1; }
+
+# --- CPU/NUMA binding: vLLM --numa-bind --numa-bind-nodes: each GPU worker on its GPU's NUMA node (needs numactl), from the map of site frontier, node type frontier (unverified: OLCF frontier_user_guide.rst (Note on NUMA domains, low-noise mode)) ---
+# local rank 0: GPU 0, NUMA node 3, CPUs 49-55
+# local rank 1: GPU 1, NUMA node 3, CPUs 57-63
+# local rank 2: GPU 2, NUMA node 1, CPUs 17-23
+# local rank 3: GPU 3, NUMA node 1, CPUs 25-31
+# local rank 4: GPU 4, NUMA node 0, CPUs 1-7
+# local rank 5: GPU 5, NUMA node 0, CPUs 9-15
+# local rank 6: GPU 6, NUMA node 2, CPUs 33-39
+# local rank 7: GPU 7, NUMA node 2, CPUs 41-47
 
 # --- fingerprint: what this run ran with (one line in the log, read by `slurmgpu report`) ---
 SLURMGPU_ENV=$(python3 -c 'import hashlib,importlib.metadata as m,re
@@ -78,4 +90,5 @@ srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 \
     --tensor-parallel-size 8 \
     --pipeline-parallel-size 2 \
     --nnodes 2 \
+    --numa-bind --numa-bind-nodes 3 3 1 1 0 0 2 2 \
     --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT"

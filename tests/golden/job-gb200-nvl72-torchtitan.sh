@@ -57,13 +57,21 @@ MASTER_ADDR=${SLURMGPU_HOSTS%%$'\n'*}
 MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
 export MASTER_ADDR MASTER_PORT
 
-# --- preflight: check every node (GPUs, fabric, environment) before the launch ---
-srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --distribution=block \
+# --- preflight: check every node (GPUs, fabric, environment) and every rank's CPU/NUMA/NIC binding before the launch ---
+{ srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --distribution=block \
     --kill-on-bad-exit=0 \
-    "${SLURMGPU_BIN:-slurmgpu}" preflight --site gb200-nvl72 --record \
+    "${SLURMGPU_BIN:-slurmgpu}" preflight --site gb200-nvl72 --record
+  srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$((SLURM_JOB_NUM_NODES * 4))" --ntasks-per-node=4 --kill-on-bad-exit=0 \
+    --cpus-per-task=36 --cpu-bind=none "${SLURMGPU_BIN:-slurmgpu}" preflight --site gb200-nvl72 --ranks torchrun --record; } \
   | "${SLURMGPU_BIN:-slurmgpu}" preflight --site gb200-nvl72 --aggregate - --nodes "$SLURM_JOB_NODELIST" \
-      --stamp '# slurmgpu: site=gb200-nvl72 tp=8 pp=1 dp=2 cp=1 ep=1 nodes=4 gpus_per_node=4' --rank-source hostname \
+      --stamp '# slurmgpu: site=gb200-nvl72 tp=8 pp=1 dp=2 cp=1 ep=1 nodes=4 gpus_per_node=4' --rank-source hostname --ranks-per-node 4 \
   || { echo "slurmgpu: preflight failed on this allocation; the launcher was not started" >&2; exit 1; }
+
+# --- CPU/NUMA binding: torchrun --numa-binding=node: each worker on its GPU's NUMA node (torch 2.9+, needs numactl); expected: map of site gb200-nvl72, node type gb200-tray (unverified: srt-slurm PR 164 (GB200 tray NUMA layout); HCA order from the Mission Control port table) ---
+# local rank 0: GPU 0, NUMA node 0, CPUs 0-71, NIC mlx5_0
+# local rank 1: GPU 1, NUMA node 0, CPUs 0-71, NIC mlx5_1
+# local rank 2: GPU 2, NUMA node 1, CPUs 72-143, NIC mlx5_4
+# local rank 3: GPU 3, NUMA node 1, CPUs 72-143, NIC mlx5_5
 
 # --- fingerprint: what this run ran with (one line in the log, read by `slurmgpu report`) ---
 SLURMGPU_ENV="image=$SLURMGPU_IMAGE"
@@ -77,6 +85,7 @@ srun --nodes=4 --ntasks-per-node=1 --kill-on-bad-exit=1 \
   torchrun \
     --nnodes=4 --nproc-per-node=4 \
     --rdzv-id="$SLURM_JOB_ID" --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" \
+    --numa-binding=node \
     -m torchtitan.train \
     --module llama3 \
     --config llama3_70b \

@@ -53,6 +53,8 @@ srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per
       --stamp '# slurmgpu: site=hgx-h100-roce tp=1 pp=1 dp=16 cp=1 ep=1 nodes=2 gpus_per_node=8' --rank-source nodeid \
   || { echo "slurmgpu: preflight failed on this allocation; the launcher was not started" >&2; exit 1; }
 
+# --- CPU/NUMA binding: none: no GPU/NUMA/CPU map for site hgx-h100-roce, node type hgx-h100 (HGX servers differ by vendor; run `slurmgpu discover --probe` on one of your nodes); nothing is bound rather than guessed ---
+
 # --- fingerprint: what this run ran with (one line in the log, read by `slurmgpu report`) ---
 SLURMGPU_ENV=$(python3 -c 'import hashlib,importlib.metadata as m,re
 d,t={},set()

@@ -57,13 +57,25 @@ MASTER_ADDR=${SLURMGPU_HOSTS%%$'\n'*}
 MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
 export MASTER_ADDR MASTER_PORT
 
-# --- preflight: check every node (GPUs, fabric, environment) before the launch ---
-srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --distribution=block \
+# --- preflight: check every node (GPUs, fabric, environment) and every rank's CPU/NUMA/NIC binding before the launch ---
+{ srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --distribution=block \
     --kill-on-bad-exit=0 \
-    "${SLURMGPU_BIN:-slurmgpu}" preflight --site lumi-g --record \
+    "${SLURMGPU_BIN:-slurmgpu}" preflight --site lumi-g --record
+  srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$((SLURM_JOB_NUM_NODES * 8))" --ntasks-per-node=8 --kill-on-bad-exit=0 \
+    --cpus-per-task=7 --cpu-bind=none "${SLURMGPU_BIN:-slurmgpu}" preflight --site lumi-g --ranks sglang --record; } \
   | "${SLURMGPU_BIN:-slurmgpu}" preflight --site lumi-g --aggregate - --nodes "$SLURM_JOB_NODELIST" \
-      --stamp '# slurmgpu: site=lumi-g tp=8 pp=2 dp=1 cp=1 ep=1 nodes=2 gpus_per_node=8' --rank-source nodeid \
+      --stamp '# slurmgpu: site=lumi-g tp=8 pp=2 dp=1 cp=1 ep=1 nodes=2 gpus_per_node=8' --rank-source nodeid --ranks-per-node 8 \
   || { echo "slurmgpu: preflight failed on this allocation; the launcher was not started" >&2; exit 1; }
+
+# --- CPU/NUMA binding: SGLang --numa-node: each GPU's scheduler process on its GPU's NUMA node (libnuma), from the map of site lumi-g, node type lumi-g (unverified: LUMI lumig-job.md (map_cpu list) and OLCF frontier_user_guide.rst (same node design)) ---
+# local rank 0: GPU 0, NUMA node 3, CPUs 49-55
+# local rank 1: GPU 1, NUMA node 3, CPUs 57-63
+# local rank 2: GPU 2, NUMA node 1, CPUs 17-23
+# local rank 3: GPU 3, NUMA node 1, CPUs 25-31
+# local rank 4: GPU 4, NUMA node 0, CPUs 1-7
+# local rank 5: GPU 5, NUMA node 0, CPUs 9-15
+# local rank 6: GPU 6, NUMA node 2, CPUs 33-39
+# local rank 7: GPU 7, NUMA node 2, CPUs 41-47
 
 # --- fingerprint: what this run ran with (one line in the log, read by `slurmgpu report`) ---
 SLURMGPU_ENV="image=$SLURMGPU_IMAGE"
@@ -82,4 +94,5 @@ srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 \
     --pp-size 2 \
     --nnodes 2 \
     --host 0.0.0.0 \
+    --numa-node 3 3 1 1 0 0 2 2 \
     --dist-init-addr "$MASTER_ADDR:$MASTER_PORT"

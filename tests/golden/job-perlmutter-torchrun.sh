@@ -54,13 +54,21 @@ MASTER_ADDR=${SLURMGPU_HOSTS%%$'\n'*}
 MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
 export MASTER_ADDR MASTER_PORT
 
-# --- preflight: check every node (GPUs, fabric, environment) before the launch ---
-srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --distribution=block \
+# --- preflight: check every node (GPUs, fabric, environment) and every rank's CPU/NUMA/NIC binding before the launch ---
+{ srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --distribution=block \
     --kill-on-bad-exit=0 \
-    "${SLURMGPU_BIN:-slurmgpu}" preflight --site perlmutter --record \
+    "${SLURMGPU_BIN:-slurmgpu}" preflight --site perlmutter --record
+  srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$((SLURM_JOB_NUM_NODES * 4))" --ntasks-per-node=4 --kill-on-bad-exit=0 \
+    --cpus-per-task=32 --cpu-bind=none "${SLURMGPU_BIN:-slurmgpu}" preflight --site perlmutter --ranks torchrun --record; } \
   | "${SLURMGPU_BIN:-slurmgpu}" preflight --site perlmutter --aggregate - --nodes "$SLURM_JOB_NODELIST" \
-      --stamp '# slurmgpu: site=perlmutter tp=1 pp=1 dp=16 cp=1 ep=1 nodes=4 gpus_per_node=4' --rank-source hostname \
+      --stamp '# slurmgpu: site=perlmutter tp=1 pp=1 dp=16 cp=1 ep=1 nodes=4 gpus_per_node=4' --rank-source hostname --ranks-per-node 4 \
   || { echo "slurmgpu: preflight failed on this allocation; the launcher was not started" >&2; exit 1; }
+
+# --- CPU/NUMA binding: torchrun --numa-binding=node: each worker on its GPU's NUMA node (torch 2.9+, needs numactl); expected: map of site perlmutter, node type a100-40gb (unverified: Perlmutter job scripts using --cpu-bind=map_ldom:3,2,1,0 [3P]; EPYC 7763 NPS4 numbering) ---
+# local rank 0: GPU 0, NUMA node 3, CPUs 48-63,112-127
+# local rank 1: GPU 1, NUMA node 2, CPUs 32-47,96-111
+# local rank 2: GPU 2, NUMA node 1, CPUs 16-31,80-95
+# local rank 3: GPU 3, NUMA node 0, CPUs 0-15,64-79
 
 # --- fingerprint: what this run ran with (one line in the log, read by `slurmgpu report`) ---
 SLURMGPU_ENV=$(python3 -c 'import hashlib,importlib.metadata as m,re
@@ -77,5 +85,6 @@ srun --nodes=4 --ntasks-per-node=1 --kill-on-bad-exit=1 \
   torchrun \
     --nnodes=4 --nproc-per-node=4 \
     --rdzv-id="$SLURM_JOB_ID" --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" \
+    --numa-binding=node \
     train.py \
     --config cfg.yaml

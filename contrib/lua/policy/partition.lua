@@ -16,6 +16,7 @@ local rule_external_gpu_job = import("rule_external", "external_gpu_job")
 local rule_tp_branch_spans, rule_gpus_below_layout, rule_world_mismatch, rule_no_gpus, rule_pcie_multinode,
   rule_nccl_env_missing = import("rule_advice", "tp_branch_spans", "gpus_below_layout", "world_mismatch",
   "no_gpus", "pcie_multinode", "nccl_env_missing")
+local rule_unbound_ranks = import("rule_binding", "unbound_ranks")
 
 -- Ranks per node, the launcher's view: torchrun --nproc-per-node, srun --ntasks-per-node on
 -- the launch line, the job's --ntasks-per-node, else one rank per GPU.
@@ -91,6 +92,7 @@ local function check_partition(ctx, pname, part)
   rule_no_gpus(ctx, f, out)
   rule_pcie_multinode(ctx, f, out)
   rule_nccl_env_missing(ctx, f, out)
+  rule_unbound_ranks(ctx, f, out)
   return out, f.L
 end
 

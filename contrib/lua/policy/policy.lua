@@ -37,6 +37,7 @@ Where each rule lives (the rule id a rejection names -> module):
   scan-truncated                              rule_scan.lua
   tp-branch-spans, gpus-below-layout, world-mismatch, no-gpus, pcie-multinode,
   nccl-env-missing (warnings only)            rule_advice.lua
+  unbound-ranks (warning only)                rule_binding.lua
   het-step                                    het.lua
   external-gpu-job                            rule_external.lua
 ]]
