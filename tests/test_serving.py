@@ -240,3 +240,13 @@ def test_serving_scripts_pass_bash_n_and_shellcheck_in_every_container(tmp_path)
         pytest.skip("shellcheck not installed (make deps installs it)")
     r = subprocess.run(["shellcheck", "--severity=style", "--format=gcc"] + files, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[:4000]
+
+
+def test_a_serving_deployment_claims_no_single_server_binding() -> None:
+    """One server's CPU/NUMA binding (SGLang --numa-node for GPUs 0-7) is not a worker's on GPUs 4-7:
+    the deployment neither writes it nor has preflight check it."""
+    g = gen("dgx-h100", launcher="sglang", model="llama3.1-70b", serve="router", nodes=2)
+    assert g.request.binding is None
+    assert "--numa-node" not in g.script and "CPU/NUMA binding" not in g.script and "--ranks sglang" not in g.script
+    one = gen("dgx-h100", launcher="sglang", model="llama3.1-70b", nodes=1)
+    assert one.request.binding is not None  # the aggregated server keeps its binding

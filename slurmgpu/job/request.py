@@ -217,9 +217,13 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         )
     ver = _version_tuple(site.slurm_version)
     sbatch = _sbatch(site, part, node, spec, sizing, launcher, requeue)
-    binding = plan_binding(
+    binding: Optional[Binding] = plan_binding(
         site.name, node, launcher.name, launcher.runner, layout.gpus_per_node, sbatch.cpus_per_task, tpn, user_argv
     )
+    if serve is not None:
+        # one server's binding (SGLang --numa-node per GPU of the node, vLLM's) is not each worker's: a worker
+        # on GPUs 4-7 would get GPU 0-3's NUMA nodes, and preflight would check a binding nobody applied
+        binding = None
     warnings.extend("site %s: %s" % (site.name, n) for n in (node.affinity.notes if node.affinity else ()))
     req = RenderRequest(
         version=__version__,
