@@ -33,6 +33,7 @@ from slurmgpu.plan import Capabilities, PlanRequest, make_plan  # noqa: E402
 from slurmgpu.plan.accuracy import run_class  # noqa: E402
 from slurmgpu.plan.calibrate import MeasuredRun, fit_terms, leave_one_source_out  # noqa: E402
 from slurmgpu.plan.models import ModelSpec, get_model  # noqa: E402
+from slurmgpu.plan.profile import TERMS, MemoryProfile, StageBytes  # noqa: E402
 from slurmgpu.plan.terms import DEFAULT_TERMS, PRIOR_TERMS, CostTerms  # noqa: E402
 from slurmgpu.site import load_site, preset_dir  # noqa: E402
 
@@ -176,6 +177,21 @@ def site_for(gpu: str, gpus: int):
     return _SITES[key]
 
 
+# The published runs' memory as the planner charged every job before launcher profiles: NeMo 2's
+# performance recipes (bf16 gradient sync, 16-bit master remainders: 2 + 2 + 2 + 8 B/param on ZeRO 0/1,
+# the ZeRO paper's 16 beyond). It gates only which pinned layouts fit; a profile per source's
+# framework (slurmgpu/plan/profile.py, as gen charges each launcher) is not applied here yet.
+RECIPES_MEMORY = MemoryProfile(
+    framework="NeMo 2 performance recipes",
+    stages=(
+        StageBytes(0, weights=2.0, grads=2.0, master=2.0),
+        StageBytes(1, weights=2.0, grads=2.0, master=2.0, sharded=("master", "states")),
+        StageBytes(2, weights=2.0, grads=2.0, master=4.0, sharded=("grads", "master", "states")),
+        StageBytes(3, weights=2.0, grads=2.0, master=4.0, sharded=TERMS, gathered=4.0),
+    ),
+)
+
+
 def _attention(row: Row) -> str:
     """The attention kernels the run's framework uses: torchtitan calls PyTorch SDPA (FlashAttention-2);
     NeMo, Megatron-LM, Megatron-Bridge and Meta's and DeepSeek's stacks run fused kernels."""
@@ -199,7 +215,7 @@ def request(row: Row, pinned: bool, terms: Optional[CostTerms] = None) -> PlanRe
         global_batch=row.gbs,
         precision=row.precision,
         terms=terms,
-        caps=Capabilities(selective=row.selective, attention=_attention(row)),
+        caps=Capabilities(selective=row.selective, attention=_attention(row), memory=RECIPES_MEMORY),
     )
     if not pinned:  # the layout is free; the recomputation and ZeRO stage the source states stay
         return replace(base, reference=pins_of(row), recompute=row.recompute, zero=row.zero)

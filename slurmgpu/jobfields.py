@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional, Tuple, Union
 
-from .vocab import KV_TRANSFERS, LAUNCHERS, PRECISIONS, RUNTIMES, SERVE_MODES, TASK_ALIASES, TASKS
+from .vocab import KV_TRANSFERS, LAUNCHERS, PRECISIONS, PROGRAM_DEGREES, RUNTIMES, SERVE_MODES, TASK_ALIASES, TASKS
 
 Default = Union[None, str, int, bool, Callable[[], object]]
 
@@ -232,7 +232,20 @@ FIELDS: Tuple[SpecField, ...] = (
         default=False,
         flag="--fsdp",
         cli="switch",
-        help="The program shards with FSDP (changes CUDA_DEVICE_MAX_CONNECTIONS).",
+        help="The program shards with FSDP (torchrun/srun: planned as FSDP2 instead of DDP; "
+        "changes CUDA_DEVICE_MAX_CONNECTIONS).",
+    ),
+    SpecField(
+        "implements",
+        "strlist",
+        default=tuple,
+        choices=PROGRAM_DEGREES,
+        check="implements",
+        flag="--implements",
+        metavar="LIST",
+        cli="special",
+        help="What your own program (torchrun, srun, accelerate, deepspeed) runs beyond data parallelism, "
+        "comma-separated: %s; the planner uses only these (default: none, DDP/FSDP only)." % ",".join(PROGRAM_DEGREES),
     ),
     SpecField(
         "data",

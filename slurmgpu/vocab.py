@@ -26,6 +26,8 @@ TASK_ALIASES = (
 
 # Layout degrees a job may pin (slurmgpu.yaml `parallel:`, --tp ..., the planner's pins).
 PARALLEL_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch")
+# what a program torchrun/srun/accelerate/DeepSpeed only starts may declare it runs itself (`implements:`)
+PROGRAM_DEGREES = ("tp", "pp", "cp", "ep", "recompute")
 
 # Number formats the planner sizes GEMMs and weights for.
 PRECISIONS = ("bf16", "fp16", "fp8")

@@ -56,7 +56,7 @@ def test_every_case_is_the_plan_accelerate_runs():
     checked, refused, failed, outside = 0, 0, [], []
     for case in matrix("pretrain"):
         try:
-            gen = render(case, "accelerate", command=COMMAND, parallel=DP_ONLY)
+            gen = render(case, "accelerate", command=COMMAND, parallel=DP_ONLY, implements=("recompute",))
         except ConfigError as e:
             assert "cannot run ZeRO stage 1" in str(e), str(e)
             outside.append(case.id)
@@ -69,11 +69,13 @@ def test_every_case_is_the_plan_accelerate_runs():
         if bad:
             failed.append("%s: %s" % (case.id, "; ".join(bad)))
     print("accelerate contract: %d checked, %d refused by the planner, %d failed" % (checked, refused, len(failed)))
-    assert checked >= 40, checked
+    # FSDP2 without an auto-wrap policy gathers the whole model (accelerate's NO_WRAP default), so only
+    # the 8B-class models fit as the planner charges them (tests/test_contract_memory.py)
+    assert checked >= 20, checked
     assert not failed, "\n".join(failed)
     assert not outside, "plans outside accelerate's caps (ZeRO-1): %s" % ", ".join(outside)
 
 
 def test_header_names_the_version():
-    gen = render(FIRST, "accelerate", command=COMMAND, parallel=DP_ONLY)
+    gen = render(FIRST, "accelerate", command=COMMAND, parallel=DP_ONLY, implements=("recompute",))
     assert gen is not None and adapter.TARGETS in gen.script

@@ -23,7 +23,11 @@ def torchrun_options(script: str) -> list:
     return shlex.split(text)
 
 
-@pytest.mark.parametrize("launcher,spec", [("torchrun", {"command": ("train.py",)}), ("torchtitan", {"smoke": True})])
+# the user's program declares FSDP and recomputation (as a DDP program, no matrix model fits anywhere)
+PROGRAM = {"command": ("train.py",), "fsdp": True, "implements": ("recompute",)}
+
+
+@pytest.mark.parametrize("launcher,spec", [("torchrun", PROGRAM), ("torchtitan", {"smoke": True})])
 @pytest.mark.parametrize("requeue", [False, True])
 def test_torchrun_parser_accepts_the_step(launcher: str, spec: dict, requeue: bool) -> None:
     checked = 0

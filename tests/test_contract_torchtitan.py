@@ -389,7 +389,7 @@ def test_version_choice_is_explicit() -> None:
     with pytest.raises(ConfigError, match="no version '0.4'.*0.3.0 or main"):
         render(case, "torchtitan", launcher_version="0.4", **INPUTS)
     with pytest.raises(ConfigError, match="one version only"):
-        render(case, "torchrun", launcher_version="main", command=("train.py",))
+        render(case, "torchrun", launcher_version="main", command=("train.py",), fsdp=True)
 
 
 def test_main_refuses_a_dataset_it_cannot_be_told() -> None:

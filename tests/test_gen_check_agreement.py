@@ -91,7 +91,13 @@ def _spec(case: Case) -> JobSpec:
         # one server over the whole allocation: the planner would otherwise size replicas (dp > 1),
         # which the serving launchers refuse ("pin --dp 1 or use fewer nodes")
         parallel.setdefault("dp", 1)
-    return JobSpec(
+    declared: Dict[str, object] = {}
+    if model and launcher in ("torchrun", "srun", "accelerate", "deepspeed"):
+        # a program the launcher only starts is planned as what it declares: with FSDP and recomputation
+        # llama3-8b fits these sizes as data parallelism (as plain DDP it fits nowhere)
+        declared = dict(fsdp=launcher in ("torchrun", "srun"), implements=("recompute",))
+    return JobSpec(  # type: ignore[arg-type]
+        **declared,
         name="agree",
         launcher=launcher,
         partition=pname,

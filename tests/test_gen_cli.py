@@ -142,7 +142,10 @@ def test_the_script_carries_the_planners_layout(repo):
     r = run("gen", "--model", "llama3.1-8b", "--launcher", "megatron", "--nodes", "2", "--smoke")
     assert r.exit_code == 0, r.stderr
     assert "    --mock-data \\\n" in r.stdout
-    plan = make_plan(preset("dgx-h100"), PlanRequest(model=get_model("llama3.1-8b"), nodes=2))
+    from slurmgpu.job.launchers import get_launcher, planner_caps
+
+    caps = planner_caps(get_launcher("megatron"))  # the launcher's layouts and Megatron's memory rules
+    plan = make_plan(preset("dgx-h100"), PlanRequest(model=get_model("llama3.1-8b"), nodes=2, caps=caps))
     lay = plan.layout
     assert stamp_of(r.stdout) == {
         "site": "dgx-h100",
@@ -259,7 +262,10 @@ def test_pinned_tp_across_nodes_with_a_model_gets_the_filters_words_and_a_plan(r
     r = run("gen", "--model", "llama3.1-8b", "--launcher", "megatron", "--nodes", "2", "--tp", "16")
     assert r.exit_code == 1 and r.stdout == ""
     assert "NVLink domain" in r.stderr
-    lay = make_plan(preset("dgx-h100"), PlanRequest(model=get_model("llama3.1-8b"), nodes=2)).layout
+    from slurmgpu.job.launchers import get_launcher, planner_caps
+
+    caps = planner_caps(get_launcher("megatron"))
+    lay = make_plan(preset("dgx-h100"), PlanRequest(model=get_model("llama3.1-8b"), nodes=2, caps=caps)).layout
     assert (
         "suggestion: the planner picks tp=%d pp=%d dp=%d cp=%d on 2 nodes" % (lay.tp, lay.pp, lay.dp, lay.cp)
         in r.stderr

@@ -78,7 +78,7 @@ def test_gen_and_plan_take_the_ids_users_give_weights_and_tokenizer(tmp_path, mo
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SLURMGPU_SYSTEM_SITE", str(tmp_path / "none.yaml"))
     monkeypatch.setenv("SLURMGPU_CACHE_DIR", str(tmp_path / "cache"))
-    r = CliRunner().invoke(main, ["plan", "--model", "meta-llama/Llama-3.1-70B", "--nodes", "2", "--json"])
+    r = CliRunner().invoke(main, ["plan", "--model", "meta-llama/Llama-3.1-70B", "--nodes", "4", "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["model"]["name"] == "llama3.1-70b"
     r = CliRunner().invoke(

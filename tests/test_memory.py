@@ -102,12 +102,11 @@ def _shape(tp=1, pp=1, dp=1, cp=1, ep=1, mb=1, m=8, seq=4096):
 
 def test_training_memory_model_states_match_16_bytes_per_param():
     m = get_model("llama2-7b")
-    # FSDP/DeepSpeed keep the full fp32 master: the ZeRO paper's 16 bytes
-    mem = training_memory(m, _shape(), zero=2)
-    assert (mem.weights + mem.gradients + mem.optimizer) == pytest.approx(16 * m.params / 1e9, rel=1e-9)
-    # NeMo's distributed Adam (Megatron-style plans) keeps only its 16-bit remainder: 14 bytes
-    mem = training_memory(m, _shape(), zero=0)
-    assert (mem.weights + mem.gradients + mem.optimizer) == pytest.approx(14 * m.params / 1e9, rel=1e-9)
+    # without a launcher's profile the planner charges the ZeRO paper's mixed-precision Adam: 16 bytes
+    # (each framework's own bytes: tests/test_memory_profiles.py and the contract tests)
+    for zero in (0, 1, 2):
+        mem = training_memory(m, _shape(), zero=zero)
+        assert (mem.weights + mem.gradients + mem.optimizer) == pytest.approx(16 * m.params / 1e9, rel=1e-9)
 
 
 def test_more_sharding_means_less_memory():
@@ -118,11 +117,7 @@ def test_more_sharding_means_less_memory():
     assert a > b > c
     z1 = training_memory(m, _shape(tp=8, dp=8), zero=1)
     z3 = training_memory(m, _shape(tp=8, dp=8), zero=3)
-    assert (
-        z3.weights < z1.weights
-        and z3.gradients < z1.gradients
-        and z3.optimizer == pytest.approx(z1.optimizer * 12 / 10)
-    )
+    assert z3.weights < z1.weights and z3.gradients < z1.gradients and z3.optimizer == pytest.approx(z1.optimizer)
 
 
 def test_recomputation_trades_activations():

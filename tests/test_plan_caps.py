@@ -105,7 +105,7 @@ def test_expert_parallel_stays_inside_the_shard_where_the_launcher_borrows_ep_fr
     lay = p.layout
     assert (node_shard(lay.dp, lay.cp, lay.tp, lay.gpus_per_node) * lay.cp * lay.tp) % lay.ep != 0
     assert p.zero == 3  # full sharding: dp_shard is all 64 DP ranks (before: ZeRO-1, a 2-rank shard)
-    assert plan("deepseek-v3", 32, pins=pins).zero == 1  # a launcher without the constraint keeps ZeRO-1
+    assert plan("deepseek-v3", 32, pins=pins).zero in (1, 2)  # a launcher without the constraint: not forced to 3
     # with pipeline stages too: torchtitan runs FSDP + PP (before the fix: no strategy left, "does not fit")
     staged = plan("deepseek-v3", 32, pins={"tp": 2, "pp": 4, "dp": 32, "ep": 64}, caps=caps)
     assert (staged.layout.pp, staged.zero) == (4, 3)

@@ -402,6 +402,8 @@ def test_the_fingerprint_line_does_not_change_the_launcher_the_filter_sees(launc
 
     out = tmp_path / "job.sh"
     extra = ["--smoke"] if launcher in ("megatron", "nemo", "torchtitan") else ["--", "train.py"]
+    if launcher in ("torchrun", "srun"):  # the user's program is planned as declared: as DDP, 8B fits nowhere
+        extra = ["--fsdp"] + extra
     code, text = _cli("gen", "--site", "dgx-h100", "--model", "llama3.1-8b", "--launcher", launcher, "--nodes", "2",
                       "--no-preflight", "-o", str(out), *extra)  # fmt: skip
     assert code == 0, text

@@ -250,3 +250,22 @@ def test_a_serving_deployment_claims_no_single_server_binding() -> None:
     assert "--numa-node" not in g.script and "CPU/NUMA binding" not in g.script and "--ranks sglang" not in g.script
     one = gen("dgx-h100", launcher="sglang", model="llama3.1-70b", nodes=1)
     assert one.request.binding is not None  # the aggregated server keeps its binding
+
+
+def test_workers_kv_pool_is_the_engines_own_preallocation() -> None:
+    """The worker's KV pool is what each engine's rule leaves (issue 34's profiles, plan/profile.py):
+    vLLM takes gpu_memory_utilization 0.92 of the GPU for everything, SGLang mem_fraction_static for
+    weights and KV; the serving planner reads them from the same memory terms, not its own formula."""
+    from slurmgpu.job.launchers import get_launcher, memory_profile
+    from slurmgpu.plan.memory import inference_memory
+
+    m = get_model("llama3.1-70b")
+    for engine in ("vllm", "sglang"):
+        g = gen("dgx-h100", launcher=engine, model="llama3.1-70b", serve="router", nodes=1)
+        w = g.sizing.serve.chosen.roles[0].worker  # type: ignore[union-attr]
+        prof = memory_profile(get_launcher(engine), "bf16", (), m)
+        assert prof.serve is not None
+        mb = inference_memory(m, w.tp, w.pp, 1, 1, 2048, "bf16", profile=prof, capacity_gb=80, gpu="H100-SXM5-80GB")
+        assert abs(w.kv_pool_gb - mb.kv_pool) < 1e-9 and mb.kv_pool > 0
+        if engine == "vllm":
+            assert abs(mb.reserved - 0.92 * 80) < 1e-6

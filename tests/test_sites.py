@@ -546,6 +546,7 @@ def test_plan_uses_the_repos_spec_its_site_block_and_flags(repo):
         """\
         model: llama3-70b
         task: lora
+        launcher: megatron
         nodes: 2
         sites:
           perlmutter: {nodes: 4}
@@ -560,7 +561,7 @@ def test_plan_uses_the_repos_spec_its_site_block_and_flags(repo):
     d = json.loads(run("plan", "--site", "dgx-h100", "--nodes", "4", "--task", "pretrain", "--json").stdout)
     assert d["nodes"] == 4 and d["task"] == "pretrain"
     other = repo / "other.yaml"
-    other.write_text("model: llama3.1-8b\nnodes: 1\n")
+    other.write_text("model: llama3.1-8b\nlauncher: megatron\nnodes: 1\n")
     d = json.loads(run("plan", "--spec", str(other), "--site", "dgx-h100", "--json").stdout)
     assert d["nodes"] == 1 and d["model"]["name"] == "llama3.1-8b"
 

@@ -522,6 +522,7 @@ def init_cmd(
     if placeholder:
         command = (PLACEHOLDER_PROGRAM,)
     site = _load_site(site_name, quiet=True)
+    declared = _declared_to_fit(site, launcher, model, nodes, command)
     text = scaffold(
         name=name or root.name,
         site=site.name,
@@ -533,6 +534,9 @@ def init_cmd(
         image=image,
         placeholder=placeholder,
         inputs=get_launcher(launcher).needs_inputs,
+        program=get_launcher(launcher).program,
+        fsdp=bool(declared and declared.fsdp),
+        implements=tuple(declared.implements) if declared else (),
     )
     from ..job import spec_from_text
 
@@ -554,12 +558,41 @@ def init_cmd(
             "`command:` in %s" % (PLACEHOLDER_PROGRAM, PLACEHOLDER_PROGRAM, root, SPEC_FILE),
             err=True,
         )
+    if declared is not None:
+        click.echo(
+            "slurmgpu: %s does not fit as a plain data-parallel program; slurmgpu.yaml declares %s so the "
+            "plan fits: your program must do that (or edit the spec)"
+            % (
+                model,
+                " and ".join(
+                    w
+                    for w, on in (
+                        ("fsdp: true", declared.fsdp),
+                        ("implements: [%s]" % ", ".join(declared.implements), bool(declared.implements)),
+                    )
+                    if on
+                ),
+            ),
+            err=True,
+        )
     nxt = ["slurmgpu", "gen"]
     if root != Path.cwd().resolve():
         nxt.append(str(target))
     if site_name:  # the site is not stored in the spec
         nxt += ["--site", site_name]
     click.echo("next: %s -o job.sbatch" % " ".join(shlex.quote(a) for a in nxt), err=True)
+
+
+def _declared_to_fit(site: Any, launcher: str, model: Optional[str], nodes: Optional[int], command: Any) -> Any:
+    """What init must declare for a program launcher's model to plan (job.sizing.declared_to_fit)."""
+    from ..errors import SlurmgpuError as _Err
+    from ..job import JobSpec
+    from ..job.sizing import declared_to_fit
+
+    try:
+        return declared_to_fit(site, JobSpec(launcher=launcher, model=model, nodes=nodes, command=tuple(command)))
+    except _Err:
+        return None
 
 
 @main.group("templates", cls=_Group)

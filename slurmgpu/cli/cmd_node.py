@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import click
 
@@ -367,7 +367,7 @@ def doctor_cmd(
         from ..slurm import parse_hostlist
 
         nodes = tuple(parse_hostlist(node_list))
-    d = dr.diagnose(src.text, site=site, stamp=stamp, source=src.label, nodes=nodes)
+    d = dr.diagnose(src.text, site=site, stamp=stamp, source=src.label, nodes=nodes, caps=_stamped_caps(stamp))
     if html_file:
         from .explain_out import doctor_view
 
@@ -378,3 +378,24 @@ def doctor_cmd(
         click.echo(dr.render_text(d), nl=False)
     if not d.matches:
         sys.exit(1)
+
+
+def _stamped_caps(stamp: Mapping[str, str]) -> Any:
+    """The stamped launcher's capabilities and memory rules, with what gen declared of the program
+    (the plan line's launcher, implements and ZeRO stage); None when the job names none."""
+    from ..job.launchers import LAUNCHERS, planner_caps
+
+    launcher = LAUNCHERS.get(stamp.get("launcher", ""))
+    if launcher is None:
+        return None
+    from ..errors import ConfigError
+    from ..plan import get_model
+
+    implements = tuple(x for x in stamp.get("implements", "").split(",") if x)
+    try:
+        model = get_model(stamp.get("model", ""))
+    except ConfigError:
+        model = None
+    # a program torchrun/srun start is planned as FSDP exactly when the spec said `fsdp: true` (ZeRO-3)
+    fsdp = launcher.program and stamp.get("zero") == "3"
+    return planner_caps(launcher, stamp.get("precision", "bf16"), implements, fsdp, model)

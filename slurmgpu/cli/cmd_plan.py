@@ -77,6 +77,12 @@ def models_cmd(as_json: bool) -> None:
 @alias("--spec", "the SPEC argument (slurmgpu plan FILE ...), as in gen", "spec_file", metavar="FILE")
 @click.option("--partition", help="Partition (default: the spec's, else the site's).")
 @click.option(
+    "--launcher",
+    type=click.Choice(vocab.LAUNCHERS),
+    help="Plan for this launcher's layouts and its framework's memory rules (default: the spec's; "
+    "without a spec, any layout with the ZeRO paper's mixed-precision Adam).",
+)
+@click.option(
     "--task",
     type=VocabChoice(vocab.TASKS, dict(vocab.TASK_ALIASES)),
     help="What to size for; finetune is full fine-tuning (default: the spec's, else pretrain).",
@@ -154,6 +160,7 @@ def plan_cmd(
     params: Optional[str],
     site_name: Optional[str],
     partition: Optional[str],
+    launcher: Optional[str],
     task: Optional[str],
     gpus: Optional[int],
     nodes: Optional[int],
@@ -190,7 +197,8 @@ def plan_cmd(
 
     \b
     Examples:
-      slurmgpu plan --model llama3-70b --nodes 2
+      slurmgpu plan --model llama3-70b --nodes 4
+      slurmgpu plan --model llama3-70b --nodes 2 --launcher megatron
       slurmgpu init --model llama3-70b --launcher megatron -y && slurmgpu plan slurmgpu.yaml --site perlmutter
       slurmgpu plan --model llama3-70b --task lora --nodes 2 --diagram
       slurmgpu plan --model llama3.1-405b --tokens 15T --target-days 60
@@ -214,6 +222,7 @@ def plan_cmd(
             spec_file=spec_file,
             model=model_ref,
             partition=partition,
+            launcher=launcher,
             task=task,
             gpus=gpus,
             nodes=nodes,
@@ -247,6 +256,10 @@ def plan_cmd(
     req = plan_request(
         site_obj, spec, model, zero=zero, recompute=recompute, optimizer=optimizer, target_days=target_days
     )
+    if launcher is None and spec.source is None:  # no launcher named anywhere: plan for any framework
+        from ..plan import Capabilities
+
+        req = replace(req, caps=Capabilities())
     if req.task == "inference":
         _plan_serving(site_obj, spec, model, as_json, html_file or svg_file, diagram)
         if spec.serve != "aggregated":

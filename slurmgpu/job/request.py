@@ -247,7 +247,7 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         model=getattr(sizing.model, "name", None),
         serve=serve,
         binding=binding,
-        plan_line=_plan_line(site, sizing, launcher),
+        plan_line=_plan_line(site, sizing, launcher, spec.implements),
     )
     return req, tuple(warnings)
 
@@ -264,12 +264,12 @@ def serve_program(launcher: Launcher, spec: JobSpec, sizing: Sizing, gpu_model: 
     return tuple(argv)
 
 
-def _plan_line(site: Site, sizing: Sizing, launcher: Launcher) -> Optional[str]:
+def _plan_line(site: Site, sizing: Sizing, launcher: Launcher, implements: Sequence[str] = ()) -> Optional[str]:
     if sizing.plan is None:
         return None
     from ..plan.planline import format_plan_line
 
-    return format_plan_line(site, sizing.plan, launcher.name)
+    return format_plan_line(site, sizing.plan, launcher.name, implements)
 
 
 def _requeue(site: Site, spec: JobSpec, sizing: Sizing, launcher: Launcher, warnings: List[str]) -> Optional[Requeue]:
@@ -364,6 +364,8 @@ def launch_argv(
         version=launcher.version(spec.launcher_version, spec.source or "")[0],
         gpu=gpu_model,
         gpu_fp8=_gpu_fp8(gpu_model),
+        levers=tuple(getattr(plan, "levers", ()) or ()),
+        implements=tuple(spec.implements),
     )
     try:
         planned = L.framework_args(launcher, sizing.layout, opts, user_argv)

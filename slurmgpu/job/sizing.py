@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple
 from ..errors import ConfigError, Issue, PlanError
 from ..plan import Layout
 from ..site import NodeType, Site
-from .launchers import Launcher, get_launcher
+from .launchers import Launcher, get_launcher, planner_caps
 
 if TYPE_CHECKING:
     from ..plan import ModelSpec, PlanRequest
@@ -103,8 +103,118 @@ def plan_layout(site: Site, spec: JobSpec) -> Sizing:
     from ..plan import make_plan
 
     model = _model(spec.model)
-    plan = make_plan(site, plan_request(site, spec, model))
-    return Sizing(layout=plan.layout, plan=plan, model=model, notes=tuple(plan.explanation))
+    req = plan_request(site, spec, model)
+    assumed = assumed_words(launcher, spec, req)
+    try:
+        plan = make_plan(site, req)
+    except PlanError as exc:
+        if not launcher.program or launcher.serving:
+            raise
+        raise PlanError("%s\n%s" % (exc, declaration_words(site, spec, launcher, model))) from None
+    return Sizing(
+        layout=plan.layout, plan=plan, model=model, notes=(assumed,) * bool(assumed) + tuple(plan.explanation)
+    )
+
+
+def declared_to_fit(site: Site, spec: JobSpec) -> Optional[JobSpec]:
+    """For `init`: when the spec's model does not plan as the program is declared, the declarations
+    of the usual sharded training program that make it plan: FSDP (torchrun/srun) with activation
+    checkpointing, so the spec carries to sites with smaller GPUs too; None when it plans as it is,
+    or nothing helps."""
+    launcher = get_launcher(spec.launcher)
+    if not spec.model or not launcher.program or launcher.serving:
+        return None
+    from ..plan import make_plan
+
+    model = _model(spec.model)
+    fsdp = launcher.runner in ("torchrun", "direct")
+    for alt in (spec, replace(spec, fsdp=fsdp or spec.fsdp, implements=tuple(spec.implements) + ("recompute",))):
+        try:
+            make_plan(site, plan_request(site, alt, model))
+        except PlanError:
+            continue
+        return None if alt is spec else alt
+    return None
+
+
+def declaration_words(site: Site, spec: JobSpec, launcher: Launcher, model: ModelSpec) -> str:
+    """Why a program the launcher only starts cannot be planned as it is declared, and what would fit
+    if the program ran more: the spec's declarations the planner would then use, with their plans."""
+    from ..plan import make_plan
+    from ..vocab import PROGRAM_DEGREES
+
+    tries = []
+    if launcher.runner in ("torchrun", "direct") and not spec.fsdp:
+        tries.append(("`fsdp: true` (--fsdp)", replace(spec, fsdp=True)))
+    more = tuple(k for k in PROGRAM_DEGREES if k not in spec.implements)
+    if more:
+        every = PROGRAM_DEGREES
+        fsdp = spec.fsdp or launcher.runner in ("torchrun", "direct")
+        tries.append(
+            (
+                "`implements: [%s]`%s" % (", ".join(every), " and `fsdp: true`" * (fsdp and not spec.fsdp)),
+                replace(spec, implements=every, fsdp=fsdp),
+            )
+        )
+    lines = [
+        "%s runs your own program, planned only as what the spec says it runs (%s): data parallelism%s."
+        % (
+            launcher.name,
+            ("`implements: [%s]`" % ", ".join(spec.implements)) if spec.implements else "no `implements:`",
+            " with FSDP" if spec.fsdp else (" with DDP" if launcher.runner in ("torchrun", "direct") else ""),
+        )
+    ]
+    for words, alt in tries:
+        for nodes in (alt.nodes, None) if alt.nodes is not None else (None,):
+            try:
+                p = make_plan(site, plan_request(site, replace(alt, nodes=nodes), model))
+            except PlanError:
+                continue
+            lay = p.layout
+            lines.append(
+                "If the program runs it, declare %s: the plan is then tp=%d pp=%d dp=%d cp=%d on %d node%s, "
+                "%.1f GB per GPU%s."
+                % (
+                    words,
+                    lay.tp,
+                    lay.pp,
+                    lay.dp,
+                    lay.cp,
+                    lay.nodes,
+                    "s" if lay.nodes != 1 else "",
+                    p.memory_per_gpu_gb,
+                    "" if nodes is not None or spec.nodes is None else " (the smallest allocation that fits)",
+                )
+            )
+            break
+        else:
+            continue
+        break
+    else:
+        lines.append(
+            "Even declaring %s would not fit on this site; use a framework launcher "
+            "(--launcher megatron, torchtitan or nemo) or more GPUs." % " or ".join(w for w, _ in tries)
+        )
+    return "\n".join(lines)
+
+
+def assumed_words(launcher: Launcher, spec: JobSpec, req: PlanRequest) -> str:
+    """One line: the degrees the plan may use for a program the launcher only starts, and why."""
+    if not launcher.program or launcher.serving:
+        return ""
+    caps = req.caps
+    degrees = [k.upper() for k in ("tp", "pp", "cp", "ep") if getattr(caps, k)]
+    if launcher.runner in ("torchrun", "direct"):
+        shard = "FSDP (`fsdp: true`)" if spec.fsdp else "DDP (no `fsdp: true`)"
+    else:
+        shard = "the ZeRO/FSDP sharding %s is told to run" % launcher.name
+    rec = "full recomputation" if "recompute" in spec.implements else "no recomputation"
+    declared = "`implements: [%s]`" % ", ".join(spec.implements) if spec.implements else "no `implements:`"
+    return (
+        "Assumed: %s runs your own program, so the plan uses data parallelism with %s%s and %s, as the "
+        "spec declares (%s); a program that runs more says so with `implements: [tp, pp, cp, ep, recompute]`"
+        % (launcher.name, shard, " plus " + "/".join(degrees) if degrees else "", rec, declared)
+    )
 
 
 def workload(spec: JobSpec) -> Any:
@@ -204,10 +314,12 @@ def serve_plan(site: Site, spec: JobSpec, model: ModelSpec, launcher: Launcher) 
     the same nodes; the aggregated row is make_plan's one server for `launcher` (its caps)."""
     from ..plan import make_plan
     from ..plan.serving import MODES, plan_serving
+    from .launchers import memory_profile
 
     partition = spec.partition or site.default_partition
     node = site.node_type_of(partition)
     work = workload(spec)
+    profile = memory_profile(launcher, spec.precision, (), model)  # the engine's preallocation rule
     nodes = spec.nodes
     if spec.gpus is not None:
         nodes = -(-spec.gpus // node.gpus)
@@ -223,7 +335,7 @@ def serve_plan(site: Site, spec: JobSpec, model: ModelSpec, launcher: Launcher) 
     if nodes is None and spec.serve != "aggregated":
         # the nodes the asked mode needs; every mode is then compared on them
         first = plan_serving(
-            site, model, work, spec.serve, partition, None, spec.precision, None, allowed, True, reasons
+            site, model, work, spec.serve, partition, None, spec.precision, None, allowed, True, reasons, profile
         )
         nodes = first.chosen.nodes
     agg: Tuple[Optional[Layout], str]
@@ -253,6 +365,7 @@ def serve_plan(site: Site, spec: JobSpec, model: ModelSpec, launcher: Launcher) 
         allowed,
         True,
         reasons,
+        profile,
     )
     return sp
 
@@ -276,7 +389,7 @@ def plan_request(site: Site, spec: JobSpec, model: ModelSpec, **extra: Any) -> P
         precision=spec.precision,
         tokens=spec.tokens,
         pins=dict(spec.parallel),
-        caps=replace(get_launcher(spec.launcher).caps, launcher=spec.launcher),
+        caps=planner_caps(get_launcher(spec.launcher), spec.precision, spec.implements, spec.fsdp, model),
         **extra,
     )
 

@@ -144,6 +144,7 @@ class JobSpec:
     ready_timeout: int = 1800  # serving: seconds each worker may take to become ready
     precision: str = "bf16"
     fsdp: bool = False
+    implements: Tuple[str, ...] = ()  # what the user's own program runs beyond DP (vocab.PROGRAM_DEGREES)
     data: Optional[str] = None  # what the framework trains on (path/prefix; $VARS expand on the node)
     tokenizer: Optional[str] = None
     train_iters: Optional[int] = None
@@ -181,6 +182,7 @@ class JobSpec:
             k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("container", "source", "sites", "locs")
         }
         d["command"], d["args"], d["sbatch"] = list(self.command), list(self.args), list(self.sbatch)
+        d["implements"] = list(self.implements)
         d["parallel"], d["env"] = dict(self.parallel), dict(self.env)
         d["container"] = {
             "runtime": self.container.runtime,
@@ -344,6 +346,27 @@ def check_number(v: Any) -> Optional[str]:
     return None if ok else "expected a positive number such as 3e-4 or 0.0003, got %r" % (v,)
 
 
+def check_implements(v: Any) -> Optional[str]:
+    from ..vocab import PROGRAM_DEGREES
+
+    items = [v] if isinstance(v, str) else list(v or ())
+    bad = [str(x) for x in items if x not in PROGRAM_DEGREES]
+    if bad:
+        return "expected any of %s (what your program runs itself), got %s" % (
+            ", ".join(PROGRAM_DEGREES),
+            ", ".join(repr(b) for b in bad),
+        )
+    return None
+
+
+def split_implements(values: Any) -> Tuple[str, ...]:
+    """--implements tp,pp (or repeated) -> ('tp', 'pp'), in vocab order, without repeats."""
+    from ..vocab import PROGRAM_DEGREES
+
+    items = {x.strip() for v in values for x in str(v).split(",") if x.strip()}
+    return tuple(k for k in PROGRAM_DEGREES if k in items) + tuple(sorted(items - set(PROGRAM_DEGREES)))
+
+
 def check_task(v: Any) -> Optional[str]:
     """One of vocab.TASKS or a word vocab.TASK_ALIASES reads as one (serve = inference)."""
     aliases = dict(TASK_ALIASES)
@@ -382,6 +405,7 @@ CHECKS: Dict[str, Callable[[Any], Optional[str]]] = {
     "grace": check_grace,
     "nonnegative": check_nonnegative,
     "number": check_number,
+    "implements": check_implements,
     "task": check_task,
 }
 
@@ -474,6 +498,9 @@ def spec_and_issues(data: Any, path: str, text: str = "") -> Tuple[JobSpec, List
             kw["command"] = cmd
     kw["args"] = tuple(v["args"] or ())
     _report(ck, data, "args", check_argv(kw["args"]))
+    if v["implements"]:
+        kw["implements"] = split_implements(v["implements"])
+        _report(ck, data, "implements", check_implements(kw["implements"]))
     if v["time"] is not None:
         t = v["time"]
         if isinstance(t, int) and not isinstance(t, bool):
@@ -769,6 +796,10 @@ def apply_overrides(spec: JobSpec, flags: Mapping[str, Any]) -> JobSpec:
         if value is not None and not bad("--" + key.replace("_", "-"), check_positive(value)):
             par[key] = value
     kw["parallel"] = par
+    if flags.get("implements"):
+        declared = split_implements(flags["implements"])
+        if not bad("--implements", check_implements(declared)):
+            kw["implements"] = declared
     if flags.get("command"):
         cmd = tuple(flags["command"])
         if not bad("--", check_argv(cmd)):
@@ -856,12 +887,17 @@ def scaffold(
     image: Optional[str] = None,
     placeholder: bool = False,
     inputs: Tuple[str, ...] = (),
+    program: bool = False,
+    fsdp: bool = False,
+    implements: Tuple[str, ...] = (),
 ) -> str:
     """The text of a fresh slurmgpu.yaml, commented so users see the other fields.
 
     `placeholder`: `command` is init's stand-in (PLACEHOLDER_PROGRAM), and the line says so.
     `inputs`: training inputs the launcher cannot start without: the spec starts as a smoke run
     on mock data (so `gen` works at once) with those fields commented out beside it.
+    `program`: the launcher runs the user's own program; the spec then says what it runs (`fsdp`,
+    `implements`, set where the model fits only so: the program must then do it).
     """
     import json
 
@@ -893,6 +929,17 @@ def scaffold(
         for f in inputs:
             value, note = _INPUT_EXAMPLES.get(f, ("...", f))
             lines.append("# %-36s # %s" % ("%s: %s" % (f, value), note))
+    if program:
+        lines.append(
+            ("fsdp: true                  # planned as FSDP: make your program shard with it (torch fully_shard)")
+            if fsdp
+            else "# fsdp: true                # your program shards with FSDP (planned as DDP without it)"
+        )
+        lines.append(
+            ("implements: [%s]%s# what your program runs beyond data parallelism" % (", ".join(implements), " " * 8))
+            if implements
+            else "# implements: [tp, pp]      # what your program runs beyond data parallelism (tp pp cp ep recompute)"
+        )
     lines += [
         "# parallel: {tp: 8, pp: 2}   # pin parts of the layout; the rest is planned",
         "container:",

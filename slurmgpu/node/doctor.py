@@ -20,7 +20,7 @@ from ..slurm import Runner, SubprocessRunner, parse_hostlist, parse_scontrol_rec
 from .signatures import CATALOGUE, Signature
 
 if TYPE_CHECKING:
-    from ..plan import ModelSpec
+    from ..plan import Capabilities, ModelSpec
     from ..plan.types import Plan
     from ..site import Site
 
@@ -213,7 +213,10 @@ def read_log(target: str, runner: Optional[Runner] = None) -> LogSource:
 
 def read_stamp(*texts: Optional[str]) -> Dict[str, str]:
     """Fields of the first stamp line (`# slurmgpu: k=v ...`, read as the submit filter reads it:
-    slurmgpu.stamp), plus `# slurmgpu-model: NAME`."""
+    slurmgpu.stamp), plus `# slurmgpu-model: NAME` and the plan line's words (`# slurmgpu-plan:
+    launcher=... zero=... recompute=... mbs=... gbs=... levers=...`: what the memory advice
+    recomputes the job's memory from, by its launcher's rules)."""
+    from ..plan.planline import parse_plan_line
     from ..stamp import parse_stamp
 
     out: Dict[str, str] = {}
@@ -225,6 +228,8 @@ def read_stamp(*texts: Optional[str]) -> Dict[str, str]:
         m = re.search(r"^#\s*slurmgpu-model:\s*(\S+)", text, re.M)
         if m and "model" not in out:
             out["model"] = m.group(1)
+        for k, v in (parse_plan_line(text) or {}).items():
+            out.setdefault(k, v)
     return out
 
 
@@ -433,8 +438,10 @@ def diagnose(
     source: str = "log",
     catalogue: Sequence[Signature] = CATALOGUE,
     nodes: Sequence[str] = (),
+    caps: Optional[Capabilities] = None,
 ) -> Diagnosis:
-    """Match `text`; `nodes` (the job's node list, in order) lets rank findings name their node."""
+    """Match `text`; `nodes` (the job's node list, in order) lets rank findings name their node;
+    `caps` (the stamped launcher's, with its framework's memory rules) sizes the memory advice."""
     lines = text.splitlines()
     stamp = dict(stamp or read_stamp(text))
     matches = match_lines(lines, catalogue)
@@ -442,7 +449,7 @@ def diagnose(
     if site is not None and "compute_hcas" not in ctx:  # an Ethernet-only site: sockets are its network
         matches = [m for m in matches if m.signature.id != "nccl-ib-socket-fallback"]
     by_sig = {m.signature.id: m for m in matches}
-    job = JobContext(lines=lines, nodes=tuple(nodes))
+    job = JobContext(lines=lines, nodes=tuple(nodes), caps=caps)
     for m in matches:
         vals = _values(m, ctx)
         m.cause = fill(m.signature.cause, vals)
@@ -472,6 +479,7 @@ class JobContext:
 
     lines: Sequence[str]
     nodes: Tuple[str, ...] = ()
+    caps: Optional[Capabilities] = None  # the job's launcher and its framework's memory rules (None: unknown)
 
 
 def oom_advice(m: Match, site: Optional[Site], stamp: Mapping[str, str], job: JobContext) -> List[str]:
@@ -488,7 +496,7 @@ def oom_advice(m: Match, site: Optional[Site], stamp: Mapping[str, str], job: Jo
         )
         return out
     try:
-        out.extend(memory_advice(model, stamp, site))
+        out.extend(memory_advice(model, stamp, site, job.caps))
     except SlurmgpuError as exc:
         out.append("Could not evaluate model %s: %s" % (model, str(exc).splitlines()[0]))
     return out
@@ -502,10 +510,16 @@ def _int(stamp: Mapping[str, str], *keys: str, default: int = 1) -> int:
     return default
 
 
-def memory_advice(model_name: str, stamp: Mapping[str, str], site: Optional[Site]) -> List[str]:
-    """The memory model's estimate for the stamped layout and the least-split layout of the same GPUs that fits."""
-    from ..plan import TrainShape, get_model, training_memory, usable_gb
+def memory_advice(
+    model_name: str, stamp: Mapping[str, str], site: Optional[Site], caps: Optional[Capabilities] = None
+) -> List[str]:
+    """The memory model's estimate for the stamped layout and the least-split layout of the same GPUs that fits.
 
+    With `caps` (the stamped launcher's) the estimate is its framework's, with the sharding stage,
+    recomputation and cheaper-memory flags gen planned (the `# slurmgpu-model:` line's words)."""
+    from ..plan import Capabilities, TrainShape, get_model, training_memory, usable_gb
+
+    caps = caps or Capabilities()
     model = get_model(model_name)
     tp, pp, dp = _int(stamp, "tp"), _int(stamp, "pp"), _int(stamp, "dp")
     cp, ep = _int(stamp, "cp"), _int(stamp, "ep")
@@ -513,6 +527,8 @@ def memory_advice(model_name: str, stamp: Mapping[str, str], site: Optional[Site
     seq = _int(stamp, "seq", default=model.seq)
     recompute = stamp.get("recompute", "selective")
     gbs = _int(stamp, "global_batch", "gbs", default=0)
+    zero = int(stamp["zero"]) if stamp.get("zero", "").isdigit() else (1 if dp * cp > 1 else 0)
+    levers = tuple(x for x in stamp.get("levers", "").split(",") if x)
     m_count = max(pp, gbs // (mbs * dp) if gbs else pp)
     nt = (
         site.node_type_of(stamp.get("partition"))
@@ -520,10 +536,19 @@ def memory_advice(model_name: str, stamp: Mapping[str, str], site: Optional[Site
         else (site.node_type_of() if site is not None else None)
     )
     cap = nt.gpu_memory_gb if nt is not None else None
-    est = training_memory(model, TrainShape(tp, pp, dp, cp, ep, mbs, m_count, seq), recompute=recompute)
+    gpn = _int(stamp, "gpus_per_node", default=0)
+    est = training_memory(
+        model,
+        TrainShape(tp, pp, dp, cp, ep, mbs, m_count, seq, gpn),
+        recompute=recompute,
+        zero=zero,
+        profile=caps.memory,
+        levers=levers,
+        precision=stamp.get("precision", "bf16"),
+    )
     parts = ", ".join("%s %.1f" % (n, gb) for n, gb in est.parts())
     out = [
-        "Memory estimate for %s at tp=%d pp=%d cp=%d micro_batch=%d seq=%d (%s recompute): %.1f GB per GPU "
+        "Memory estimate for %s at tp=%d pp=%d cp=%d micro_batch=%d seq=%d (%s recompute, %s%s): %.1f GB per GPU "
         "(%s)%s."
         % (
             model.name,
@@ -533,6 +558,8 @@ def memory_advice(model_name: str, stamp: Mapping[str, str], site: Optional[Site
             mbs,
             seq,
             recompute,
+            caps.memory.framework,
+            ", ZeRO-%d" % zero if zero else "",
             est.total,
             parts,
             "; the GPU has %g GB, %.0f usable" % (cap, usable_gb(cap)) if cap else "",
@@ -540,17 +567,25 @@ def memory_advice(model_name: str, stamp: Mapping[str, str], site: Optional[Site
     ]
     if site is None:
         return out
-    out.append(_planner_layout(site, model, stamp, tp * pp * dp * cp, seq, gbs))
+    out.append(_planner_layout(site, model, stamp, tp * pp * dp * cp, seq, gbs, caps))
     return out
 
 
-def _planner_layout(site: Site, model: ModelSpec, stamp: Mapping[str, str], world: int, seq: int, gbs: int) -> str:
+def _planner_layout(
+    site: Site,
+    model: ModelSpec,
+    stamp: Mapping[str, str],
+    world: int,
+    seq: int,
+    gbs: int,
+    caps: Optional[Capabilities] = None,
+) -> str:
     """The planner's choice on the job's own GPUs, else the smallest allocation it would use."""
     from ..errors import PlanError
-    from ..plan import PlanRequest, make_plan
+    from ..plan import Capabilities, PlanRequest, make_plan
 
     part = stamp.get("partition") if stamp.get("partition") in site.partitions else None
-    base = PlanRequest(model=model, partition=part, seq=seq, global_batch=gbs or None)
+    base = PlanRequest(model=model, partition=part, seq=seq, global_batch=gbs or None, caps=caps or Capabilities())
     try:
         p = make_plan(site, PlanRequest(**dict(base.__dict__, gpus=world)))
         return "The planner's layout for these %d GPUs: %s." % (world, _plan_words(p))

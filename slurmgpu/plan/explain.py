@@ -12,7 +12,7 @@ from .memory import (
     describe_split,
 )
 from .rules import _divisors, _tp_rules
-from .words import _gb, _t, recompute_words
+from .words import _gb, _mem_line, _t, recompute_words
 
 
 def _why_lost(ctx: _Ctx, alt: _Cand, best: _Cand) -> str:
@@ -181,10 +181,7 @@ def _explain_train(ctx: _Ctx, c: _Cand) -> List[str]:
         out.append("DP=1: the GPUs are all needed for model parallelism; no gradient all-reduce.")
     # memory
     mem = c.memory
-    out.append(
-        "Memory: %.1f GB of %g GB per GPU (%.0f GB usable at 10%% headroom), on pipeline stage %d: %s."
-        % (mem.total, nt.gpu_memory_gb, ctx.usable, mem.stage, ", ".join("%s %.1f" % (k, v) for k, v in mem.parts()))
-    )
+    out.append(_mem_line(ctx, mem))
     if mem.recompute == "full":
         out.append(
             "Full activation recomputation is needed to fit: it stores only each layer's input and "
@@ -239,18 +236,7 @@ def _explain_infer(ctx: _Ctx, c: _Cand) -> List[str]:
     elif lay.dp > 1:
         out.append("DP=%d independent replicas, %d sequence%s each." % (lay.dp, b, "s" if b > 1 else ""))
     mem = c.memory
-    out.append(
-        "Memory: %.1f GB of %g GB per GPU (%.0f GB usable): %s. KV cache: %d sequence%s x %d tokens."
-        % (
-            mem.total,
-            hw.nt.gpu_memory_gb,
-            ctx.usable,
-            ", ".join("%s %.1f" % (k, v) for k, v in mem.parts()),
-            b,
-            "s" if b > 1 else "",
-            ctx.seq,
-        )
-    )
+    out.append("%s KV cache: %d sequence%s x %d tokens." % (_mem_line(ctx, mem), b, "s" if b > 1 else "", ctx.seq))
     bw_note = "" if _hbm_known(hw) else " (HBM bandwidth estimated from the FLOP/s)"
     touched = c.d("touched")
     moe = (" Each step touches %.0f%% of the experts." % (100 * touched)) if m.is_moe else ""

@@ -15,24 +15,19 @@ All sizes are decimal GB (1e9 bytes), as the public figures are.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from .layout import expert_tp
+from .layout import expert_tp, node_shard
 from .models import ModelSpec
+from .profile import TEXTBOOK, MemoryProfile, StageBytes
 
 GB = 1e9
 WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 # Optimizer bytes per trained parameter beyond the 16-bit weight and gradient (K in ZeRO):
 # fp32 master copy + state. Adam: 4 + 4 + 4; 8-bit Adam: 4 + 1 + 1; SGD with momentum: 4 + 4.
+# The master copy is the framework's (profile.MemoryProfile): K - 4 are the optimizer's moments.
 OPTIMIZER_BYTES = {"adam": 12.0, "adam8bit": 6.0, "sgd": 8.0}
-# Framework memory profile of Megatron-style plans (ZeRO 0/1: NeMo's distributed Adam): with bf16
-# weights NeMo keeps only the low 16 bits of each fp32 master weight (`store_param_remainders`, set
-# by NeMo whenever optimizer state is fp32 and the model bf16); the bf16 weight is the high half, so
-# the master copy costs 2 bytes, not 4. Gradients are reduced in bf16 (`optim.grad_sync_dtype=bf16`
-# in NeMo's performance recipes): 2 + 2 + (2 + 8) = 14 bytes per parameter, the last 10 sharded
-# over DP x CP. FSDP/ZeRO-2/3 (torchtitan, DeepSpeed) keep a full fp32 master: the paper's 16.
-MASTER_REMAINDER_SAVING = 2.0
 NF4_BYTES = 0.5 + 0.127 / 8  # 4-bit weights + double-quantized block scales (QLoRA paper: 0.127 bit)
 LORA_RANK = 16
 OVERHEAD_GB = 2.0  # CUDA context, NCCL buffers, allocator reserve (a rule of thumb, not a measurement)
@@ -42,7 +37,12 @@ PREFILL_CHUNK = 8192  # tokens processed at once during prefill (chunked prefill
 
 @dataclass(frozen=True)
 class MemoryBreakdown:
-    """GB per GPU on pipeline stage `stage` (a plan's `memory` is its most loaded stage)."""
+    """GB per GPU on pipeline stage `stage` (a plan's `memory` is its most loaded stage).
+
+    `levers`: the cheaper-profile flags (profile.Lever keys) this breakdown assumes written.
+    Serving engines preallocate: `reserved` is what the engine takes per GPU (0: it does not
+    preallocate), `kv_pool` the KV cache that leaves; `kv_cache` is what the planned batch needs.
+    """
 
     weights: float
     gradients: float
@@ -53,13 +53,22 @@ class MemoryBreakdown:
     stage: int = 0
     recompute: str = "selective"
     zero: int = 1
+    levers: Tuple[str, ...] = ()
+    reserved: float = 0.0
+    kv_pool: float = 0.0
+
+    @property
+    def need(self) -> float:
+        """What the work itself holds: every term."""
+        return self.weights + self.gradients + self.optimizer + self.activations + self.kv_cache + self.overhead
 
     @property
     def total(self) -> float:
-        return self.weights + self.gradients + self.optimizer + self.activations + self.kv_cache + self.overhead
+        """What the job occupies per GPU: the engine's preallocation where it makes one."""
+        return self.reserved if self.reserved > 0 else self.need
 
-    def to_dict(self) -> Dict[str, Union[float, str]]:
-        return {
+    def to_dict(self) -> Dict[str, Union[float, str, List[str]]]:
+        d: Dict[str, Union[float, str, List[str]]] = {
             "weights_gb": round(self.weights, 3),
             "gradients_gb": round(self.gradients, 3),
             "optimizer_gb": round(self.optimizer, 3),
@@ -70,7 +79,12 @@ class MemoryBreakdown:
             "stage": self.stage,
             "recompute": self.recompute,
             "zero": self.zero,
+            "levers": list(self.levers),
         }
+        if self.reserved > 0:
+            d["reserved_gb"] = round(self.reserved, 3)
+            d["kv_pool_gb"] = round(self.kv_pool, 3)
+        return d
 
     def parts(self) -> List[Tuple[str, float]]:
         names = ("weights", "gradients", "optimizer", "activations", "kv_cache", "overhead")
@@ -292,6 +306,7 @@ class TrainShape:
     micro_batch: int
     micro_batches: int
     seq: int
+    gpus_per_node: int = 0  # for sharding groups inside one node (HSDP); 0: unknown, shard over DP x CP
 
 
 def representative_stages(counts: Sequence[int]) -> List[int]:
@@ -315,6 +330,9 @@ def training_memory(
     counts: Optional[Sequence[int]] = None,
     interleave: int = 1,
     stages: Optional[Sequence[StageParams]] = None,
+    profile: MemoryProfile = TEXTBOOK,
+    levers: Sequence[str] = (),
+    precision: str = "bf16",
     selective: str = "attention",
 ) -> MemoryBreakdown:
     """Per-GPU memory of the worst pipeline stage (pretrain, finetune, lora, qlora).
@@ -322,12 +340,38 @@ def training_memory(
     `interleave` is the number of virtual stages (model chunks) per GPU; Korthikanti's
     factor 1 + (p - 1)/(p * v) covers the extra micro-batches an interleaved schedule keeps.
     `stages` (stage_params for every stage) may be passed in by callers that cache it.
+    `profile` is the framework's (its launcher's) memory rules, `levers` the cheaper-profile
+    flags assumed written; `optimizer_bytes` is ZeRO's K (master + moments), of which the
+    moments (K - 4) are the optimizer's and the master copy the profile's.
     """
     return _worst(
         training_stage_memory(
-            model, shape, task, zero, recompute, optimizer_bytes, counts, interleave, stages, selective=selective
+            model,
+            shape,
+            task,
+            zero,
+            recompute,
+            optimizer_bytes,
+            counts,
+            interleave,
+            stages,
+            None,
+            profile,
+            levers,
+            precision,
+            selective,
         )
     )
+
+
+def shard_groups(shape: TrainShape, group: str, experts_keep_tp: bool = True) -> Tuple[int, int, int]:
+    """(sharding group of dense parameters, of expert parameters, expert-TP) for a sharding group kind."""
+    t, cp, ep = shape.tp, shape.cp, shape.ep
+    dense = shape.dp * cp
+    if group == "node" and shape.gpus_per_node:
+        dense = node_shard(shape.dp, cp, t, shape.gpus_per_node) * cp  # FSDP shards over DP-shard x CP
+    etp = expert_tp(t, shape.dp, cp, ep) if experts_keep_tp else (1 if ep > 1 else t)
+    return dense, max(1, dense * t // (etp * ep)), etp  # expert-DP: the ranks holding the same experts
 
 
 def training_stage_memory(
@@ -341,21 +385,26 @@ def training_stage_memory(
     interleave: int = 1,
     stages: Optional[Sequence[StageParams]] = None,
     which: Optional[Sequence[int]] = None,
+    profile: MemoryProfile = TEXTBOOK,
+    levers: Sequence[str] = (),
+    precision: str = "bf16",
     selective: str = "attention",
 ) -> List[MemoryBreakdown]:
     """training_memory's breakdown of each stage in `which` (default: representative_stages), so
     the plan can show every stage with the same formulas the search ranks by."""
     t, p, cp, ep = shape.tp, shape.pp, shape.cp, shape.ep
-    if zero <= 1 and optimizer_bytes >= OPTIMIZER_BYTES["adam"]:
-        optimizer_bytes -= MASTER_REMAINDER_SAVING  # NeMo's distributed Adam: see MASTER_REMAINDER_SAVING
-    shard_dense = shape.dp * cp  # Megatron's distributed optimizer shards over DP x CP
-    etp = expert_tp(t, shape.dp, cp, ep)
-    shard_exp = max(1, shard_dense * t // (etp * ep))  # expert-DP: the ranks holding the same experts
+    st = profile.applied(zero, levers)
+    if shape.dp * shape.cp == 1:
+        st = replace(st, buckets=0.0)  # no data parallelism: no DDP reducer
+    if p > 1 and st.copies_pp is not None:
+        st = replace(st, copies=st.copies_pp, gathered=0.0, head_copy=0.0)
+    moments = optimizer_bytes - 4.0 if st.moments is None else st.moments  # K = fp32 master + moments
+    shard_dense, shard_exp, etp = shard_groups(shape, st.group, profile.experts_keep_tp)
     counts = counts if counts is not None else stage_layers(model.layers, p)
     s_loc = shape.seq / cp
     b = shape.micro_batch
     h, a, v = model.hidden, model.heads, model.vocab
-    sp = t > 1
+    sp = t > 1 and profile.sequence_parallel
     op = recompute == "selective" and selective == "op"  # the launcher's selective keeps less (layer_act_op)
     act_dense = activation_bytes_per_layer(
         s_loc, b, h, a, t, sp, recompute, layer_act_op(model) if op else layer_act_base(model, False), True
@@ -370,6 +419,7 @@ def training_stage_memory(
     work = 0.0
     if recompute == "full":  # one layer's activations are live again while it is recomputed
         work = activation_bytes_per_layer(s_loc, b, h, a, t, sp, "selective", layer_act_base(model, model.is_moe))
+    used = tuple(k for k in levers if any(lv.key == k and zero in lv.zeros for lv in profile.levers))
     out: List[MemoryBreakdown] = []
     for i in representative_stages(counts) if which is None else which:
         sp_ = stages[i] if stages is not None else stage_params(model, counts, i)
@@ -383,25 +433,49 @@ def training_stage_memory(
             acts += 4.0 * s_loc * b * (h + v) / t  # output layer and fp32 logits (Korthikanti 4sbh/t(1+v/h))
         wb = 2.0
         if task in ("lora", "qlora"):
+            # the frozen base stays in bf16 (NF4 under QLoRA); only the rank-16 adapters train
             if task == "qlora":
                 wb = NF4_BYTES
                 w = NF4_BYTES * (sp_.dense / t + per_exp) + 2.0 * sp_.embed / t
             else:
                 w = 2.0 * (per_dense + per_exp)
-            if zero >= 3:  # FSDP shards the frozen base weights too
+            if "weights" in st.sharded:  # FSDP shards the frozen base weights too
                 w /= shard_dense
             adapters = lora_params(model, sp_.dense_layers, sp_.moe_layers) / t
-            aw, ag, ao = model_states_bytes(adapters, shard_dense, zero, optimizer_bytes)
+            aw, ag, ao = _states(st, moments, adapters, 0.0, shard_dense, 1)
             weights, grads, opt = w + aw, ag, ao
         else:
-            dw, dg, do = model_states_bytes(per_dense, shard_dense, zero, optimizer_bytes)
-            ew, eg, eo = model_states_bytes(per_exp, shard_exp, zero, optimizer_bytes)
-            weights, grads, opt = dw + ew, dg + eg, do + eo
-        if zero >= 3 and shard_dense > 1:
-            # ZeRO-3 gathers one layer whole before using it, and prefetches the next (DeepSpeed: 4 x largest layer)
-            weights += 2 * wb * _largest_layer(model, ep) / t
-        out.append(MemoryBreakdown(weights / GB, grads / GB, opt / GB, acts / GB, 0.0, OVERHEAD_GB, i, recompute, zero))
+            weights, grads, opt = _states(st, moments, per_dense, per_exp, shard_dense, shard_exp)
+            if precision == "fp8" and profile.fp8_cache:
+                weights += profile.fp8_cache * (sp_.dense / t + per_exp)  # linear layers only
+        if st.gathered:
+            # layers gathered whole before use (and the next prefetched): DeepSpeed's estimator charges
+            # 4 bytes x the largest layer, FSDP2 two layers in bf16
+            weights += st.gathered * (wb / 2.0) * _largest_layer(model, ep) / t
+        if i == p - 1 and st.head_copy:
+            weights += st.head_copy * (model.embedding_params if model.tied_embeddings else model.output_params) / t
+        grads += st.buffer_gb * GB
+        out.append(
+            MemoryBreakdown(weights / GB, grads / GB, opt / GB, acts / GB, 0.0, OVERHEAD_GB, i, recompute, zero, used)
+        )
     return out
+
+
+def _states(
+    st: StageBytes, moments: float, dense: float, experts: float, shard_dense: int, shard_exp: int
+) -> Tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes of `dense` + `experts` parameters under stage bytes `st`."""
+
+    def term(name: str, per: float) -> float:
+        if name in st.sharded:
+            return per * (dense / shard_dense + experts / shard_exp)
+        return per * (dense + experts)
+
+    weights = term("weights", st.weights) + st.copies * (dense + experts)
+    grads = term("grads", st.grads) + st.buckets * (dense + experts)
+    grads += st.grads_sharded * (dense / shard_dense + experts / shard_exp)
+    opt = term("master", st.master) + term("states", moments)
+    return weights, grads, opt
 
 
 def _largest_layer(model: ModelSpec, ep: int) -> float:
@@ -423,9 +497,16 @@ def inference_memory(
     precision: str = "bf16",
     counts: Optional[Sequence[int]] = None,
     stages: Optional[Sequence[StageParams]] = None,
+    profile: MemoryProfile = TEXTBOOK,
+    capacity_gb: float = 0.0,
+    gpu: str = "",
 ) -> MemoryBreakdown:
     """Weights, KV cache for `batch` sequences of `seq` tokens, and the prefill working set."""
-    return _worst(inference_stage_memory(model, tp, pp, ep, batch, seq, precision, counts, stages))
+    return _worst(
+        inference_stage_memory(
+            model, tp, pp, ep, batch, seq, precision, counts, stages, None, profile, capacity_gb, gpu
+        )
+    )
 
 
 def inference_stage_memory(
@@ -439,19 +520,48 @@ def inference_stage_memory(
     counts: Optional[Sequence[int]] = None,
     stages: Optional[Sequence[StageParams]] = None,
     which: Optional[Sequence[int]] = None,
+    profile: MemoryProfile = TEXTBOOK,
+    capacity_gb: float = 0.0,
+    gpu: str = "",
     selective: str = "attention",
 ) -> List[MemoryBreakdown]:
-    """inference_memory's breakdown of each stage in `which` (default: representative_stages)."""
+    """inference_memory's breakdown of each stage in `which` (default: representative_stages).
+
+    A serving engine's profile (`profile.serve`) sets the prefill chunk of the working set, adds its
+    CUDA graphs to the overhead, and says what it preallocates on a `capacity_gb` GPU (`reserved`)
+    and the KV pool that leaves (`kv_pool`, which must hold the planned `kv_cache`: serve_fits).
+    """
     wb = WEIGHT_BYTES.get(precision, 2.0)
     counts = counts if counts is not None else stage_layers(model.layers, pp)
     h = model.hidden
     width = model.expert_ffn * (model.experts_active + model.shared_experts) if model.is_moe else model.ffn
-    chunk = min(batch * seq, PREFILL_CHUNK)
+    serve = profile.serve
+    chunk_tokens, graph_gb = PREFILL_CHUNK, 0.0
+    if serve is not None and capacity_gb:
+        chunk_tokens = serve.tier(capacity_gb, gpu, tp)[0]
+        graph_gb = serve.graph_gb(capacity_gb, gpu, tp)
+    chunk = min(batch * seq, chunk_tokens)
     work = chunk * 2.0 * (4 * h + 3 * width) / tp + 4.0 * batch * model.vocab / tp
     out: List[MemoryBreakdown] = []
     for i in representative_stages(counts) if which is None else which:
         sp_ = stages[i] if stages is not None else stage_params(model, counts, i)
         weights = wb * ((sp_.dense + sp_.embed) / tp + sp_.experts / (tp * ep))
         kv = kv_cache_bytes(model, seq, batch, wb, tp, layers=counts[i])
-        out.append(MemoryBreakdown(weights / GB, 0.0, 0.0, work / GB, kv / GB, OVERHEAD_GB, i, "none", 0))
+        mb = MemoryBreakdown(weights / GB, 0.0, 0.0, work / GB, kv / GB, OVERHEAD_GB + graph_gb, i, "none", 0)
+        if serve is not None and capacity_gb:
+            share = serve.share(capacity_gb, gpu, tp, pp) * capacity_gb
+            if serve.covers_all:
+                mb = replace(mb, reserved=share, kv_pool=share - (mb.need - mb.kv_cache))
+            else:
+                mb = replace(mb, reserved=share + mb.activations + mb.overhead, kv_pool=share - mb.weights)
+        out.append(mb)
     return out
+
+
+def serve_fits(mem: MemoryBreakdown, usable: float, preallocates: bool = False) -> bool:
+    """Whether a serving breakdown fits: where the engine preallocates (`preallocates`), its KV pool
+    holds the planned batch (a share its own rule makes zero or negative holds nothing: SGLang's
+    reserve grows with TP x PP); else every term within the usable memory."""
+    if preallocates:
+        return mem.reserved > 0 and mem.kv_pool >= mem.kv_cache
+    return mem.total <= usable

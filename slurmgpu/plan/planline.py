@@ -13,7 +13,7 @@ Grammar: the marker `# slurmgpu-plan:` at the start of a line (blanks before it 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 if TYPE_CHECKING:
     from ..site import Site
@@ -40,8 +40,11 @@ def plan_band(site: Site, plan: Plan) -> Optional[Tuple[int, int, str]]:
     return stated_band(hw, plan.model.is_moe, plan.precision)
 
 
-def format_plan_line(site: Site, plan: Plan, launcher: str) -> str:
-    """The plan line for a plan rendered into a script for `launcher` (no newline)."""
+def format_plan_line(site: Site, plan: Plan, launcher: str, implements: Sequence[str] = ()) -> str:
+    """The plan line for a plan rendered into a script for `launcher` (no newline). `levers` are the
+    cheaper-memory flags the launcher wrote (plan.levers), `implements` what the spec says the user's
+    program runs: with zero and recompute, what `slurmgpu doctor` needs to recompute the job's memory
+    by its framework's rules."""
     lay = plan.layout
     words: List[Tuple[str, str]] = [
         ("task", plan.task),
@@ -60,6 +63,10 @@ def format_plan_line(site: Site, plan: Plan, launcher: str) -> str:
         ("mem_gb", "%.2f" % plan.memory_per_gpu_gb),
         ("weights_gb", "%.2f" % plan.memory.weights),
     ]
+    if plan.levers:
+        words.append(("levers", ",".join(plan.levers)))
+    if implements:
+        words.append(("implements", ",".join(implements)))
     if plan.prefill_s is not None:
         words.append(("prefill_s", _g(plan.prefill_s)))
     band = plan_band(site, plan)

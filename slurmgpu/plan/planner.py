@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Iterable, List, Optional, Tuple
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import PlanError
 from ..site import Site
@@ -19,15 +19,17 @@ from .hardware import Hardware, hardware
 from .layout import Layout
 from .memory import (
     GB,
-    MASTER_REMAINDER_SAVING,
     OPTIMIZER_BYTES,
     MemoryBreakdown,
     TrainShape,
     inference_stage_memory,
+    shard_groups,
     stage_layers,
+    training_memory,
     training_stage_memory,
 )
 from .models import fmt_params
+from .profile import STATE_BYTES
 from .report import _target_words
 from .rules import _layout_rules, _tp_rules
 from .search import TOP_ALTERNATIVES, _lower_bound_gpus, _Result, _search, _smallest, _split_gpus, caps_error
@@ -367,23 +369,7 @@ def _no_fit_message(ctx: _Ctx, alloc: Tuple[int, int], res: _Result) -> str:
         % (m.label, fmt_params(m.params), ctx.task, nodes, "s" if nodes > 1 else "", gpn, ctx.hw.nt.gpu_memory_gb)
     ]
     if ctx.task in ("pretrain", "finetune"):
-        per = 4.0 + ctx.kopt  # the leanest profile: NeMo's distributed Adam keeps a 16-bit master remainder
-        if ctx.req.optimizer == "adam" and (ctx.req.zero is None or ctx.req.zero <= 1):
-            per -= MASTER_REMAINDER_SAVING
-        lines.append(
-            "Weights, gradients and %s states alone are %g B/param x %s = %.0f GB: %.1f GB per GPU over "
-            "%d GPUs, before activations, against %.1f GB usable (%d%% headroom kept)."
-            % (
-                ctx.req.optimizer,
-                per,
-                fmt_params(m.params),
-                per * m.params / GB,
-                per * m.params / GB / (nodes * gpn),
-                nodes * gpn,
-                ctx.usable,
-                round(100 * (1 - ctx.usable / ctx.hw.nt.gpu_memory_gb)),
-            )
-        )
+        lines.append(_states_words(ctx, nodes * gpn))
     caps = ctx.req.caps
     if ctx.task == "inference" and nodes > 1 and not caps.serving_dp_nodes and not res.misses:
         # not memory: the engine cannot spread data-parallel replicas over nodes (SGLang's DP
@@ -417,6 +403,59 @@ def _no_fit_message(ctx: _Ctx, alloc: Tuple[int, int], res: _Result) -> str:
     else:
         lines.append("Drop or change the pinned degrees, or use more GPUs.")
     return "\n".join(lines)
+
+
+def _states_words(ctx: _Ctx, gpus: int) -> str:
+    """The model state alone under the framework's leanest flags, spread over every GPU: why no
+    layout of `gpus` GPUs can hold it, in the framework's own bytes per parameter."""
+    prof = ctx.req.caps.memory
+    m = ctx.model
+    moments = STATE_BYTES[ctx.req.optimizer]
+    every = tuple(lv.key for lv in prof.levers)
+    zeros = [z for z in ctx.req.caps.zero if ctx.req.zero is None or z == ctx.req.zero] or [ctx.req.caps.zero[0]]
+    best: Optional[Tuple[float, int, str]] = None
+    for z in zeros:
+        st = prof.applied(z, every)
+        per = st.per_param(moments)
+        split = set(st.sharded)
+        words = "%s keeps %g B/param (weights %g, gradients %g%s, %s moments %g%s)" % (
+            prof.framework,
+            per,
+            st.weights,
+            st.grads + st.grads_sharded,
+            ", master %g" % st.master if st.master else "",
+            ctx.req.optimizer,
+            moments,
+            "".join(
+                ", %s %g" % (what, b) for what, b in (("DDP buckets", st.buckets), ("bf16 copies", st.copies)) if b
+            ),
+        )
+        if split:
+            words += ", %s sharded over DP%s" % (
+                "/".join(t for t in ("weights", "grads", "master", "states") if t in split),
+                " x CP" if st.group == "dp_cp" else " inside a node",
+            )
+        flags = [st.flag] if st.flag else []
+        flags += [lv.flag for lv in prof.levers if z in lv.zeros]
+        if flags:
+            words += " with %s" % " ".join(flags)
+        if best is None or (per, -len(split)) < best[:2]:
+            best = (per, -len(split), words)
+    assert best is not None
+    per, _, words = best
+    return (
+        "Model state: %s = %.0f GB for %s params: at least %.1f GB per GPU over %d GPUs even if all of it were "
+        "sharded, before activations, against %.1f GB usable (%d%% headroom kept)."
+        % (
+            words,
+            per * m.params / GB,
+            fmt_params(m.params),
+            per * m.params / GB / gpus,
+            gpus,
+            ctx.usable,
+            round(100 * (1 - ctx.usable / ctx.hw.nt.gpu_memory_gb)),
+        )
+    )
 
 
 def _whole_partition_message(ctx: _Ctx) -> str:
@@ -496,6 +535,9 @@ def _build(
         notes.append(res.batch_note)
     if ctx.train:
         notes.append(stated_band_words(ctx.hw, m.is_moe, req.precision))
+    flags = _memory_flags(ctx, best)
+    if flags:
+        expl.append(_flag_words(ctx, best, flags))
     alts = []
     for c in res.ranked[1 : 1 + TOP_ALTERNATIVES]:
         gap = 100.0 * (best.tokens_per_s / c.tokens_per_s - 1.0)
@@ -559,6 +601,9 @@ def _build(
         train_days=train_days,
         prefill_s=best.prefill,
         virtual_stages=best.d("vp") or 1,
+        levers=best.memory.levers,
+        memory_flags=flags,
+        framework=req.caps.memory.framework,
     )
 
 
@@ -567,17 +612,102 @@ def _stage_memory(ctx: _Ctx, best: _Cand) -> Tuple[MemoryBreakdown, ...]:
     (the search ranks by the worst of representative_stages; this is the same figure per stage)."""
     lay, mem = best.layout, best.memory
     every = range(lay.pp)
+    prof = ctx.req.caps.memory
     if not ctx.train:
-        m, seq, prec = ctx.model, ctx.seq, ctx.req.precision
+        m, seq, prec, nt = ctx.model, ctx.seq, ctx.req.precision, ctx.hw.nt
         per = inference_stage_memory(
-            m, lay.tp, lay.pp, lay.ep, lay.micro_batch, seq, prec, ctx.counts(lay.pp), ctx.stages(lay.pp), every
+            m,
+            lay.tp,
+            lay.pp,
+            lay.ep,
+            lay.micro_batch,
+            seq,
+            prec,
+            ctx.counts(lay.pp),
+            ctx.stages(lay.pp),
+            every,
+            prof,
+            nt.gpu_memory_gb,
+            nt.gpu_model,
         )
     else:
-        shape = TrainShape(lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.micro_batch, best.micro_batches, ctx.seq)
-        vp = best.d("vp") or 1
-        args = (ctx.task, mem.zero, mem.recompute, ctx.kopt, ctx.counts(lay.pp), vp, ctx.stages(lay.pp), every)
-        per = training_stage_memory(ctx.model, shape, *args, selective=ctx.req.caps.selective)
+        per = training_stage_memory(
+            ctx.model,
+            _shape(ctx, best),
+            ctx.task,
+            mem.zero,
+            mem.recompute,
+            ctx.kopt,
+            ctx.counts(lay.pp),
+            best.d("vp") or 1,
+            ctx.stages(lay.pp),
+            every,
+            prof,
+            mem.levers,
+            ctx.req.precision,
+            ctx.req.caps.selective,
+        )
     return tuple(per)
+
+
+def _shape(ctx: _Ctx, c: _Cand) -> TrainShape:
+    lay = c.layout
+    return TrainShape(
+        lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.micro_batch, c.micro_batches, ctx.seq, lay.gpus_per_node
+    )
+
+
+def _memory_flags(ctx: _Ctx, c: _Cand) -> Tuple[Tuple[str, float], ...]:
+    """(flag, GB per GPU it saves) for the sharding stage and cheaper-profile flags the plan relies on,
+    each against the plan without it: the framework's default stage, then one lever at a time."""
+    if not ctx.train:
+        return ()
+    prof, mem = ctx.req.caps.memory, c.memory
+    shape = _shape(ctx, c)
+
+    def total(zero: int, levers: Tuple[str, ...]) -> float:
+        return training_memory(
+            ctx.model,
+            shape,
+            ctx.task,
+            zero,
+            mem.recompute,
+            ctx.kopt,
+            ctx.counts(c.layout.pp),
+            c.d("vp") or 1,
+            ctx.stages(c.layout.pp),
+            prof,
+            levers,
+            ctx.req.precision,
+            ctx.req.caps.selective,
+        ).total
+
+    out: List[Tuple[str, float]] = []
+    stage = prof.stage(mem.zero)
+    if stage.flag and mem.zero != prof.default_zero:
+        saved = total(prof.default_zero, ()) - total(mem.zero, ())
+        if saved > 0.05 or mem.levers:  # (a stage with nothing to shard is listed when a lever needs it)
+            out.append((stage.flag, max(0.0, saved)))
+    prev = total(mem.zero, ())
+    for i, key in enumerate(mem.levers):
+        cur = total(mem.zero, mem.levers[: i + 1])
+        out.append((prof.lever(key).flag, prev - cur))
+        prev = cur
+    return tuple(out)
+
+
+def _flag_words(ctx: _Ctx, c: _Cand, flags: Sequence[Tuple[str, float]]) -> str:
+    prof, mem = ctx.req.caps.memory, c.memory
+    dense, _, _ = shard_groups(_shape(ctx, c), prof.stage(mem.zero).group)
+    bits = []
+    for flag, gb in flags:
+        lever = next((lv for lv in prof.levers if lv.flag == flag), None)
+        what = lever.what if lever else prof.stage(mem.zero).about
+        if gb < 0.05 and lever is None:
+            bits.append("%s (nothing to shard at DP x CP = %d; the flags after it need it)" % (flag, dense))
+            continue
+        bits.append("%s saves %.1f GB%s" % (flag, gb, " (%s)" % what.replace("{n}", str(dense)) if what else ""))
+    return "Memory flags written for %s: %s." % (prof.framework, "; ".join(bits))
 
 
 def _dedupe(rs: Iterable[Rejection]) -> List[Rejection]:

@@ -17,8 +17,10 @@ from .memory import (
     MemoryBreakdown,
     TrainShape,
     inference_memory,
+    serve_fits,
     training_memory,
 )
+from .profile import STATE_BYTES
 from .rules import _divisors, _tp_rules, segment_for, segment_for_layout
 from .types import Capabilities, PlanRequest, Rejection, task_name
 from .words import _mem_words, _short
@@ -68,6 +70,11 @@ def caps_error(req: PlanRequest) -> Optional[str]:
         ("ep", caps.ep, "expert parallelism"),
     ):
         if pins.get(key, 1) > 1 and not allowed:
+            if caps.declare:
+                return (
+                    "%s runs your own program, which declares no %s: drop --%s %d, or add `implements: [%s]` "
+                    "to slurmgpu.yaml (--implements %s) if the program runs it" % (who, what, key, pins[key], key, key)
+                )
             return "%s cannot run %s: drop --%s %d (or pick a launcher that has it)" % (who, what, key, pins[key])
     vp = req.virtual_stages or 1
     if vp > 1 and not caps.virtual_stages:
@@ -106,6 +113,15 @@ def caps_error(req: PlanRequest) -> Optional[str]:
                 who,
                 pins["ep"],
             )
+    prof = caps.memory
+    if task != "inference" and req.recompute is not None and req.recompute not in prof.recompute:
+        return "%s cannot ask %s for %s activation recomputation (it runs %s): drop --recompute %s" % (
+            who,
+            prof.framework,
+            req.recompute,
+            " or ".join(prof.recompute),
+            req.recompute,
+        )
     if task == "inference" and pins.get("dp", 1) > 1:
         if not caps.serving_dp:
             return "%s runs one TP x PP server, no data-parallel replicas: drop --dp %d" % (who, pins["dp"])
@@ -135,19 +151,32 @@ def _strategies(ctx: _Ctx, pp: int, n_dp: int, ep: int = 1) -> List[Tuple[int, s
     if req.zero is not None:
         zeros = [req.zero]
     elif n_dp == 1:
-        zeros = [0]
+        # nothing to shard; a stage that only enables a cheaper profile (Megatron's distributed
+        # optimizer carries --use-precision-aware-optimizer) is tried after the framework's default
+        zeros = [0] + sorted({z for lv in req.caps.memory.levers for z in lv.zeros if z not in (0, 3)})
     elif pp > 1:
         zeros = [1]  # Megatron's distributed optimizer (FSDP + PP only when asked: torchtitan runs it)
     else:
         zeros = [1, 2, 3]
     if req.zero is None:
         zeros = _caps_zeros(req.caps, zeros, pp, ep, ctx.model.tied_embeddings)
-    # with FlashAttention `selective` (recompute the attention core) saves no memory over `none`
-    recs = [req.recompute] if req.recompute else ["none", "full"]
+    # with FlashAttention `selective` (recompute the attention core) saves no memory over `none`;
+    # a program that recomputes nothing it is not told (the launcher's profile) gets `none` only
+    can = req.caps.memory.recompute
+    recs = [req.recompute] if req.recompute else ([r for r in ("none", "full") if r in can] or [can[0]])
     return [(z, r) for r in recs for z in zeros]
 
 
-def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True, base_batch: Optional[int] = None) -> _Result:
+def _search(
+    ctx: _Ctx,
+    nodes: int,
+    gpn: int,
+    want_rejects: bool = True,
+    base_batch: Optional[int] = None,
+    lossy: bool = False,
+) -> _Result:
+    """Every layout of `nodes` x `gpn` GPUs, ranked. The framework's cheaper-memory flags that change
+    its numerics (profile.Lever.lossless False) are tried only when nothing fits without them (`lossy`)."""
     m, hw, req = ctx.model, ctx.hw, ctx.req
     pins = req.pins
     n = nodes * gpn
@@ -233,6 +262,7 @@ def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True, base_bat
                             ranked,
                             misses,
                             batch_rejects,
+                            lossy,
                         )
                     else:
                         _infer_layouts(
@@ -247,11 +277,13 @@ def _search(ctx: _Ctx, nodes: int, gpn: int, want_rejects: bool = True, base_bat
             if _key(lay) not in ranked:
                 rejected.append(Rejection(_short(lay), _mem_words(ctx, mem), "memory"))
     order = sorted(ranked.values(), key=lambda c: (-c.tokens_per_s, c.memory.total))
+    if not order and ctx.train and not lossy and req.caps.memory.lossy:
+        return _search(ctx, nodes, gpn, want_rejects, base_batch, lossy=True)
     if not order and ctx.train and not user_batch and batch_rejects:
         # odd GPU counts force a large DP: grow the default batch to the smallest DP that divides them
         need = min(int(r.split("=")[1].split()[0]) for r in batch_rejects)
         if need > base_batch:
-            retry = _search(ctx, nodes, gpn, want_rejects, base_batch=need)
+            retry = _search(ctx, nodes, gpn, want_rejects, base_batch=need, lossy=lossy)
             if retry.ranked:
                 retry.batch_note = (
                     "the default global batch grew from %d to %d sequences: %d GPUs leave no "
@@ -280,6 +312,7 @@ def _train_layouts(
     ranked: Dict[Tuple[int, ...], _Cand],
     misses: List[Tuple[float, Layout, MemoryBreakdown]],
     batch_rejects: Dict[str, int],
+    lossy: bool = False,
 ) -> None:
     m = ctx.model
     pins = ctx.req.pins
@@ -305,7 +338,7 @@ def _train_layouts(
             batch = max(1, int(round(base_batch / float(dp * mb)))) * dp * mb
         any_batch = True
         lay = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=mb, nodes=nodes, gpus_per_node=gpn)
-        shape = TrainShape(tp, pp, dp, cp, ep, mb, batch // (dp * mb), ctx.seq)
+        shape = TrainShape(tp, pp, dp, cp, ep, mb, batch // (dp * mb), ctx.seq, gpn)
         best: Optional[_Cand] = None
         fitted = False
         n_mb = batch // (dp * mb)
@@ -314,12 +347,12 @@ def _train_layouts(
             vps = [ctx.req.virtual_stages]
         elif pp > 1 and ctx.req.caps.virtual_stages and n_mb % pp == 0 and (pp - 1) / n_mb > 0.02:
             # interleaving needs whole rounds of micro-batches (Megatron); worth it only for a visible bubble
-            vps += [v for v in (2, 4, 8) if v <= min(counts)]
+            vps += [
+                v for v in (2, 4, 8) if v <= min(counts) and (ctx.req.caps.uneven_stages or m.layers % (pp * v) == 0)
+            ]
         for zero, rec in strategies:
             for vp in vps:
-                mem = training_memory(
-                    m, shape, ctx.task, zero, rec, ctx.kopt, counts, vp, ctx.stages(pp), ctx.req.caps.selective
-                )
+                mem = _train_fit(ctx, shape, zero, rec, counts, vp, pp, lossy)
                 if mem.total > ctx.usable:
                     if leanest is None or mem.total < leanest[0]:
                         leanest = (mem.total, lay, mem)
@@ -349,6 +382,35 @@ def _train_layouts(
         misses.append(leanest)
 
 
+def _train_fit(
+    ctx: _Ctx, shape: TrainShape, zero: int, rec: str, counts: List[int], vp: int, pp: int, lossy: bool = False
+) -> MemoryBreakdown:
+    """The breakdown with the framework's defaults, or with the fewest of its cheaper-profile flags
+    (profile.Lever, in the profile's order) that make it fit; the last tried when none does."""
+    prof = ctx.req.caps.memory
+    mem = None
+    for levers in prof.lever_sets(zero, lossy):
+        mem = training_memory(
+            ctx.model,
+            shape,
+            ctx.task,
+            zero,
+            rec,
+            ctx.kopt,
+            counts,
+            vp,
+            ctx.stages(pp),
+            prof,
+            levers,
+            ctx.req.precision,
+            ctx.req.caps.selective,
+        )
+        if mem.total <= ctx.usable:
+            return mem
+    assert mem is not None
+    return mem
+
+
 def _infer_layouts(
     ctx: _Ctx,
     nodes: int,
@@ -376,9 +438,23 @@ def _infer_layouts(
     base_batch = user_batch or dp
     b = base_batch // dp
     lay = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=b, nodes=nodes, gpus_per_node=gpn)
-    mem = inference_memory(ctx.model, tp, pp, ep, b, ctx.seq, ctx.req.precision, ctx.counts(pp), ctx.stages(pp))
-    if mem.total > ctx.usable:
-        misses.append((mem.total, lay, mem))
+    nt = ctx.hw.nt
+    mem = inference_memory(
+        ctx.model,
+        tp,
+        pp,
+        ep,
+        b,
+        ctx.seq,
+        ctx.req.precision,
+        ctx.counts(pp),
+        ctx.stages(pp),
+        ctx.req.caps.memory,
+        nt.gpu_memory_gb,
+        nt.gpu_model,
+    )
+    if not serve_fits(mem, ctx.usable, ctx.req.caps.memory.serve is not None):
+        misses.append((mem.need, lay, mem))
         return
     ranked[_key(lay)] = _infer_candidate(ctx, lay, base_batch, mem, seg)
 
@@ -401,7 +477,8 @@ def _split_gpus(hw: Hardware, gpus: int) -> Tuple[int, int]:
 def _lower_bound_gpus(ctx: _Ctx) -> int:
     m = ctx.model
     if ctx.task in ("pretrain", "finetune"):
-        need = (4.0 + ctx.kopt) * m.params
+        # the leanest the framework can be told to be: every stage and cheaper-profile flag, fully sharded
+        need = ctx.req.caps.memory.leanest(STATE_BYTES[ctx.req.optimizer]) * m.params
     elif ctx.task == "lora":
         need = 2.0 * m.params
     elif ctx.task == "qlora":

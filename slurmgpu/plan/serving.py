@@ -34,6 +34,7 @@ from .hardware import NIC_EFF, Hardware, hardware
 from .layout import Layout
 from .memory import GB, WEIGHT_BYTES, inference_memory, kv_cache_bytes, stage_layers, usable_gb
 from .models import ModelSpec
+from .profile import TEXTBOOK, MemoryProfile
 from .rules import _tp_rules
 from .types import PlanRequest
 
@@ -218,8 +219,11 @@ class ServePlan:
 class _Sizer:
     """Worker sizing for one model on one partition (caches the cost model's context)."""
 
-    def __init__(self, hw: Hardware, model: ModelSpec, precision: str, work: Workload):
+    def __init__(
+        self, hw: Hardware, model: ModelSpec, precision: str, work: Workload, profile: MemoryProfile = TEXTBOOK
+    ):
         self.hw, self.model, self.precision, self.work = hw, model, precision, work
+        self.profile = profile
         self.gpn = hw.nt.gpus
         base = PlanRequest(model=model, task="inference", precision=precision, partition=hw.partition.name)
         self.ctx_decode = _Ctx(hw, replace(base, seq=work.input_len + work.output_len // 2))
@@ -250,10 +254,14 @@ class _Sizer:
         key = (tp, pp)
         if key in self._cache:
             return self._cache[key]
-        m, ctx = self.model, self.work.context
-        mem = inference_memory(m, tp, pp, 1, 1, ctx, self.precision)
-        usable = usable_gb(self.hw.nt.gpu_memory_gb)
-        pool = usable - mem.weights - mem.activations - mem.overhead
+        m, ctx, nt = self.model, self.work.context, self.hw.nt
+        mem = inference_memory(
+            m, tp, pp, 1, 1, ctx, self.precision, profile=self.profile, capacity_gb=nt.gpu_memory_gb, gpu=nt.gpu_model
+        )
+        if self.profile.serve is not None:  # the engine's own preallocation rule (plan/profile.py ServeBudget)
+            pool = mem.kv_pool
+        else:
+            pool = usable_gb(nt.gpu_memory_gb) - mem.weights - mem.activations - mem.overhead
         per_token = kv_cache_bytes(m, 1, 1, WEIGHT_BYTES.get(self.precision, 2.0), tp, max(stage_layers(m.layers, pp)))
         tokens = int(pool * GB / per_token) if pool > 0 else 0
         w: Optional[Worker] = None
@@ -521,11 +529,13 @@ def plan_serving(
     allowed: Sequence[str] = MODES,
     nvlink_kv: bool = True,
     reasons: Optional[Dict[str, str]] = None,
+    profile: MemoryProfile = TEXTBOOK,
 ) -> ServePlan:
     """Size `mode` (router | disaggregated | aggregated) for `work` and compare it with the other
     modes on the same nodes. `aggregated` is the one-server layout make_plan chose (and why), or
     None when it refused; `allowed` the modes the launcher and fabric can run (the others are
-    listed as refused with `reasons`' words)."""
+    listed as refused with `reasons`' words). `profile` is the engine's memory rules (its launcher's
+    MemoryProfile: the share of each GPU it preallocates and the KV pool that leaves)."""
     if mode not in MODES:
         raise PlanError("unknown serving mode %r; expected one of: %s" % (mode, ", ".join(MODES)))
     if work.input_len < 1 or work.output_len < 1:
@@ -540,13 +550,15 @@ def plan_serving(
         raise PlanError(
             "--nodes %d exceeds partition %s's limit of %d nodes per job" % (nodes, part.name, part.max_nodes_per_job)
         )
-    sz = _Sizer(hw, model, precision, work)
+    sz = _Sizer(hw, model, precision, work, profile)
     if nodes is None:
         # size the asked mode alone, then compare every mode on the nodes it needs
-        first = plan_serving(site, model, work, mode, partition, -1, precision, None, allowed, nvlink_kv, reasons)
+        first = plan_serving(
+            site, model, work, mode, partition, -1, precision, None, allowed, nvlink_kv, reasons, profile
+        )
         nodes = first.chosen.nodes
         return plan_serving(
-            site, model, work, mode, partition, nodes, precision, aggregated, allowed, nvlink_kv, reasons
+            site, model, work, mode, partition, nodes, precision, aggregated, allowed, nvlink_kv, reasons, profile
         )
     sized = nodes if nodes > 0 else None
     refused: List[Tuple[str, str]] = []

@@ -13,6 +13,7 @@ from .memory import (
     usable_gb,
 )
 from .models import ModelSpec
+from .profile import TEXTBOOK, MemoryProfile
 from .terms import CostTerms
 
 
@@ -36,6 +37,8 @@ class Capabilities:
     serving_dp: bool = True  # serving: data-parallel replicas inside one server (False: one TP x PP server)
     serving_dp_nodes: bool = True  # serving: those replicas may span several nodes (False: DP only on one node)
     launcher: str = ""  # whose capabilities these are, for the errors that name it
+    memory: MemoryProfile = TEXTBOOK  # what the framework keeps per GPU with the flags the launcher writes
+    declare: bool = False  # the launcher runs the user's own program: a missing degree can be declared (implements:)
     # what the launcher's `selective` recomputation keeps (memory.SELECTIVE_POLICIES): "attention"
     # (Megatron: the attention core only) or "op" (PyTorch op-level checkpointing, torchtitan 'op')
     selective: str = "attention"
@@ -168,6 +171,10 @@ class Plan:
     train_days: Optional[float] = None
     prefill_s: Optional[float] = None
     virtual_stages: int = 1  # interleaved pipeline: model chunks per GPU
+    levers: Tuple[str, ...] = ()  # cheaper-profile flags the launcher must write (profile.Lever keys)
+    # (flag, GB per GPU it saves against the framework's defaults) for every memory flag the plan relies on
+    memory_flags: Tuple[Tuple[str, float], ...] = ()
+    framework: str = ""  # whose memory rules the plan charged (MemoryProfile.framework)
 
     def to_dict(self) -> Dict[str, Any]:
         lay = self.layout
@@ -204,6 +211,9 @@ class Plan:
             "virtual_stages": self.virtual_stages,
             "stage_layers": list(self.stage_layers),
             "memory": self.memory.to_dict(),
+            "memory_framework": self.framework,
+            "levers": list(self.levers),
+            "memory_flags": [{"flag": f, "saves_gb": round(gb, 2)} for f, gb in self.memory_flags],
             "stage_memory": [m.to_dict() for m in self.stage_memory],
             "step_time_s": _r(self.step_time_s),
             "tokens_per_s": round(self.tokens_per_s, 1),

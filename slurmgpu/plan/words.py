@@ -23,16 +23,70 @@ def _short(lay: Layout) -> str:
 
 def _mem_words(ctx: _Ctx, mem: MemoryBreakdown) -> str:
     parts = ", ".join("%s %.1f" % (k, v) for k, v in mem.parts())
+    prof = ctx.req.caps.memory
+    if prof.serve is not None and not ctx.train:
+        if mem.reserved <= 0:
+            return (
+                "needs %.1f GB per GPU (%s), but %s's own rule leaves no share of the GPU for weights and KV cache"
+                % (
+                    mem.need,
+                    parts,
+                    prof.framework,
+                )
+            )
+        return "needs a KV cache of %.1f GB per GPU, but %s leaves %.1f GB for it (%s)" % (
+            mem.kv_cache,
+            _serve_share(ctx, mem),
+            mem.kv_pool,
+            parts,
+        )
     how = []
     if ctx.train:
         how.append("%s recompute" % mem.recompute)
         how.append("ZeRO-%d" % mem.zero if mem.zero else "no ZeRO")
+        how.extend(prof.lever(k).flag for k in mem.levers)
     return "needs %.1f GB per GPU (%s; %s) > %.1f GB usable of %g GB" % (
         mem.total,
         parts,
         ", ".join(how) if how else "inference",
         ctx.usable,
         ctx.hw.nt.gpu_memory_gb,
+    )
+
+
+def _serve_share(ctx: _Ctx, mem: MemoryBreakdown) -> str:
+    """`vLLM 0.33.0's 0.92 of each GPU (gpu_memory_utilization)`: the engine's preallocation in words."""
+    prof = ctx.req.caps.memory
+    serve = prof.serve
+    assert serve is not None
+    share = (mem.reserved if serve.covers_all else mem.kv_pool + mem.weights) / ctx.hw.nt.gpu_memory_gb
+    return "%s's %.3g of each %g GB GPU (%s)%s" % (
+        prof.framework,
+        share,
+        ctx.hw.nt.gpu_memory_gb,
+        serve.flag,
+        "" if serve.covers_all else " for weights and KV cache",
+    )
+
+
+def _mem_line(ctx: _Ctx, mem: MemoryBreakdown) -> str:
+    """The plan's memory sentence: whose rules, the total against the GPU, the terms."""
+    nt = ctx.hw.nt
+    parts = ", ".join("%s %.1f" % (k, v) for k, v in mem.parts())
+    who = ctx.req.caps.memory.framework
+    if mem.reserved > 0:
+        return (
+            "Memory (%s): %.1f GB per GPU (%s); %s is %.1f GB, leaving a KV cache pool of %.1f GB "
+            "for the %.1f GB the planned sequences need."
+            % (who, mem.need, parts, _serve_share(ctx, mem), mem.reserved, mem.kv_pool, mem.kv_cache)
+        )
+    return "Memory (%s): %.1f GB of %g GB per GPU (%.0f GB usable at 10%% headroom), on pipeline stage %d: %s." % (
+        who,
+        mem.total,
+        nt.gpu_memory_gb,
+        ctx.usable,
+        mem.stage,
+        parts,
     )
 
 

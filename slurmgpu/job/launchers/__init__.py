@@ -7,13 +7,18 @@ Each module (megatron, torchtitan, vllm, ...) declares its `LAUNCHER` record and
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import ModuleType
-from typing import Dict, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Optional, Sequence, Tuple
 
 from ...errors import ConfigError, Issue
-from ...plan import Layout
+from ...plan import Capabilities, Layout
+from ...plan.profile import MemoryProfile
 from ...vocab import LAUNCHERS as NAMES
 from . import accelerate, deepspeed, megatron, nemo, sglang, srun, torchrun, torchtitan, vllm
+
+if TYPE_CHECKING:
+    from ...plan import ModelSpec
 from .base import (
     DEFAULT_SAVE_INTERVAL,
     PYTHONS,
@@ -26,6 +31,7 @@ from .base import (
     given_keys,
     option_key,
     program,
+    program_caps,
     serving_layout_ok,
     weights_args,
 )
@@ -65,6 +71,31 @@ def module(name: str) -> ModuleType:
     return _MODULES[name]
 
 
+def memory_profile(
+    launcher: Launcher, precision: str = "bf16", implements: Sequence[str] = (), model: Optional[ModelSpec] = None
+) -> MemoryProfile:
+    """What the launcher's framework keeps per GPU with the flags its adapter writes for `model` (each
+    module's `memory(precision, model)`); for a program the launcher only starts, the recomputation it
+    declares."""
+    prof: MemoryProfile = _MODULES[launcher.name].memory(precision or "bf16", model)
+    if launcher.program:
+        prof = replace(prof, recompute=("full",) if "recompute" in implements else ("none",))
+    return prof
+
+
+def planner_caps(
+    launcher: Launcher,
+    precision: str = "bf16",
+    implements: Sequence[str] = (),
+    fsdp: bool = False,
+    model: Optional[ModelSpec] = None,
+) -> Capabilities:
+    """The Capabilities the planner gets for a job: what the launcher (and a program it starts,
+    by its declaration) can run, and its framework's memory profile for the model."""
+    caps = program_caps(launcher, implements, fsdp)
+    return replace(caps, launcher=launcher.name, memory=memory_profile(launcher, precision, implements, model))
+
+
 def get_launcher(name: str) -> Launcher:
     try:
         return LAUNCHERS[name]
@@ -102,6 +133,9 @@ __all__ = [
     "get_launcher",
     "module",
     "given_keys",
+    "memory_profile",
+    "planner_caps",
+    "program_caps",
     "option_key",
     "program",
     "runner_args",

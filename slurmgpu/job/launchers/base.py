@@ -6,11 +6,12 @@ Pure data and small functions; the templates turn the argv into shell, nothing h
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from ...errors import ConfigError, Issue
 from ...plan import Capabilities, Layout
+from ...plan.profile import TERMS, MemoryProfile, StageBytes
 
 if TYPE_CHECKING:
     from ...plan import ModelSpec
@@ -50,6 +51,10 @@ class Launcher:
     # framework versions the adapter writes flags for, (name, what it targets); the first is the
     # default and `targets` says it. () = only `targets` (launcher_version is refused)
     versions: Tuple[Tuple[str, str], ...] = ()
+    # runs the user's own program (torchrun, srun, accelerate, DeepSpeed): the planner assumes only data
+    # parallelism (DDP, or FSDP/ZeRO where the launcher configures it or the spec says `fsdp: true`) and
+    # the degrees the spec's `implements:` declares (program_caps)
+    program: bool = False
 
     def version(self, wanted: Optional[str], where: str = "") -> Tuple[str, str]:
         """(version name, targets text) for the spec's launcher_version (None: the default)."""
@@ -116,6 +121,8 @@ class Options:
     version: str = ""  # the framework version to write flags for (Launcher.versions; "" = the only one)
     gpu: str = ""  # the site's GPU model (node type gpu_model)
     gpu_fp8: Optional[bool] = None  # it has FP8 tensor cores (site.gpus GpuFacts.fp8); None: unknown GPU
+    levers: Tuple[str, ...] = ()  # the plan's cheaper-memory flags to write (plan.profile.Lever keys)
+    implements: Tuple[str, ...] = ()  # what the user's program declares it runs (spec `implements:`)
 
 
 def train_iters(opts: Options) -> Optional[int]:
@@ -274,6 +281,86 @@ def serving_layout_ok(launcher: Launcher, layout: Layout) -> Optional[str]:
     return None
 
 
+DECLARE_HINT = (
+    "add `implements: [%s]` to slurmgpu.yaml (or --implements %s) if your program runs it itself, "
+    "or use --launcher megatron / torchtitan / nemo"
+)
+
+
+def program_caps(launcher: Launcher, implements: Sequence[str] = (), fsdp: bool = False) -> Capabilities:
+    """What the planner may choose for `launcher`: its record's caps, or for a launcher that runs the
+    user's own program, data parallelism plus what the program declares (`implements`), with the
+    sharding it runs (torchrun/srun: DDP, or FSDP with `fsdp: true`; DeepSpeed, accelerate: their
+    ZeRO/FSDP from the launcher's own flags)."""
+    caps = launcher.caps
+    if not launcher.program:
+        return caps
+    have = set(implements)
+    zero = caps.zero
+    if launcher.runner in ("torchrun", "direct"):
+        zero = (3,) if fsdp else (0,)
+    return replace(
+        caps,
+        tp="tp" in have,
+        pp="pp" in have,
+        cp="cp" in have,
+        ep="ep" in have,
+        virtual_stages=False,
+        uneven_stages=False,
+        zero=zero,
+        zero3_with_pp=False,
+        zero3_with_ep=False,
+        declare=True,
+    )
+
+
+def torch_ddp(precision: str) -> StageBytes:
+    """torch DDP on an fp32 model under autocast: fp32 weights and gradients, the reducer's buckets
+    beside .grad (gradient_as_bucket_view False, the default), and autocast's 16-bit copies of the
+    weights saved for backward (none at fp32)."""
+    return StageBytes(
+        0,
+        weights=4.0,
+        grads=4.0,
+        master=0.0,
+        buckets=4.0,
+        copies=0.0 if precision == "fp32" else 2.0,
+        about="torch DDP: fp32 weights and gradients, reducer buckets, autocast copies",
+    )
+
+
+def program_memory(who: str, precision: str, implements: Sequence[str] = ()) -> MemoryProfile:
+    """A program torchrun or srun only starts: what a PyTorch training script does by default.
+
+    DDP (torch.nn.parallel.DistributedDataParallel, gradient_as_bucket_view False) keeps fp32
+    weights and gradients and its reducer buckets (4 + 4 + 4 B/param), torch.optim.AdamW fp32
+    moments (8), and torch.autocast's bf16 copies of the weights, saved for backward (2): 22 B/param.
+    `fsdp: true` is FSDP2 fully_shard per block with MixedPrecisionPolicy(bf16): fp32 weights,
+    gradients and moments sharded, two blocks gathered in bf16 at a time. Activations: no sequence
+    parallelism, no recomputation unless `implements: [recompute]` (then full, per layer).
+    """
+    half = 4.0 if precision == "fp32" else 2.0
+    return MemoryProfile(
+        framework="a PyTorch DDP/FSDP program under %s" % who,
+        stages=(
+            torch_ddp(precision),
+            StageBytes(
+                3,
+                weights=4.0,
+                grads=4.0,
+                master=0.0,
+                sharded=TERMS,
+                gathered=2 * half,
+                flag="fsdp: true",
+                about="FSDP2 over DP x CP = {n}",
+            ),
+        ),
+        sequence_parallel=False,
+        recompute=("full",) if "recompute" in implements else ("none",),
+        default_zero=0,
+    )
+
+
 def check_precision(launcher: Launcher, opts: Options) -> None:
     """fp8 training needs FP8 tensor cores (site.gpus GpuFacts.fp8: Hopper, Ada, Blackwell, MI300):
     on an A100 or MI250X Transformer Engine stops at its first fp8 GEMM and torchao refuses to
@@ -289,10 +376,12 @@ def check_precision(launcher: Launcher, opts: Options) -> None:
     )
 
 
-def check_caps(launcher: Launcher, layout: Layout, zero: Optional[int]) -> None:
+def check_caps(
+    launcher: Launcher, layout: Layout, zero: Optional[int], implements: Sequence[str] = (), fsdp: bool = False
+) -> None:
     """Refuse a layout the launcher's caps rule out (a pin, or a planner that ignored the caps):
     the framework would run something else than the plan, or fail at start-up."""
-    caps = launcher.caps
+    caps = program_caps(launcher, implements, fsdp)
     bad = [
         "%s=%d" % (name, degree)
         for name, degree, ok in (
@@ -306,9 +395,15 @@ def check_caps(launcher: Launcher, layout: Layout, zero: Optional[int]) -> None:
     if zero is not None and zero not in caps.zero:
         bad.append("ZeRO stage %d (it can run %s)" % (zero, ", ".join(str(z) for z in caps.zero)))
     if bad:
+        degrees = [b.split("=")[0] for b in bad if "=" in b]
+        hint = (
+            "; " + DECLARE_HINT % (", ".join(degrees), ",".join(degrees))
+            if degrees and launcher.program
+            else ", or use --launcher megatron / torchtitan for model parallelism"
+        )
         raise field_error(
             "parallel",
             "launcher %s cannot run %s (%s): pin --tp 1 --pp 1 --cp 1 --ep 1 so the plan is data "
-            "parallel with ZeRO/FSDP sharding, or use --launcher megatron / torchtitan for model parallelism"
-            % (launcher.name, ", ".join(bad), launcher.targets),
+            "parallel with ZeRO/FSDP sharding%s"
+            % (launcher.name, ", ".join(bad), launcher.targets or "your program", hint),
         )

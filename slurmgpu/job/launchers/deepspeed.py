@@ -9,11 +9,15 @@ file, so a user `--deepspeed_config` is refused rather than silently contradicti
 from __future__ import annotations
 
 import json
-from typing import Dict, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Dict, Optional, Sequence, Tuple, Union
 
 from ...plan import Capabilities, Layout
+from ...plan.profile import TERMS, MemoryProfile, StageBytes
 from ...render import PathArg
 from .base import Launcher, Options, check_caps, field_error
+
+if TYPE_CHECKING:
+    from ...plan import ModelSpec
 
 TARGETS = "DeepSpeed 0.19.8"
 # Relative to the submit directory, where the program (train.py) is found as well; the job's
@@ -48,14 +52,74 @@ LAUNCHER = Launcher(
     aliases=((CONFIG_FLAG, ("--deepscale_config",)),),
     targets=TARGETS,
     caps=CAPS,
+    program=True,
 )
+
+REDUCE_BUCKET = 5e8  # zero_optimization.reduce_bucket_size default (elements), one bf16 bucket for stages 2 and 3
+
+
+def memory(precision: str, model: Optional[ModelSpec] = None) -> MemoryProfile:
+    """What DeepSpeed 0.19.8 keeps per GPU for the config `ds_config` writes (bf16 or fp16 enabled).
+
+    The engine casts the model to bf16 (2 B/param). Stage 0 with bf16 runs FP16_Optimizer (engine
+    _do_optimizer_sanity_check: DDP_BFLOAT16): bf16 gradients, fp32 master and Adam moments on every
+    rank. Stage 1 keeps the bf16 gradients whole and an fp32 gradient partition beside the sharded
+    master and moments. Stages 2 and 3 are DeepSpeed's own estimators
+    (estimate_zero2_model_states_mem_needs: 2 + 18/N; estimate_zero3_model_states_mem_needs: 18/N +
+    4 x the largest layer), plus the reduce bucket (reduce_bucket_size 5e8 elements, bf16).
+    fp32 (no bf16/fp16 in the config): plain torch Adam on fp32 weights.
+    """
+    lp = 4.0 if precision == "fp32" else 2.0
+    master = 0.0 if precision == "fp32" else 4.0
+    bucket = REDUCE_BUCKET * lp / 1e9
+    return MemoryProfile(
+        framework=TARGETS,
+        stages=(
+            StageBytes(0, lp, lp, master, about="fp32 master and Adam moments on every rank"),
+            StageBytes(
+                1,
+                lp,
+                lp,
+                master,
+                sharded=("master", "states"),
+                grads_sharded=4.0,
+                flag='"zero_optimization": {"stage": 1}',
+                about="fp32 master, gradient partition and Adam moments over DP = {n}",
+            ),
+            StageBytes(
+                2,
+                lp,
+                lp + 4.0,
+                master,
+                sharded=("grads", "master", "states"),
+                buffer_gb=bucket,
+                flag='"zero_optimization": {"stage": 2}',
+                about="gradients, fp32 master and Adam moments over DP = {n}",
+            ),
+            StageBytes(
+                3,
+                lp,
+                4.0,
+                master,
+                sharded=TERMS,
+                gathered=4.0,
+                buffer_gb=bucket,
+                flag='"zero_optimization": {"stage": 3}',
+                about="weights, gradients, fp32 master and Adam moments over DP = {n}",
+            ),
+        ),
+        sequence_parallel=False,
+        recompute=("none",),
+        default_zero=0,
+    )
+
 
 Value = Union[int, float, bool, str, Dict[str, Union[int, bool]]]
 
 
 def ds_config(layout: Layout, opts: Options) -> Dict[str, Value]:
     """The DeepSpeed config of the plan: train_batch_size = micro x accumulation x DP."""
-    check_caps(LAUNCHER, layout, opts.zero)
+    check_caps(LAUNCHER, layout, opts.zero, opts.implements, opts.fsdp)
     micro = layout.micro_batch
     per_step = micro * layout.dp
     batch = opts.global_batch or per_step

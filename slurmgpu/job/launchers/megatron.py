@@ -3,13 +3,17 @@ checkpoint/requeue flags as Megatron's own arguments, so the planned job is the 
 
 from __future__ import annotations
 
-from typing import Any, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
 from ...errors import ConfigError, Issue
 from ...plan import Capabilities, Layout
 from ...plan.layout import expert_tp
+from ...plan.profile import TERMS, Lever, MemoryProfile, StageBytes
 from ...render import PathArg
 from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, field_error, given_keys, train_iters
+
+if TYPE_CHECKING:
+    from ...plan import ModelSpec
 
 # Flags and rules checked against tests/data/contract/megatron-d98e8a64.json (recorded from this commit by
 # contrib/contract/record_megatron.py); re-record it when this pin moves.
@@ -28,6 +32,79 @@ LAUNCHER = Launcher(
     # FSDP2 also needs --untie-embeddings-and-output-weights: not for a model with tied embeddings.
     caps=Capabilities(zero=(0, 1, 3), zero3_with_pp=False, zero3_with_ep=False, zero3_with_tied=False),
 )
+
+# Cheaper profiles Megatron has behind one flag; the planner writes them only where nothing else fits.
+PRECISION_AWARE = Lever(
+    "precision_aware_optimizer",
+    "--use-precision-aware-optimizer",
+    zeros=(1,),
+    master=2.0,
+    what="TE FusedAdam keeps only the 16-bit remainder of each fp32 master weight (store_param_remainders, "
+    "lossless with bf16 weights)",
+)
+GRAD_BF16 = Lever(
+    "grad_reduce_bf16",
+    "--grad-reduce-in-bf16",
+    zeros=(0, 1),
+    grads=2.0,
+    what="main gradients accumulated over the micro-batches and reduced in bf16 instead of fp32, which "
+    "Megatron's validate_args keeps by default for accuracy: written only because nothing fits without it",
+    lossless=False,
+)
+
+
+def memory(precision: str, model: Optional[ModelSpec] = None) -> MemoryProfile:
+    """What Megatron-LM d98e8a64 keeps per GPU with the flags `layout_args` writes.
+
+    validate_args: with --bf16 and no --grad-reduce-in-bf16 it sets accumulate_allreduce_grads_in_fp32,
+    so the DDP gradient buffer (main_grad) is fp32, 4 B/param and never sharded; --fp16 keeps it fp16.
+    Without --use-distributed-optimizer, Float16OptimizerWithFloat16Params keeps an fp32 master copy and
+    Adam's two fp32 moments on every rank (12 B/param); the distributed optimizer shards those 12 over
+    the DP x CP group. --use-torch-fsdp2 (no MixedPrecisionPolicy: bf16 parameters and gradients)
+    shards everything over DP x CP and gathers a layer at a time. Without --bf16/--fp16 it trains fp32
+    weights (no master copy). With --fp8-format, Transformer Engine caches the FP8 weight and its
+    transpose across micro-batches (Megatron passes is_first_microbatch): 2 B per linear parameter.
+    """
+    if precision == "fp32":
+        weights, grads, master = 4.0, 4.0, 0.0
+    elif precision == "fp16":
+        weights, grads, master = 2.0, 2.0, 4.0
+    else:
+        weights, grads, master = 2.0, 4.0, 4.0
+    levers: Tuple[Lever, ...] = ()
+    if precision == "bf16":
+        levers += (PRECISION_AWARE,)
+    if precision in ("bf16", "fp8"):
+        levers += (GRAD_BF16,)
+    return MemoryProfile(
+        framework="Megatron-LM d98e8a64",
+        stages=(
+            StageBytes(0, weights, grads, master, about="fp32 master and Adam moments on every rank"),
+            StageBytes(
+                1,
+                weights,
+                grads,
+                master,
+                sharded=("master", "states"),
+                flag="--use-distributed-optimizer",
+                about="fp32 master and Adam moments sharded over DP x CP = {n}",
+            ),
+            StageBytes(
+                3,
+                weights,
+                weights,
+                master,
+                sharded=TERMS,
+                gathered=2 * weights,
+                flag="--use-torch-fsdp2",
+                about="weights, gradients, master and moments sharded over DP x CP = {n}",
+            ),
+        ),
+        levers=levers,
+        fp8_cache=2.0 if precision == "fp8" else 0.0,
+        default_zero=0,
+    )
+
 
 SMOKE_ITERS = 10  # --smoke: enough steps to see the loss move and the step time settle
 SMOKE_LR = "1e-4"
@@ -285,6 +362,10 @@ def layout_args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) ->
         out += ["--use-torch-fsdp2", "--no-gradient-accumulation-fusion"]
     elif opts.zero != 0:
         out.append("--use-distributed-optimizer")
+    # the cheaper memory profiles the plan relies on (megatron.memory): written only when planned
+    for lever in (PRECISION_AWARE, GRAD_BF16):
+        if lever.key in opts.levers and lever.flag not in given:
+            out.append(lever.flag)
     if opts.recompute == "selective":
         out += ["--recompute-granularity", "selective"]
     elif opts.recompute == "full":

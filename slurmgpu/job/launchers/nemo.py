@@ -12,12 +12,17 @@ contract test checks every line against tests/data/contract/megatron_bridge.json
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, List, Optional, Sequence, Set, Tuple
 
 from ...errors import ConfigError, Issue
 from ...plan import Capabilities, Layout
+from ...plan.layout import expert_tp
+from ...plan.profile import Lever, MemoryProfile, StageBytes
 from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, field_error, given_keys, option_key, train_iters
 from .megatron import layout_string
+
+if TYPE_CHECKING:
+    from ...plan import ModelSpec
 
 BRIDGE_VERSION = "0.6.0"
 ENTRY = "/opt/Megatron-Bridge/scripts/training/run_recipe.py"  # where NeMo containers keep the checkout
@@ -30,8 +35,10 @@ LAUNCHER = Launcher(
     entry_in="NVIDIA's NeMo container (nvcr.io/nvidia/nemo, with Megatron-Bridge %s)" % BRIDGE_VERSION,
     targets="Megatron-Bridge %s (NVIDIA-NeMo/Megatron-Bridge v0.6.0 @ 51885cf1, scripts/training/run_recipe.py)"
     % BRIDGE_VERSION,
-    # Megatron-FSDP exists in Bridge but needs its own checkpoint format: not offered here.
-    caps=Capabilities(zero=(0, 1, 2), zero3_with_pp=False, zero3_with_ep=False),
+    # Megatron-FSDP exists in Bridge but needs its own checkpoint format: not offered here. ZeRO-0 is
+    # both distributed-optimizer switches off (ConfigContainer turns both on when either is on); ZeRO-2
+    # is not a Bridge stage (nothing shards the gradients of the distributed optimizer).
+    caps=Capabilities(zero=(0, 1), zero3_with_pp=False, zero3_with_ep=False),
 )
 
 # slurmgpu model -> the library recipe built from that model's own Hugging Face config (its HF
@@ -66,6 +73,56 @@ MIXED_PRECISION = {
     "fp32": "null",
 }
 SMOKE_ITERS = 10
+
+PRECISION_AWARE = Lever(
+    "precision_aware_optimizer",
+    "optimizer.use_precision_aware_optimizer=true",
+    zeros=(1,),
+    master=2.0,
+    what="TE FusedAdam keeps only the 16-bit remainder of each fp32 master weight (store_param_remainders, "
+    "lossless with bf16 weights)",
+)
+
+
+def memory(precision: str, model: Optional[ModelSpec] = None) -> MemoryProfile:
+    """What Megatron-Bridge 0.6.0 keeps per GPU for the library recipe of `model` and the overrides
+    this adapter writes.
+
+    The recipes (recipes/common.py, recipes/llama/h100/llama3.py) run the distributed optimizer without
+    the precision-aware optimizer (fp32 master + Adam moments, 12 B/param, sharded over DP x CP);
+    DeepSeek-V3's (recipes/deepseek/h100/deepseek_v3.py) runs the precision-aware optimizer with bf16
+    moments: a 16-bit master remainder + 2 + 2 B/param. The mixed-precision recipe written
+    (`mixed_precision=`) sets the gradient buffer: bf16_mixed and the FP8 recipes keep
+    grad_reduce_in_fp32=True (4 B/param, unsharded), fp16_mixed False (2); `null` trains fp32 weights.
+    The FP8 recipes keep FP8 primary weights (fp8_param_gather) with their transposes: 2 B/param, as
+    bf16. ZeRO-0 (both distributed-optimizer switches off) is written with fp32 moments and no
+    precision-aware optimizer: the fp32 master and Adam state on every rank.
+    """
+    if precision == "fp32":
+        weights, grads, master = 4.0, 4.0, 0.0
+    else:
+        weights, grads, master = 2.0, (2.0 if precision == "fp16" else 4.0), 4.0
+    try:
+        recipe = recipe_for(Options(model=model)) if model is not None else ""
+    except ConfigError:
+        recipe = ""
+    bf16_moments = recipe == BASE_MLA and precision != "fp32"
+    dist = StageBytes(
+        1,
+        weights,
+        grads,
+        2.0 if bf16_moments and precision == "bf16" else master,
+        sharded=("master", "states"),
+        moments=4.0 if bf16_moments else None,
+        flag="ddp.use_distributed_optimizer=true",
+        about="master and Adam moments sharded over DP x CP = {n}",
+    )
+    return MemoryProfile(
+        framework="Megatron-Bridge %s" % BRIDGE_VERSION,
+        stages=(StageBytes(0, weights, grads, master, about="fp32 master and Adam moments on every rank"), dist),
+        levers=(PRECISION_AWARE,) if precision == "bf16" and not bf16_moments else (),
+        default_zero=1,
+    )
 
 
 def recipe_for(opts: Options) -> str:
@@ -272,7 +329,8 @@ def _layout_overrides(layout: Layout, opts: Options) -> List[str]:
     ]
     out += pipeline_overrides(layout, opts)
     if opts.model is not None and opts.model.is_moe:
-        out.append("model.expert_tensor_parallel_size=1")
+        # the planner's expert-TP (plan.layout.expert_tp), which its memory and cost assume
+        out.append("model.expert_tensor_parallel_size=%d" % expert_tp(layout.tp, layout.dp, layout.cp, layout.ep))
     out += _recompute(opts.recompute)
     zero = opts.zero if opts.zero is not None else 1
     if opts.fsdp or zero >= 3:
@@ -291,6 +349,8 @@ def _layout_overrides(layout: Layout, opts: Options) -> List[str]:
             "optimizer.%s=fp32" % f
             for f in ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")
         ]
+    if zero >= 1 and PRECISION_AWARE.key in opts.levers:
+        out.append(PRECISION_AWARE.flag)
     out.append("mixed_precision=%s" % MIXED_PRECISION.get(opts.precision, "bf16_mixed"))
     return out
 

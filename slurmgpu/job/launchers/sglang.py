@@ -9,12 +9,16 @@ planner keeps DP at 1 (one TP x PP server). The API binds 0.0.0.0: SGLang's defa
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
 from ...plan import Capabilities, Layout
+from ...plan.profile import MemoryProfile, ServeBudget
 from ...render import RuntimeArg
 from ..serving import ROUTER_PORT, Endpoint
 from .base import Launcher, Options, given_keys
+
+if TYPE_CHECKING:
+    from ...plan import ModelSpec
 
 RUNTIME = ("--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr")
 
@@ -43,8 +47,45 @@ LAUNCHER = Launcher(
 )
 
 
+# SGLang 0.5.23's default mem_fraction_static (srt/arg_groups/memory_hook.py handle_gpu_memory_settings):
+# the share of the GPU for weights + KV pool is (GPU - reserve) / GPU, reserve = 512 MB + 1.5 MB x
+# max(chunked_prefill_size, 2048) + 1024 MB x tp x pp / 8 + 2 MB x the decode CUDA-graph max batch, at
+# least 10 GiB above 60 GiB; chunked_prefill_size and that batch by GPU memory (the tiers below, TP < 4
+# / >= 4). Not modelled: the prefill CUDA-graph reserve (8 MB per captured size, when enabled), DP
+# attention, DeepEP, VLMs.
+MEMORY = MemoryProfile(
+    framework="SGLang 0.5.23",
+    recompute=("none",),
+    serve=ServeBudget(
+        fraction=0.0,
+        covers_all=False,
+        tiers=(
+            (0.0, 2048, 8, 8),
+            (20.0, 4096, 48, 160),
+            (35.0, 4096, 32, 160),
+            (60.0, 8192, 256, 512),
+            (90.0, 8192, 256, 512),
+            (160.0, 16384, 512, 512),
+        ),
+        base_mb=512.0,
+        per_token_mb=1.5,
+        per_8gpus_mb=1024.0,
+        per_graph_mb=2.0,
+        floor_mb=10240.0,
+        floor_above_gib=60.0,
+        flag="mem_fraction_static",
+    ),
+)
+
+
+def memory(precision: str, model: Optional[ModelSpec] = None) -> MemoryProfile:
+    return MEMORY
+
+
 def args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[str, ...]:
     out: Tuple[str, ...] = ("--tp-size", str(layout.tp), "--pp-size", str(layout.pp))
+    if opts.seq and "--context-length" not in given_keys(user_argv):
+        out += ("--context-length", str(opts.seq))  # the context the plan sized the KV cache for
     if layout.dp > 1:
         out += ("--dp-size", str(layout.dp))
     if layout.ep > 1:

@@ -15,12 +15,17 @@ each version's own ConfigManager by contrib/contract/record_torchtitan.py.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from dataclasses import replace
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from ...errors import ConfigError
 from ...plan import Capabilities, Layout, node_shard
+from ...plan.profile import TERMS, MemoryProfile, StageBytes
 from ...render import PathArg
 from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, field_error, given_keys, train_iters
+
+if TYPE_CHECKING:
+    from ...plan import ModelSpec
 
 VERSION = "0.3.0"  # the default: the PyPI release
 MAIN = "main"
@@ -99,6 +104,47 @@ LAUNCHER = Launcher(
     caps=Capabilities(zero=(1, 2, 3), attention="sdpa", ep_within_shard=True),
     versions=VERSIONS,
 )
+
+
+def memory(precision: str, model: Optional[ModelSpec] = None) -> MemoryProfile:
+    """What torchtitan (0.3.0 and main alike) keeps per GPU with the flags `args` writes.
+
+    training.dtype float32 (the default): parameters, gradients (mixed_precision_reduce float32) and
+    Adam moments are fp32 and FSDP2-sharded over DP-shard x CP, with no separate master copy
+    (4 + 4 + 8 B/param). FSDP2's MixedPrecisionPolicy gathers the compute copies in
+    mixed_precision_param (bf16: 2 B/param). ZeRO-3 (the default "default" reshard policy) reshards
+    after forward: two blocks gathered at a time, and the final norm/output layer stays gathered;
+    with PP the default policy does not reshard, so the whole stage stays gathered from forward to
+    backward. ZeRO-1/2 are HSDP inside a node with reshard_after_forward never: the stage stays gathered.
+    """
+    half = 4.0 if precision == "fp32" else 2.0
+    hsdp = StageBytes(
+        1,
+        weights=4.0,
+        grads=4.0,
+        master=0.0,
+        sharded=TERMS,
+        group="node",
+        copies=half,
+        about="HSDP: fp32 weights, gradients and Adam moments sharded inside a node, gathered from forward to backward",
+    )
+    full = StageBytes(
+        3,
+        weights=4.0,
+        grads=4.0,
+        master=0.0,
+        sharded=TERMS,
+        gathered=2 * half,
+        head_copy=half,
+        copies_pp=half,
+        about="FSDP2: fp32 weights, gradients and Adam moments sharded over DP x CP = {n}",
+    )
+    return MemoryProfile(
+        framework="torchtitan (FSDP2, fp32 parameters)",
+        stages=(hsdp, replace(hsdp, zero=2), full),
+        default_zero=3,
+        experts_keep_tp=False,  # models/common/moe_sharding.py: with EP the experts shard over EP, not TP
+    )
 
 
 def _error(field: str, msg: str) -> ConfigError:

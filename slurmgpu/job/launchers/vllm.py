@@ -8,11 +8,15 @@ local world = world / nnodes); node 0 serves the API, the others run `--headless
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
 from ...plan import Capabilities, Layout
+from ...plan.profile import MemoryProfile, ServeBudget
 from ..serving import ROUTER_PORT, Endpoint
 from .base import Launcher, Options, given_keys
+
+if TYPE_CHECKING:
+    from ...plan import ModelSpec
 
 # Flags the template adds per node at run time (node rank, rendezvous address): the user may not pass them.
 # vLLM starts one API server process per DP rank on node 0 when --api-server-count is not given
@@ -55,8 +59,33 @@ LAUNCHER = Launcher(
 )
 
 
+# vLLM 0.33.0 defaults (vllm/config/cache.py, vllm/engine/arg_utils.py get_batch_defaults): the engine
+# takes gpu_memory_utilization 0.92 of each GPU for everything it holds (weights, the profiled prefill
+# of max_num_batched_tokens, CUDA graphs, the rest KV cache); the API server's max_num_batched_tokens is
+# 8192 on >= 70 GiB GPUs but A100s, 16384 on >= 160 GiB, 2048 below. CUDA graphs up to 512 sequences:
+# estimated at 2 MB per captured batch size (SGLang's own reserve rule; vLLM profiles them).
+MEMORY = MemoryProfile(
+    framework="vLLM 0.33.0",
+    recompute=("none",),
+    serve=ServeBudget(
+        fraction=0.92,
+        tiers=((0.0, 2048, 512, 512), (70.0, 8192, 512, 512), (160.0, 16384, 512, 512)),
+        small_names=("a100",),
+        flag="gpu_memory_utilization",
+    ),
+)
+
+
+def memory(precision: str, model: Optional[ModelSpec] = None) -> MemoryProfile:
+    return MEMORY
+
+
 def args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[str, ...]:
     out: Tuple[str, ...] = ("--tensor-parallel-size", str(layout.tp), "--pipeline-parallel-size", str(layout.pp))
+    if opts.seq and "--max-model-len" not in given_keys(user_argv):
+        # the context the plan sized the KV cache for: without it vLLM takes the checkpoint's (128K for
+        # Llama 3.1) and refuses to start when the KV cache cannot hold one sequence of that length
+        out += ("--max-model-len", str(opts.seq))
     if layout.dp > 1:
         out += ("--data-parallel-size", str(layout.dp))
         if "--api-server-count" not in given_keys(user_argv) and "-asc" not in given_keys(user_argv):
