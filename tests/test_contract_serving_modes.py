@@ -37,7 +37,7 @@ ENGINES = ("vllm", "sglang")
 ENTRY = {"vllm": 2, "sglang": 3}  # `vllm serve`, `python -m sglang.launch_server`
 ROUTER_ENTRY = {"vllm": 1, "sglang": 3}  # `vllm-router`, `python -m sglang_router.launch_router`
 PORT0 = 20000
-_VAR = re.compile(r"\$\{SLURMGPU_(W(\d+)_(HOST|PORT|DIST|SIDE)|ROUTER_PORT)\}")
+_VAR = re.compile(r"\$\{SLURMGPU_(HOST|PORT|DIST|SIDE|ROUTER_PORT)\}")
 
 
 def cases() -> List[Tuple[str, str, str, str]]:
@@ -59,14 +59,13 @@ def render(preset: str, model: str, mode: str, engine: str) -> Tuple[Optional[Ge
         return None, "%s: %s" % (type(e).__name__, str(e).splitlines()[0])
 
 
-def resolve(word: Any, workers: Any) -> str:
-    """A run-time word as the script's shell would make it, with node i called n<i>."""
+def resolve(word: Any, w: Any) -> str:
+    """A run-time word as the script's shell makes it while it starts worker `w` (node i called n<i>)."""
 
     def one(m: re.Match) -> str:  # type: ignore[type-arg]
-        if m.group(1) == "ROUTER_PORT":
+        what = m.group(1)
+        if what == "ROUTER_PORT":
             return str(PORT0)
-        w = workers[int(m.group(2))]
-        what = m.group(3)
         if what == "HOST":
             return "n%d" % w.node
         return str(PORT0 + {"PORT": w.port, "DIST": w.dist, "SIDE": w.side}[what])
@@ -74,9 +73,17 @@ def resolve(word: Any, workers: Any) -> str:
     return _VAR.sub(one, str(word))
 
 
+def router_line(engine: str, serve: Any) -> List[str]:
+    """The router's line: its head, then each worker's words in the order the script starts them."""
+    out = [resolve(a, None) for a in serve.router.argv[ROUTER_ENTRY[engine] :]]
+    for w in serve.workers:
+        out += [resolve(a, w) for a in w.router_words]
+    return out
+
+
 def worker_lines(engine: str, w: Any, workers: Any) -> List[List[str]]:
     """The line each node of the worker runs (what the template's node-rank shell adds)."""
-    argv = [resolve(a, workers) for a in w.argv[ENTRY[engine] :]]
+    argv = [resolve(a, w) for a in w.argv[ENTRY[engine] :]]
     if w.nodes == 1:
         return [argv]
     out = []
@@ -170,8 +177,7 @@ def test_every_router_and_disaggregated_line_is_accepted() -> None:
                     bad.append("%s refused: %s" % (w.name, e))
                     continue
                 bad += ["%s: %s" % (w.name, b) for b in check_worker(engine, ns, w, serve)]
-        argv = [resolve(a, serve.workers) for a in serve.router.argv[ROUTER_ENTRY[engine] :]]
-        ans = judge().ask("%s_router" % engine, argv, 0, {})
+        ans = judge().ask("%s_router" % engine, router_line(engine, serve), 0, {})
         if not ans["ok"]:
             bad.append("router refused: %s" % ans["error"])
         else:
@@ -180,9 +186,10 @@ def test_every_router_and_disaggregated_line_is_accepted() -> None:
     print("%d rendered; refused: %s" % (rendered, json.dumps(refused, indent=1)))
     assert not failures, "\n".join(failures[:20])
     assert rendered >= 200
-    # refusals are models that fit no worker (one full-context request) and fabrics without a KV recipe
+    # refusals are models that fit no worker (one full-context request), fabrics without a KV recipe and
+    # deployments that need more nodes than the partition allows for the default concurrency
     for why in refused:
-        assert "does not fit any worker" in why or "KV-transfer recipe" in why, why
+        assert "does not fit any worker" in why or "KV-transfer recipe" in why or "exceeds partition" in why, why
 
 
 def test_the_rules_the_serving_modes_rely_on_are_recorded() -> None:
@@ -210,6 +217,6 @@ def test_a_wrong_worker_line_is_caught() -> None:
     assert gen is not None and gen.request.serve is not None
     serve = gen.request.serve
     w = next(w for w in serve.workers if w.role == "prefill")
-    wrong = replace(w, argv=tuple("decode" if a == "prefill" else a for a in w.argv))
+    wrong = replace(w, argv=tuple("decode" if a == "prefill" else a for a in w.argv))  # the role's line, altered
     ns = parse(build(catalogue("sglang")), worker_lines("sglang", wrong, serve.workers)[0])
     assert any("disaggregation-mode" in b for b in check_worker("sglang", ns, w, serve))

@@ -121,15 +121,9 @@ def wait_url(tmp_path: Path, job_id: int, cluster, timeout: float = 90.0) -> str
 
 
 def planned(script: str) -> List[Tuple[str, int, int]]:
-    """(name, TP, GPUs on its node) of each worker, from the script's comment lines."""
-    rows = re.findall(
-        r"^# ((?:replica|prefill|decode)-\d+): TP=(\d+) PP=1 on node \d+(?:, GPUs? ([\d-]+))?$", script, re.M
-    )
-    out = []
-    for name, tp, gpus in rows:
-        lo, _, hi = (gpus or "0-3").partition("-")
-        out.append((name, int(tp), int(hi or lo) - int(lo) + 1))
-    return out
+    """(name, TP, GPUs on its node) of each worker, from the script's worker lines."""
+    rows = re.findall(r"^# slurmgpu-serve: worker=(\S+) tp=(\d+) pp=1 node=\d+ nodes=1 gpus=(\d+)-(\d+)$", script, re.M)
+    return [(name, int(tp), int(hi) - int(lo) + 1) for name, tp, lo, hi in rows]
 
 
 def records(tmp_path: Path) -> List[Dict]:

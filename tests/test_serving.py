@@ -101,13 +101,15 @@ def test_router_script_gives_each_worker_its_gpus_ports_and_a_health_wait() -> N
     assert serve is not None and serve.mode == "router"
     names = [w.name for w in serve.workers]
     assert names == ["replica-%d" % i for i in range(len(names))]
-    # two TP=4 replicas per node: GPUs 0-3 and 4-7
-    vis = re.findall(r"env CUDA_VISIBLE_DEVICES=([\d,]+)", g.script)
-    assert vis == ["0,1,2,3", "4,5,6,7"] * 2
-    assert len(re.findall(r"^slurmgpu_wait_ready ", g.script, re.M)) == len(names) + 1  # and the router
-    assert g.script.index("slurmgpu_wait_ready replica-3") < g.script.index("# vllm-router on the first node")
+    # two TP=4 replicas per node: GPUs 0-3 and 4-7, placed by one loop over index:node:nodes:GPUs
+    assert "SLURMGPU_PLACES=(0:0:1:0+1+2+3 1:0:1:4+5+6+7 2:1:1:0+1+2+3 3:1:1:4+5+6+7)" in g.script
+    assert 'env CUDA_VISIBLE_DEVICES="$SLURMGPU_VISIBLE"' in g.script
+    assert g.script.count("vllm serve") == 1  # one line for the role, not one per worker
+    wait = g.script.index('slurmgpu_wait_ready "${SLURMGPU_NAMES[$i]}"')
+    assert g.script.index("slurmgpu_started") < wait < g.script.index("# vllm-router on the first node")
     assert g.script.index("slurmgpu_wait_ready router") < g.script.index('echo "slurmgpu: serving at')
-    assert "vllm-router \\\n    --host 0.0.0.0" in g.script and g.verdict is not None
+    assert "vllm-router \\\n    --host 0.0.0.0" in g.script and '"${SLURMGPU_ROUTER_ARGS[@]}" &' in g.script
+    assert g.verdict is not None
     r = subprocess.run(["bash", "-n"], input=g.script, text=True, capture_output=True)
     assert r.returncode == 0, r.stderr
 
@@ -142,7 +144,8 @@ def test_a_user_flag_that_the_plan_sets_is_refused_for_every_worker() -> None:
     with pytest.raises(ConfigError, match="--port"):
         gen("dgx-h100", launcher="sglang", model="llama3.1-8b", serve="router", args=("--port", "9000"))
     g = gen("dgx-h100", launcher="sglang", model="llama3.1-8b", serve="router", args=("--mem-fraction-static", "0.8"))
-    assert g.script.count("--mem-fraction-static 0.8") == len(g.request.serve.workers)  # type: ignore[union-attr]
+    assert g.script.count("--mem-fraction-static 0.8") == 1  # on the role's one line, for all its workers
+    assert all("--mem-fraction-static" in w.argv for w in g.request.serve.workers)  # type: ignore[union-attr]
 
 
 def test_rate_sizes_the_fewest_nodes_that_serve_it() -> None:
@@ -269,3 +272,14 @@ def test_workers_kv_pool_is_the_engines_own_preallocation() -> None:
         assert abs(w.kv_pool_gb - mb.kv_pool) < 1e-9 and mb.kv_pool > 0
         if engine == "vllm":
             assert abs(mb.reserved - 0.92 * 80) < 1e-6
+
+
+def test_a_large_deployment_stays_inside_the_filters_budget() -> None:
+    """192 replicas (24 nodes of TP=1) pass the site's submit filter: one line per role and a loop,
+    not one block per worker (unrolled, 48 replicas already ran out of the filter's work budget)."""
+    g = gen("dgx-h100", launcher="sglang", model="llama3.1-8b", serve="router", nodes=24)
+    assert len(g.request.serve.workers) == 192 and g.verdict is not None  # type: ignore[union-attr]
+    assert len(g.script) < 32 * 1024
+    with pytest.raises(ConfigError, match="200 workers need more ports"):
+        gen("dgx-h100", launcher="sglang", model="llama3.1-8b", serve="router", nodes=25)
+

@@ -5,9 +5,11 @@ The serving planner (plan.serving) says how many workers of each role and how la
 places them on the allocation's nodes in order (plan.serving.place), gives each a port block
 offset, and asks the engine's adapter (launchers.vllm / launchers.sglang) for each worker's and
 the router's flags. Values the job knows only at run time (host names, the job's port block)
-are `RuntimeArg`s naming shell variables the template sets: SLURMGPU_W<i>_HOST (the worker's
-first node), SLURMGPU_W<i>_PORT (HTTP), SLURMGPU_W<i>_DIST (multi-node rendezvous),
-SLURMGPU_W<i>_SIDE (KV-transfer bootstrap or side channel) and SLURMGPU_ROUTER_PORT.
+are `RuntimeArg`s naming shell variables the template sets for the worker it is starting (one
+loop per role, one line for all of that role's workers): SLURMGPU_HOST (the worker's first node),
+SLURMGPU_PORT (HTTP), SLURMGPU_DIST (multi-node rendezvous), SLURMGPU_SIDE (KV-transfer bootstrap
+or side channel) and SLURMGPU_ROUTER_PORT. Each worker adds its words to the router's line as it
+starts (`router_words`), so the script grows by one short record per worker, not one block.
 
 KV transfer (NIXL over UCX, or Mooncake) is told the site's compute NICs, never the management
 interface: UCX_NET_DEVICES lists the compute HCAs with their ports (NIXL ignores SGLang's
@@ -43,34 +45,20 @@ HEALTH = "/health"  # SGLang, vLLM, sglang-router and vllm-router all answer it 
 
 @dataclass(frozen=True)
 class Endpoint:
-    """The shell variables that hold worker `index`'s host and ports in the script."""
+    """The shell variables that hold the current worker's host and ports while the script starts
+    it (one loop per role sets them for each worker in turn), as run-time arguments."""
 
-    index: int
-
-    def var(self, what: str) -> str:
-        return "SLURMGPU_W%d_%s" % (self.index, what)
-
-    @property
-    def host(self) -> RuntimeArg:
-        return RuntimeArg("${%s}" % self.var("HOST"))
-
-    @property
-    def port(self) -> RuntimeArg:
-        return RuntimeArg("${%s}" % self.var("PORT"))
-
-    @property
-    def dist(self) -> RuntimeArg:
-        return RuntimeArg("${%s}" % self.var("DIST"))
-
-    @property
-    def side(self) -> RuntimeArg:
-        return RuntimeArg("${%s}" % self.var("SIDE"))
+    host: RuntimeArg = RuntimeArg("${SLURMGPU_HOST}")
+    port: RuntimeArg = RuntimeArg("${SLURMGPU_PORT}")
+    dist: RuntimeArg = RuntimeArg("${SLURMGPU_DIST}")
+    side: RuntimeArg = RuntimeArg("${SLURMGPU_SIDE}")
 
     @property
     def url(self) -> RuntimeArg:
-        return RuntimeArg("http://${%s}:${%s}" % (self.var("HOST"), self.var("PORT")))
+        return RuntimeArg("http://${SLURMGPU_HOST}:${SLURMGPU_PORT}")
 
 
+WORKER = Endpoint()
 ROUTER_PORT = RuntimeArg("${SLURMGPU_ROUTER_PORT}")
 
 
@@ -80,7 +68,7 @@ class ServeWorker:
 
     role: str  # replica | prefill | decode
     rank: int  # its number among the workers of its role
-    index: int  # its number among all workers (the W<i> of its shell variables)
+    index: int  # its number among all workers (its port offsets count from it)
     node: int  # its first node, an index into the allocation's host list
     nodes: int
     gpus: Tuple[int, ...]  # GPUs it uses on each of its nodes
@@ -94,10 +82,17 @@ class ServeWorker:
     node_rank: str = ""  # multi-node: the bash -c text that adds each node's rank to "$@"
     visible_var: str = "CUDA_VISIBLE_DEVICES"
     whole_node: bool = True  # False: it shares its node and sees only `gpus`
+    router_words: Tuple[str, ...] = ()  # what it adds to the router's line (its URL, the role's flag)
 
     @property
     def name(self) -> str:
         return "%s-%d" % (self.role, self.rank)
+
+    @property
+    def record(self) -> str:
+        """The word the script places it by: index:first node:nodes:visible GPUs joined by + (- = all)."""
+        gpus = "-" if self.whole_node else "+".join(str(g) for g in self.gpus)
+        return "%d:%d:%d:%s" % (self.index, self.node, self.nodes, gpus)
 
     @property
     def visible(self) -> str:
@@ -116,7 +111,7 @@ class ServeRouter:
     """The engine's router on the first node, in front of every worker."""
 
     name: str  # sglang-router | vllm-router
-    argv: Tuple[str, ...]
+    argv: Tuple[str, ...]  # its line before the workers' words (the script appends each worker's)
     port: int = 0  # offset in the job's block
 
 
@@ -137,6 +132,20 @@ class ServeDeployment:
     port_base: int = PORT_BASE
     port_blocks: int = PORT_BLOCKS
     port_span: int = PORT_SPAN
+    http0: int = 1  # worker i's HTTP port: http0 + i in the job's block
+    dist0: int = 200  # its multi-node rendezvous: dist0 + i
+    side0: int = SIDE_BASE  # its KV side channel / bootstrap: side0 + i x stride
+    stride: int = 1
+
+    def groups(self) -> List[Tuple[ServeWorker, Tuple[ServeWorker, ...]]]:
+        """The workers by role, in order: (the first, every one); a role's workers share one line."""
+        out: List[Tuple[ServeWorker, Tuple[ServeWorker, ...]]] = []
+        for w in self.workers:
+            if out and out[-1][0].role == w.role:
+                out[-1] = (out[-1][0], out[-1][1] + (w,))
+            else:
+                out.append((w, (w,)))
+        return out
 
     def uses(self, var: str) -> bool:
         """Whether any worker's or the router's line or environment reads shell variable `var`."""
@@ -144,6 +153,7 @@ class ServeDeployment:
         words = list(self.router.argv)
         for w in self.workers:
             words.extend(w.argv)
+            words.extend(w.router_words)
             words.extend(v for _, v in w.env)
         return any(ref in str(x) for x in words)
 
@@ -307,8 +317,7 @@ def build_deployment(
     visible = "HIP_VISIBLE_DEVICES" if node.vendor == "amd" else "CUDA_VISIBLE_DEVICES"
     workers: List[ServeWorker] = []
     for i, (role, rank, tp, pp, first, nodes, gpus, whole) in enumerate(spots):
-        end = Endpoint(i)
-        args = adapter.worker_args(role, tp, pp, nodes, context, end, backend, ib, user_argv)
+        args = adapter.worker_args(role, tp, pp, nodes, context, WORKER, backend, ib, user_argv)
         L.check_conflicts(L.get_launcher(engine), user_argv, args, where or "command")
         workers.append(
             ServeWorker(
@@ -324,16 +333,14 @@ def build_deployment(
                 dist=dist0 + i,
                 side=SIDE_BASE + i * stride,
                 argv=tuple(program) + tuple(args),
-                env=adapter.worker_env(role, end),
+                env=adapter.worker_env(role, WORKER),
                 node_rank=adapter.NODE_RANK_SHELL if nodes > 1 else "",
                 visible_var=visible,
                 whole_node=whole,
+                router_words=adapter.router_words(mode, role),
             )
         )
-    router = ServeRouter(
-        name=adapter.ROUTER_NAME,
-        argv=adapter.router_argv(mode, [(w.role, Endpoint(w.index)) for w in workers]),
-    )
+    router = ServeRouter(name=adapter.ROUTER_NAME, argv=adapter.router_head(mode))
     roles = ", ".join(
         "%d %s%s (TP=%d%s)"
         % (r.count, r.role, "s" if r.count != 1 else "", r.worker.tp, " PP=%d" % r.worker.pp if r.worker.pp > 1 else "")
@@ -355,6 +362,9 @@ def build_deployment(
         summary=summary,
         kv_backend=backend,
         kv_over_nvlink=deployment.kv_over_nvlink,
+        http0=http0,
+        dist0=dist0,
+        stride=stride,
     )
 
 

@@ -29,7 +29,7 @@ class PathArg(str):
 
 class RuntimeArg(str):
     """A program argument slurmgpu builds from values the job's shell knows only at run time
-    (a worker's host and port: `http://${SLURMGPU_W0_HOST}:${SLURMGPU_W0_PORT}`): the templates
+    (a worker's host and port: `http://${SLURMGPU_HOST}:${SLURMGPU_PORT}`): the templates
     quote it with `shruntime`, so only ${SLURMGPU_*} references expand."""
 
     __slots__ = ()
@@ -41,6 +41,8 @@ _RUNTIME_VAR = re.compile(r"\$\{(SLURMGPU_[A-Z0-9_]+)\}")
 def shruntime(value: Any) -> str:
     """One bash word in which each ${SLURMGPU_NAME} expands and everything else stays literal."""
     s = str(value)
+    if not _RUNTIME_VAR.search(s):
+        return shquote(s)
     parts: List[str] = []
     pos = 0
     for m in _RUNTIME_VAR.finditer(s):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 from ...plan import Capabilities, Layout
 from ...plan.profile import MemoryProfile, ServeBudget
 from ...render import RuntimeArg
-from ..serving import ROUTER_PORT, Endpoint
+from ..serving import ROUTER_PORT, WORKER, Endpoint
 from .base import Launcher, Options, given_keys
 
 if TYPE_CHECKING:
@@ -143,17 +143,17 @@ def worker_env(role: str, end: Endpoint) -> Tuple[Tuple[str, str], ...]:
     return ()
 
 
-def router_argv(mode: str, workers: Sequence[Tuple[str, Endpoint]]) -> Tuple[str, ...]:
-    """sglang-router's line: --worker-urls for replicas; --pd-disaggregation with each prefill's URL
-    and bootstrap port and each decode's URL (sglang_router/router_args.py, launch_router.py)."""
+def router_head(mode: str) -> Tuple[str, ...]:
+    """sglang-router's line before the workers (sglang_router/router_args.py, launch_router.py)."""
     out: Tuple[str, ...] = ROUTER + ("--host", "0.0.0.0", "--port", ROUTER_PORT)
-    if mode == "router":
-        return out + ("--worker-urls",) + tuple(e.url for _, e in workers)
-    out += ("--pd-disaggregation",)
-    for role, e in workers:
-        if role == "prefill":
-            out += ("--prefill", e.url, e.side)
-    for role, e in workers:
-        if role == "decode":
-            out += ("--decode", e.url)
-    return out
+    return out + (("--worker-urls",) if mode == "router" else ("--pd-disaggregation",))
+
+
+def router_words(mode: str, role: str) -> Tuple[str, ...]:
+    """What each worker adds to the router's line: its URL after --worker-urls; in prefill/decode mode
+    --prefill URL BOOTSTRAP_PORT or --decode URL (each repeatable)."""
+    if role == "prefill":
+        return ("--prefill", WORKER.url, WORKER.side)
+    if role == "decode":
+        return ("--decode", WORKER.url)
+    return (WORKER.url,)

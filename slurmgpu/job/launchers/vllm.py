@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
 from ...plan import Capabilities, Layout
 from ...plan.profile import MemoryProfile, ServeBudget
-from ..serving import ROUTER_PORT, Endpoint
+from ..serving import ROUTER_PORT, WORKER, Endpoint
 from .base import Launcher, Options, given_keys
 
 if TYPE_CHECKING:
@@ -141,17 +141,16 @@ def worker_env(role: str, end: Endpoint) -> Tuple[Tuple[str, str], ...]:
     return (("VLLM_NIXL_SIDE_CHANNEL_HOST", end.host), ("VLLM_NIXL_SIDE_CHANNEL_PORT", end.side))
 
 
-def router_argv(mode: str, workers: Sequence[Tuple[str, Endpoint]]) -> Tuple[str, ...]:
-    """vllm-router's line: --worker-urls for replicas; --vllm-pd-disaggregation with --prefill and
-    --decode URLs (vllm_router/router_args.py; NIXL is its default --kv-connector)."""
+def router_head(mode: str) -> Tuple[str, ...]:
+    """vllm-router's line before the workers (vllm_router/router_args.py; NIXL is its default
+    --kv-connector)."""
     out: Tuple[str, ...] = ROUTER + ("--host", "0.0.0.0", "--port", ROUTER_PORT)
-    if mode == "router":
-        return out + ("--worker-urls",) + tuple(e.url for _, e in workers)
-    out += ("--vllm-pd-disaggregation",)
-    for role, e in workers:
-        if role == "prefill":
-            out += ("--prefill", e.url)
-    for role, e in workers:
-        if role == "decode":
-            out += ("--decode", e.url)
-    return out
+    return out + (("--worker-urls",) if mode == "router" else ("--vllm-pd-disaggregation",))
+
+
+def router_words(mode: str, role: str) -> Tuple[str, ...]:
+    """What each worker adds to the router's line: its URL after --worker-urls; in prefill/decode mode
+    --prefill URL or --decode URL (each repeatable)."""
+    if role in ("prefill", "decode"):
+        return ("--" + role, WORKER.url)
+    return (WORKER.url,)
