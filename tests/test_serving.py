@@ -283,3 +283,14 @@ def test_a_large_deployment_stays_inside_the_filters_budget() -> None:
     with pytest.raises(ConfigError, match="200 workers need more ports"):
         gen("dgx-h100", launcher="sglang", model="llama3.1-8b", serve="router", nodes=25)
 
+
+def test_a_deployment_wider_than_the_partition_names_the_load_and_the_way_out() -> None:
+    """Sized on its own (no --nodes), a deployment that needs more nodes than the partition allows is
+    refused with the load it was sized for and the --nodes that fits; the user never passed --nodes,
+    so "--nodes 6 exceeds" (the old words) pointed at nothing they wrote."""
+    with pytest.raises(PlanError, match=r"needs 6 nodes for the default 128 requests in flight, but partition gpu allows 4"):
+        gen("rtx-4090", launcher="sglang", model="llama3.1-70b", serve="disaggregated")
+    g = gen("rtx-4090", launcher="sglang", model="llama3.1-70b", serve="disaggregated", nodes=4)
+    assert g.request.serve is not None and g.request.serve.mode == "disaggregated"
+    g = gen("rtx-4090", launcher="sglang", model="llama3.1-70b", serve="disaggregated", concurrency=16)
+    assert g.request.serve is not None and g.request.layout.nodes <= 4

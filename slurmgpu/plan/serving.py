@@ -517,6 +517,15 @@ def _disagg_sizes(sz: _Sizer, max_nodes: int) -> List[Tuple[Worker, Worker]]:
     return [(pre, d) for d in sorted(cands, key=score, reverse=True)]
 
 
+def _load_words(work: Workload) -> str:
+    """The load a deployment was sized for, in the user's words."""
+    if work.concurrency:
+        return "%d requests in flight" % work.concurrency
+    if work.rate:
+        return "%g requests/s" % work.rate
+    return "the default %d requests in flight" % DEFAULT_CONCURRENCY
+
+
 def plan_serving(
     site: Site,
     model: ModelSpec,
@@ -557,6 +566,12 @@ def plan_serving(
             site, model, work, mode, partition, -1, precision, None, allowed, nvlink_kv, reasons, profile
         )
         nodes = first.chosen.nodes
+        if nodes > part.max_nodes_per_job:
+            raise PlanError(
+                "serve %s of %s needs %d nodes for %s, but partition %s allows %d per job: pass --nodes %d "
+                "(the deployment then holds fewer requests) or lower --concurrency / --rate"
+                % (mode, model.label, nodes, _load_words(work), part.name, part.max_nodes_per_job, part.max_nodes_per_job)
+            )
         return plan_serving(
             site, model, work, mode, partition, nodes, precision, aggregated, allowed, nvlink_kv, reasons, profile
         )
