@@ -27,6 +27,7 @@ import pytest
 
 from slurmgpu.job import JobSpec, generate
 from slurmgpu.job.generate import Generated
+from slurmgpu.job.serving import METRICS
 from slurmgpu.job.templates import search_path
 from tests.contract_judges import judge
 from tests.contract_matrix import GOLDEN_MODELS, GOLDEN_PRESETS, MODELS, PRESETS, _site
@@ -37,7 +38,7 @@ ENGINES = ("vllm", "sglang")
 ENTRY = {"vllm": 2, "sglang": 3}  # `vllm serve`, `python -m sglang.launch_server`
 ROUTER_ENTRY = {"vllm": 1, "sglang": 3}  # `vllm-router`, `python -m sglang_router.launch_router`
 PORT0 = 20000
-_VAR = re.compile(r"\$\{SLURMGPU_(HOST|PORT|DIST|SIDE|ROUTER_PORT)\}")
+_VAR = re.compile(r"\$\{SLURMGPU_(HOST|PORT|DIST|SIDE|ROUTER_PORT|METRICS_PORT)\}")
 
 
 def cases() -> List[Tuple[str, str, str, str]]:
@@ -66,6 +67,8 @@ def resolve(word: Any, w: Any) -> str:
         what = m.group(1)
         if what == "ROUTER_PORT":
             return str(PORT0)
+        if what == "METRICS_PORT":
+            return str(PORT0 + METRICS)
         if what == "HOST":
             return "n%d" % w.node
         return str(PORT0 + {"PORT": w.port, "DIST": w.dist, "SIDE": w.side}[what])
@@ -129,6 +132,8 @@ def check_router(engine: str, values: Dict[str, Any], serve: Any) -> List[str]:
     bad = []
     if values["port"] != PORT0 or values["host"] != "0.0.0.0":
         bad.append("router at %s:%s" % (values["host"], values["port"]))
+    if values["prometheus_port"] != PORT0 + METRICS:  # the routers' default 29000 is block 9's router port
+        bad.append("router metrics on port %s" % values["prometheus_port"])
     if serve.mode == "router":
         if values["pd"] or values["worker_urls"] != [url[w.index] for w in role["replica"]]:
             bad.append("worker urls %s" % values["worker_urls"])

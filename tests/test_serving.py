@@ -288,9 +288,32 @@ def test_a_deployment_wider_than_the_partition_names_the_load_and_the_way_out() 
     """Sized on its own (no --nodes), a deployment that needs more nodes than the partition allows is
     refused with the load it was sized for and the --nodes that fits; the user never passed --nodes,
     so "--nodes 6 exceeds" (the old words) pointed at nothing they wrote."""
-    with pytest.raises(PlanError, match=r"needs 6 nodes for the default 128 requests in flight, but partition gpu allows 4"):
+    with pytest.raises(
+        PlanError, match=r"needs 6 nodes for the default 128 requests in flight, but partition gpu allows 4"
+    ):
         gen("rtx-4090", launcher="sglang", model="llama3.1-70b", serve="disaggregated")
     g = gen("rtx-4090", launcher="sglang", model="llama3.1-70b", serve="disaggregated", nodes=4)
     assert g.request.serve is not None and g.request.serve.mode == "disaggregated"
     g = gen("rtx-4090", launcher="sglang", model="llama3.1-70b", serve="disaggregated", concurrency=16)
     assert g.request.serve is not None and g.request.layout.nodes <= 4
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_the_routers_metrics_port_is_inside_the_jobs_block_and_not_its_own_port(engine: str) -> None:
+    """sglang-router and vllm-router both open a Prometheus listener on port 29000 unless told
+    otherwise (--prometheus-port, default 29000 in their router_args.py). That is the router's own
+    port for a job whose id ends in 9 (block 20000 + 9 x 1000: the router panics "Address already in
+    use" at start), and any second router on the node collides too. The script gives it a port of
+    the job's block, in every block different from the router's and the workers' ports."""
+    g = gen("dgx-h100", launcher=engine, model="llama3.1-8b", serve="router")
+    serve = g.request.serve
+    assert serve is not None
+    argv = [str(a) for a in serve.router.argv]
+    assert "--prometheus-port" in argv
+    var = re.fullmatch(r"\$\{(SLURMGPU_\w+)\}", argv[argv.index("--prometheus-port") + 1])
+    assert var is not None
+    m = re.search(r"^%s=\$\(\(SLURMGPU_PORT0 \+ (\d+)\)\)$" % var.group(1), g.script, re.M)
+    assert m is not None, "the script never sets %s" % var.group(1)
+    offset = int(m.group(1))
+    used = {serve.router.port} | {w.port for w in serve.workers} | {w.side for w in serve.workers}
+    assert 0 < offset < serve.port_span and offset not in used

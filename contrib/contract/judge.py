@@ -435,6 +435,7 @@ def _router(package: str, argv: List[str]) -> Dict[str, Any]:
         "prefill_urls": [list(p) if isinstance(p, (tuple, list)) else [p] for p in args.prefill_urls or ()],
         "decode_urls": list(args.decode_urls or ()),
         "policy": args.policy,
+        "prometheus_port": getattr(args, "prometheus_port", None),
     }
 
 

@@ -34,12 +34,14 @@ if TYPE_CHECKING:
 # The job's port block: 1000 ports from 20000 + (job id % 10) x 1000, off the cluster daemons'
 # and the ephemeral range. Router at offset 0; worker i's HTTP port at 1 + i, its rendezvous at
 # 200 + i, its KV side channel at 400 + i x stride (vLLM's NIXL side channel takes one port per
-# TP rank from its base).
+# TP rank from its base); the router's Prometheus listener at the block's last port (both routers
+# default to 29000, which is block 9's router port).
 PORT_BASE = 20000
 PORT_BLOCKS = 10
 PORT_SPAN = 1000
 MAX_WORKERS = 199
 SIDE_BASE = 400
+METRICS = PORT_SPAN - 1
 HEALTH = "/health"  # SGLang, vLLM, sglang-router and vllm-router all answer it once ready
 
 
@@ -60,6 +62,7 @@ class Endpoint:
 
 WORKER = Endpoint()
 ROUTER_PORT = RuntimeArg("${SLURMGPU_ROUTER_PORT}")
+METRICS_PORT = RuntimeArg("${SLURMGPU_METRICS_PORT}")
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,7 @@ class ServeRouter:
     name: str  # sglang-router | vllm-router
     argv: Tuple[str, ...]  # its line before the workers' words (the script appends each worker's)
     port: int = 0  # offset in the job's block
+    metrics: int = METRICS  # its Prometheus listener's offset (--prometheus-port)
 
 
 @dataclass(frozen=True)
@@ -260,7 +264,7 @@ def place_workers(deployment: Deployment) -> List[Tuple[str, int, int, int, int,
 
 def port_offsets(count: int, stride: int) -> Tuple[int, int, int]:
     """(first HTTP offset, first rendezvous offset, KV side-channel stride) for `count` workers."""
-    if count > MAX_WORKERS or SIDE_BASE + count * stride > PORT_SPAN:
+    if count > MAX_WORKERS or SIDE_BASE + count * stride > METRICS:
         raise ConfigError(
             [
                 Issue(
@@ -270,7 +274,7 @@ def port_offsets(count: int, stride: int) -> Tuple[int, int, int]:
                     "serve",
                     "%d workers need more ports than one job's block of %d (at most %d workers, or %d with "
                     "TP=%d): use fewer, larger workers or several jobs"
-                    % (count, PORT_SPAN, MAX_WORKERS, (PORT_SPAN - SIDE_BASE) // stride, stride),
+                    % (count, PORT_SPAN, MAX_WORKERS, (METRICS - SIDE_BASE) // stride, stride),
                 )
             ]
         )

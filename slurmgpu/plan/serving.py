@@ -570,7 +570,15 @@ def plan_serving(
             raise PlanError(
                 "serve %s of %s needs %d nodes for %s, but partition %s allows %d per job: pass --nodes %d "
                 "(the deployment then holds fewer requests) or lower --concurrency / --rate"
-                % (mode, model.label, nodes, _load_words(work), part.name, part.max_nodes_per_job, part.max_nodes_per_job)
+                % (
+                    mode,
+                    model.label,
+                    nodes,
+                    _load_words(work),
+                    part.name,
+                    part.max_nodes_per_job,
+                    part.max_nodes_per_job,
+                )
             )
         return plan_serving(
             site, model, work, mode, partition, nodes, precision, aggregated, allowed, nvlink_kv, reasons, profile

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 from ...plan import Capabilities, Layout
 from ...plan.profile import MemoryProfile, ServeBudget
 from ...render import RuntimeArg
-from ..serving import ROUTER_PORT, WORKER, Endpoint
+from ..serving import METRICS_PORT, ROUTER_PORT, WORKER, Endpoint
 from .base import Launcher, Options, given_keys
 
 if TYPE_CHECKING:
@@ -146,6 +146,8 @@ def worker_env(role: str, end: Endpoint) -> Tuple[Tuple[str, str], ...]:
 def router_head(mode: str) -> Tuple[str, ...]:
     """sglang-router's line before the workers (sglang_router/router_args.py, launch_router.py)."""
     out: Tuple[str, ...] = ROUTER + ("--host", "0.0.0.0", "--port", ROUTER_PORT)
+    # its Prometheus listener defaults to 29000 (block 9's router port): one of the job's own
+    out += ("--prometheus-port", METRICS_PORT)
     return out + (("--worker-urls",) if mode == "router" else ("--pd-disaggregation",))
 
 

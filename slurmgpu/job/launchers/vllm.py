@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
 from ...plan import Capabilities, Layout
 from ...plan.profile import MemoryProfile, ServeBudget
-from ..serving import ROUTER_PORT, WORKER, Endpoint
+from ..serving import METRICS_PORT, ROUTER_PORT, WORKER, Endpoint
 from .base import Launcher, Options, given_keys
 
 if TYPE_CHECKING:
@@ -145,6 +145,8 @@ def router_head(mode: str) -> Tuple[str, ...]:
     """vllm-router's line before the workers (vllm_router/router_args.py; NIXL is its default
     --kv-connector)."""
     out: Tuple[str, ...] = ROUTER + ("--host", "0.0.0.0", "--port", ROUTER_PORT)
+    # its Prometheus listener defaults to 29000 (block 9's router port): one of the job's own
+    out += ("--prometheus-port", METRICS_PORT)
     return out + (("--worker-urls",) if mode == "router" else ("--vllm-pd-disaggregation",))
 
 
