@@ -13,7 +13,7 @@ PyYAML, which costs more than the rest of loading a site.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .errors import ConfigError, Issue
 
@@ -264,10 +264,12 @@ def load_yaml_file(path: str) -> Any:
     return load_yaml(text, path)
 
 
-def deep_merge(base: Any, override: Any) -> Any:
+def deep_merge(base: Any, override: Any, whole: Optional[Callable[[str, Any, Any], bool]] = None) -> Any:
     """Merge `override` onto `base` (mappings recursively; anything else replaced).
 
-    Positions follow the value that won, so errors point at the file that set it.
+    Positions follow the value that won, so errors point at the file that set it. `whole(key, base,
+    override)` names mappings whose fields are alternatives rather than additions: there the
+    override replaces the base value entirely instead of being merged into it.
     """
     if isinstance(base, dict) and isinstance(override, dict):
         out = LocDict()
@@ -279,7 +281,10 @@ def deep_merge(base: Any, override: Any) -> Any:
                 out.locs[key] = base_locs[key]
         override_locs = getattr(override, "locs", {})
         for key, value in override.items():
-            out[key] = deep_merge(out[key], value) if key in out else value
+            if key in out and not (whole and whole(key, out[key], value)):
+                out[key] = deep_merge(out[key], value, whole)
+            else:
+                out[key] = value
             if key in override_locs:
                 out.locs[key] = override_locs[key]
         return out

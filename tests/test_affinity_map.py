@@ -156,6 +156,32 @@ def test_a_derived_site_with_its_own_nics_keeps_the_cpu_map_and_says_which_nics_
     assert len(amap.notes) == 7 and "mlx5_3 is not one of the node type's nics" in amap.notes[0]
 
 
+def test_a_derived_site_says_unknown_for_its_own_nodes_or_gives_a_map_over_a_presets_unknown(tmp_path):
+    """A site that extends gb200-nvl72 for trays with other CPUs said `affinity: {unknown: ...}` and
+    was refused ("give either the map or unknown, not both"): the preset's numa/gpus were merged into
+    its answer. The two forms replace each other whole, both ways."""
+    path = write(
+        tmp_path,
+        "extends: gb200-nvl72\nname: trays\nnode_types:\n  gb200-tray:\n    cpus: 16\n"
+        "    affinity: {unknown: 16-CPU test trays}\n",
+    )
+    amap = load_site(path).node_type_of().affinity
+    assert not amap.known and amap.unknown == "16-CPU test trays" and amap.gpus == ()
+    unknown_preset = next(
+        p for p in preset_names() if not load_site(str(preset_dir() / (p + ".yaml"))).node_type_of().affinity.known
+    )
+    nt = load_site(str(preset_dir() / (unknown_preset + ".yaml"))).node_type_of()
+    gpus = "".join("      - {numa: 0}\n" for _ in range(nt.gpus))
+    path = write(
+        tmp_path,
+        "extends: %s\nname: probed\nnode_types:\n  %s:\n    affinity:\n      source: probe on n1\n"
+        "      numa: {0: 0-%d}\n      gpus:\n%s" % (unknown_preset, nt.name, nt.cpus - 1, gpus),
+        name="probed.yaml",
+    )
+    amap = load_site(path).node_type_of().affinity
+    assert amap.known and not amap.unknown and len(amap.gpus) == nt.gpus
+
+
 def test_site_show_prints_the_map_or_why_not():
     from click.testing import CliRunner
 

@@ -18,7 +18,7 @@ import pytest
 from slurmgpu.site import parse_cpulist
 from tests.contract_matrix import PRESETS, cases
 from tests.launch_parse import runner_words
-from tests.test_contract_torchrun import torchrun_options
+from tests.test_contract_torchrun import PROGRAM, torchrun_options
 
 BOUND_PRESETS = [p for p in PRESETS]
 
@@ -46,7 +46,7 @@ def test_torchrun_numa_binding_is_torchs_own_option():
     run = pytest.importorskip("torch.distributed.run")
     binding = pytest.importorskip("torch.numa.binding")
     checked = 0
-    for case, gen in cases("torchrun", command=("train.py",)):
+    for case, gen in cases("torchrun", **PROGRAM):
         if gen is None:
             continue
         a = run.get_args_parser().parse_args(torchrun_options(gen.script) + ["train.py"])
@@ -66,7 +66,9 @@ def test_deepspeed_splits_our_core_list_onto_each_gpus_numa_node(monkeypatch):
     # only prints "please install numactl" (through dpkg, leaving its pipes open); the split is untouched
     monkeypatch.setattr(numa, "check_for_numactl_pkg", lambda: True)
     checked = 0
-    for case, gen in cases("deepspeed", command=("train.py",), parallel={"tp": 1, "pp": 1, "cp": 1, "ep": 1}):
+    for case, gen in cases(
+        "deepspeed", command=("train.py",), parallel={"tp": 1, "pp": 1, "cp": 1, "ep": 1}, implements=("recompute",)
+    ):
         if gen is None or gen.request.binding.how != "deepspeed":
             continue
         args = runner.parse_args(["--node_rank=0"] + runner_words(gen.script, "deepspeed"))
@@ -85,7 +87,7 @@ def test_deepspeed_splits_our_core_list_onto_each_gpus_numa_node(monkeypatch):
 def test_accelerate_enable_cpu_affinity_is_a_launch_flag():
     launch = pytest.importorskip("accelerate.commands.launch")
     checked = 0
-    for case, gen in cases("accelerate", command=("train.py",)):
+    for case, gen in cases("accelerate", command=("train.py",), implements=("recompute",)):
         if gen is None:
             continue
         args = launch.launch_command_parser().parse_args(

@@ -162,7 +162,8 @@ def expected_training(m: ModelSpec, p: Parsed, i: int, moments_bytes: Optional[f
     if p.recompute == "full":  # one layer re-run during backward holds its activations again
         acts += _layer_bytes(m, m.is_moe, s, p.micro, p.tp, p.sp, "none")
     if i == p.pp - 1:
-        acts += 4.0 * s * p.micro * (m.hidden + m.vocab) / p.tp  # output layer and fp32 logits
+        # output layer input, and the logits at the loss (fp32 in Megatron-style losses: the rule's default)
+        acts += (4.0 * m.hidden + _rule(p.rules, "logits", env, 4.0) * m.vocab) * s * p.micro / p.tp
     return {
         "weights": weights / GB,
         "gradients": grads / GB,

@@ -389,7 +389,9 @@ def test_version_choice_is_explicit() -> None:
     with pytest.raises(ConfigError, match="no version '0.4'.*0.3.0 or main"):
         render(case, "torchtitan", launcher_version="0.4", **INPUTS)
     with pytest.raises(ConfigError, match="one version only"):
-        render(case, "torchrun", launcher_version="main", command=("train.py",), fsdp=True)
+        render(
+            case, "torchrun", launcher_version="main", command=("train.py",), fsdp=True, implements=("tp", "recompute")
+        )
 
 
 def test_main_refuses_a_dataset_it_cannot_be_told() -> None:
@@ -456,14 +458,17 @@ def test_405b_trains_in_float8_and_the_plan_says_so() -> None:
 
 
 @pytest.mark.parametrize(
-    "preset,model,nodes,chunks", [("dgx-h100", "deepseek-v3", 32, 1), ("leonardo", "llama3.1-70b", 64, 8)]
+    "preset,model,nodes,interleaved",
+    [("dgx-h100", "deepseek-v3", 32, False), ("leonardo", "llama3.1-70b", 128, True)],
 )
-def test_stage_split_and_chunks_are_the_plans(preset: str, model: str, nodes: int, chunks: int) -> None:
+def test_stage_split_and_chunks_are_the_plans(preset: str, model: str, nodes: int, interleaved: bool) -> None:
     """Issue 27 #6: DeepSeek-V3 on PP 32 ran [1, 2x30, 0] (an empty last stage) against the plan's
-    [1, 1, 2x29, 1]; Llama 3.1 70B on 64 leonardo nodes built 2 chunks per rank against 8."""
+    [1, 1, 2x29, 1]; Llama 3.1 70B on leonardo built 2 chunks per rank against the plan's 8. The second
+    case must stay an interleaved plan (more than one chunk per rank) or it checks nothing of that."""
     gen, v = _titan(preset, model, nodes, **TOKENS)
     plan = gen.sizing.plan
-    assert plan.virtual_stages == chunks
+    chunks = plan.virtual_stages
+    assert (chunks > 1) == interleaved, plan.layout
     assert [sum(r) for r in v["stages"]] == list(plan.stage_layers) and {len(r) for r in v["stages"]} == {chunks}
     assert min(min(r) for r in v["stages"]) > 0
 

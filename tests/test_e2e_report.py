@@ -1,6 +1,7 @@
 """`slurmgpu report JOBID` on real jobs of the local Slurm test cluster (issue 31).
 
-A script from the real `slurmgpu gen` (srun launcher, planned for llama3.1-8b on two gpu4 nodes)
+A script from the real `slurmgpu gen` (srun launcher, planned for llama3.1-8b on two gpu4 nodes as a
+program that implements every parallelism, as Megatron-style workers would)
 runs tests/e2e/report_worker.py, whose rank 0 prints progress lines in Megatron-LM's and
 torchtitan's formats with figures the test knows. `slurmgpu report JOBID` must find the plan in
 the job's batch script as Slurm stored it (scontrol; sacct with AccountingStoreFlags=job_script
@@ -52,7 +53,7 @@ def _script(cluster, tmp_path: Path, *extra: str) -> str:
     gbs = _plan_gbs(cluster)
     return gen(
         cluster, "--partition", "gpu4", "--launcher", "srun", "--nodes", "2", "--model", "llama3.1-8b",
-        "--no-preflight", *extra, "--", WORKER, str(gbs),
+        "--implements", "tp,pp,cp,ep,recompute", "--no-preflight", *extra, "--", WORKER, str(gbs),
     )  # fmt: skip
 
 

@@ -398,7 +398,9 @@ def test_html_is_the_spelling_and_explain_html_a_hidden_alias(repo):
 
 
 def test_plan_takes_the_spec_as_gen_does(repo):
-    (repo / "job.yaml").write_text("model: llama3-8b\nlauncher: torchrun\ncommand: [t.py]\nfsdp: true\nnodes: 1\n")
+    (repo / "job.yaml").write_text(
+        "model: llama3-8b\nlauncher: torchrun\ncommand: [t.py]\nfsdp: true\nimplements: [recompute]\nnodes: 1\n"
+    )
     a = run("plan", "job.yaml", "--json")
     b = run("plan", "--spec", "job.yaml", "--json")
     assert a.exit_code == b.exit_code == 0 and a.stdout == b.stdout

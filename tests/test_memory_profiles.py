@@ -172,3 +172,33 @@ def test_the_readme_says_what_the_planner_does() -> None:
     assert "Smallest allocation that fits: %d nodes" % nodes in str(e.value)
     argv = [str(a) for a in megatron("llama3-70b", nodes).request.launch.program]
     assert all(f in argv for f in flags), flags
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "srun", "accelerate", "deepspeed"])
+def test_a_users_program_pays_for_its_loss_at_14_bytes_per_logit(launcher: str) -> None:
+    """A program these launchers start computes its loss the Hugging Face way (bf16 logits, an fp32
+    upcast, cross_entropy's saved fp32 log-softmax and the fp32 gradient), measured on an H200 at
+    about 14 B per logit (bench/program_memory.py: 8.9 GB over Megatron's 4 B for a 1B model at
+    8 x 4096 tokens of a 32k vocab); Megatron's fused vocab-parallel loss keeps the fp32 logits only."""
+    from slurmgpu.plan import model_from_params
+
+    model = model_from_params("1B")  # the shape the H200 run measured
+    program = memory_profile(get_launcher(launcher), "bf16", model=model)
+    fused = memory_profile(get_launcher("megatron"), "bf16", model=model)
+    assert program.logits_bytes == 14.0 and fused.logits_bytes == 4.0
+    from slurmgpu.plan import PlanRequest, make_plan
+    from slurmgpu.plan.types import Capabilities
+
+    def acts(profile: Any) -> float:
+        req = PlanRequest(
+            model=model, task="pretrain", seq=4096, global_batch=8, gpus=1, caps=Capabilities(memory=profile)
+        )
+        site = load_site(str(preset_dir() / "dgx-h200.yaml"))
+        plan = make_plan(site, req)
+        return plan.memory.activations, plan.layout.micro_batch
+
+    (a_prog, mb), (a_fused, mb2) = acts(program), acts(fused)
+    if mb == mb2:
+        assert a_prog - a_fused == pytest.approx(10.0 * 4096 * mb * model.vocab / 1e9, rel=0.01)
+    else:  # the extra bytes moved the planner to a smaller micro-batch
+        assert mb < mb2

@@ -50,7 +50,11 @@ def site_text(version: str, checkpoint: Path, order: str = "") -> str:
         partitions:
           nvl: {{node_type: gb200-tray, nodes: 8}}
         node_types:
-          gb200-tray: {{nvlink_domain: 16, cpus: 16, memory_gb: 62.5}}
+          gb200-tray:
+            nvlink_domain: 16
+            cpus: 16
+            memory_gb: 62.5
+            affinity: {{unknown: "test trays: 16 CPUs on one NUMA node, not the Grace pair of the preset's map"}}
         container: {{runtime: none}}
         paths: {{checkpoint: {ckpt}, scratch: {ckpt}}}
         """

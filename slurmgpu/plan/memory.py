@@ -430,7 +430,8 @@ def training_stage_memory(
             in_flight *= 1.0 + (p - 1) / float(p * interleave)
         acts = in_flight * (sp_.dense_layers * act_dense + sp_.moe_layers * act_moe) + work
         if i == p - 1:
-            acts += 4.0 * s_loc * b * (h + v) / t  # output layer and fp32 logits (Korthikanti 4sbh/t(1+v/h))
+            # output layer input and the logits at the loss (Korthikanti 4sbh/t(1+v/h) with fp32 logits)
+            acts += (4.0 * h + profile.logits_bytes * v) * s_loc * b / t
         wb = 2.0
         if task in ("lora", "qlora"):
             # the frozen base stays in bf16 (NF4 under QLoRA); only the rank-16 adapters train

@@ -171,6 +171,9 @@ class MemoryProfile:
     recompute: Tuple[str, ...] = RECOMPUTE  # what the launcher can ask for
     serve: Optional[ServeBudget] = None  # serving engines: how they preallocate
     default_zero: int = 0  # the stage the framework runs when told nothing (memory_flags count savings from it)
+    # bytes per logit (sequence x micro-batch x vocab / TP) live on the last stage at the loss: Megatron's
+    # vocab-parallel cross entropy keeps the fp32 logits (4); a plain PyTorch program keeps more (program_memory)
+    logits_bytes: float = 4.0
 
     def stage(self, zero: int) -> StageBytes:
         for s in self.stages:

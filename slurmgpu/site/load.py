@@ -180,6 +180,14 @@ def _resolve_extends(ref: str, child_file: str) -> str:
     return str(preset_dir() / (ref + ".yaml"))
 
 
+def _replaced_whole(key: str, base: Any, override: Any) -> bool:
+    """An affinity map and `unknown: WHY` exclude each other: a site that extends a preset says one
+    or the other for its nodes, and neither half of the preset's survives into it."""
+    if key != "affinity" or not isinstance(base, dict) or not isinstance(override, dict):
+        return False
+    return "unknown" in override or "unknown" in base
+
+
 def _load_raw(path: str, seen: Tuple[str, ...] = ()) -> Any:
     from ..yamlsrc import deep_merge, load_yaml_file
 
@@ -203,7 +211,7 @@ def _load_raw(path: str, seen: Tuple[str, ...] = ()) -> Any:
         hint = "; presets: %s" % ", ".join(preset_names()) if "/" not in ref else ""
         raise ConfigError([Issue(*at, "extends", "no such site '%s' (looked for %s)%s" % (ref, parent, hint))])
     base = _load_raw(parent, seen + (os.path.realpath(path),))
-    merged = deep_merge(base, data)
+    merged = deep_merge(base, data, _replaced_whole)
     if "name" not in data:  # a derived site is not the preset it starts from
         merged["name"] = Path(path).stem
     del merged["extends"]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
 from ...plan import Capabilities, Layout
 from ...plan.profile import TERMS, MemoryProfile, StageBytes
-from .base import Launcher, Options, check_caps, field_error, torch_ddp
+from .base import PROGRAM_LOGITS_BYTES, Launcher, Options, check_caps, field_error, torch_ddp
 
 if TYPE_CHECKING:
     from ...plan import ModelSpec
@@ -75,6 +75,7 @@ def memory(precision: str, model: Optional[ModelSpec] = None) -> MemoryProfile:
         sequence_parallel=False,
         recompute=("none",),
         default_zero=0,
+        logits_bytes=PROGRAM_LOGITS_BYTES,  # the user's program computes its loss
     )
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Dict, Optional, Sequence, Tuple, Union
 from ...plan import Capabilities, Layout
 from ...plan.profile import TERMS, MemoryProfile, StageBytes
 from ...render import PathArg
-from .base import Launcher, Options, check_caps, field_error
+from .base import PROGRAM_LOGITS_BYTES, Launcher, Options, check_caps, field_error
 
 if TYPE_CHECKING:
     from ...plan import ModelSpec
@@ -111,6 +111,7 @@ def memory(precision: str, model: Optional[ModelSpec] = None) -> MemoryProfile:
         sequence_parallel=False,
         recompute=("none",),
         default_zero=0,
+        logits_bytes=PROGRAM_LOGITS_BYTES,  # the user's program computes its loss
     )
 
 

@@ -22,7 +22,7 @@ from ...errors import ConfigError
 from ...plan import Capabilities, Layout, node_shard
 from ...plan.profile import TERMS, MemoryProfile, StageBytes
 from ...render import PathArg
-from .base import DEFAULT_SAVE_INTERVAL, Launcher, Options, field_error, given_keys, train_iters
+from .base import DEFAULT_SAVE_INTERVAL, PROGRAM_LOGITS_BYTES, Launcher, Options, field_error, given_keys, train_iters
 
 if TYPE_CHECKING:
     from ...plan import ModelSpec
@@ -144,6 +144,9 @@ def memory(precision: str, model: Optional[ModelSpec] = None) -> MemoryProfile:
         stages=(hsdp, replace(hsdp, zero=2), full),
         default_zero=3,
         experts_keep_tp=False,  # models/common/moe_sharding.py: with EP the experts shard over EP, not TP
+        # components/loss.py cross_entropy_loss upcasts the bf16 logits (.float()) before torch's
+        # cross_entropy, as a user's program does (base.PROGRAM_LOGITS_BYTES)
+        logits_bytes=PROGRAM_LOGITS_BYTES,
     )
 
 
