@@ -584,6 +584,29 @@ CATALOGUE: Tuple[Signature, ...] = (
         "Stream error from decode server)",
     ),
     Signature(
+        id="router-port-in-use",
+        title="The serving router could not open its port",
+        category="rendezvous",
+        priority=17,
+        patterns=(
+            r"failed to install Prometheus metrics exporter: FailedToCreateHTTPListener\(\"(?P<error>Address "
+            r"already in use[^\"]*)\"\)",
+            r"Error starting router: (?P<error>Address already in use \(os error 98\))",
+        ),
+        cause="sglang-router / vllm-router ended at start: a port it listens on is taken[[ ({error})]]. Both "
+        "routers open a Prometheus listener on 29000 unless --prometheus-port says otherwise, so a second "
+        "router on the node, or a router whose own --port is 29000, collides with it.",
+        fixes=(
+            "Give the router a metrics port of its own: --prometheus-port (scripts from `slurmgpu gen --serve "
+            "router|disaggregated` use the last port of the job's block, 20000 + (job id % 10) x 1000 + 999).",
+            "Derive the router's --port from the job id so jobs sharing a node differ (the generated scripts "
+            "do), and check with `ss -ltnp` on the first node what holds the port.",
+        ),
+        source="sglang-router 0.3.2 and vllm-router 0.1.17 from PyPI, run on slurmgpu's development machine: "
+        "a second router with the same --prometheus-port (the Prometheus panic, identical for both), and a "
+        "router whose --port was held (Error starting router); tests/test_serving_real_router.py runs them",
+    ),
+    Signature(
         id="serve-readiness-timeout",
         title="A serving worker never became ready",
         category="rendezvous",
