@@ -190,6 +190,8 @@ def test_sglang_router_job_waits_for_every_replica_then_routes(slurm_cluster, po
     ports = sorted(w["start"]["port"] for w in workers)
     assert ports == list(range(port0 + 1, port0 + 1 + len(plan)))
     assert sorted(int(u.rsplit(":", 1)[1]) for u in router["start"]["workers"]) == ports
+    argv = router["start"]["argv"]  # its metrics listener is the job's last port, not the routers' 29000
+    assert argv[argv.index("--prometheus-port") + 1] == str(port0 + 999)
     assert sorted(u.split("//")[1].rsplit(":", 1)[0] for u in router["start"]["workers"]) == sorted(
         w["start"]["env"]["SLURMD_NODENAME"] for w in workers
     )
