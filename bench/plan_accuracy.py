@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from slurmgpu.errors import PlanError  # noqa: E402
 from slurmgpu.plan import Capabilities, PlanRequest, make_plan  # noqa: E402
 from slurmgpu.plan.accuracy import run_class  # noqa: E402
-from slurmgpu.plan.calibrate import MeasuredRun, fit_terms, leave_one_source_out  # noqa: E402
+from slurmgpu.plan.calibrate import MeasuredRun, fit_terms, leave_one_source_out, p90  # noqa: E402
 from slurmgpu.plan.models import ModelSpec, get_model  # noqa: E402
 from slurmgpu.plan.profile import TERMS, MemoryProfile, StageBytes  # noqa: E402
 from slurmgpu.plan.terms import DEFAULT_TERMS, PRIOR_TERMS, CostTerms  # noqa: E402
@@ -296,14 +296,9 @@ def _pct(x: float) -> str:
     return "%+.1f%%" % (100 * x)
 
 
-def _p90(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(round(0.9 * (len(s) - 1))))]
-
-
 def _stats(errs: Sequence[float]) -> Tuple[float, float, float, int]:
     absr = [abs(e) for e in errs]
-    return statistics.median(absr), statistics.median(errs), _p90(absr), sum(1 for a in absr if a <= 0.10)
+    return statistics.median(absr), statistics.median(errs), p90(absr), sum(1 for a in absr if a <= 0.10)
 
 
 def _group(results: Sequence[Result], key: Callable[[Row], str]) -> List[Tuple[str, List[float]]]:
@@ -426,7 +421,7 @@ def bands(results: Sequence[Result]) -> Dict[Tuple[str, str], Tuple[int, int]]:
     for r in results:
         if r.error is not None:
             by.setdefault(run_class(r.row.model.is_moe, r.row.precision), []).append(abs(r.error))
-    return {k: (len(v), int(math.ceil(100 * _p90(v) - 1e-9))) for k, v in sorted(by.items())}
+    return {k: (len(v), int(math.ceil(100 * p90(v) - 1e-9))) for k, v in sorted(by.items())}
 
 
 def terms_text(terms: CostTerms) -> str:

@@ -110,15 +110,17 @@ def test_user_config_flag_is_refused():
     case = FIRST
     for flag in ("--deepspeed_config", "--deepscale_config"):
         with pytest.raises(ConfigError, match="sets %s itself" % flag):
-            render(case, "deepspeed", command=("train.py", flag, "mine.json"), parallel=DP_ONLY)
+            render(
+                case, "deepspeed", command=("train.py", flag, "mine.json"), parallel=DP_ONLY, implements=("recompute",)
+            )
 
 
 def test_fp8_is_refused_not_run_in_bf16():
     case = FIRST
     with pytest.raises(ConfigError, match="no fp8 training switch"):
-        render(case, "deepspeed", command=COMMAND, parallel=DP_ONLY, precision="fp8")
+        render(case, "deepspeed", command=COMMAND, parallel=DP_ONLY, precision="fp8", implements=("recompute",))
 
 
 def test_header_names_the_version():
-    gen = render(FIRST, "deepspeed", command=COMMAND, parallel=DP_ONLY)
+    gen = render(FIRST, "deepspeed", command=COMMAND, parallel=DP_ONLY, implements=("recompute",))
     assert gen is not None and adapter.TARGETS in gen.script

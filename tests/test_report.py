@@ -367,7 +367,7 @@ def test_the_generated_deepspeed_config_makes_deepspeed_print_its_throughput(tmp
 
     out = tmp_path / "job.sh"
     code, text = _cli("gen", "--site", "dgx-h100", "--model", "llama3.1-8b", "--launcher", "deepspeed", "--nodes", "1",
-                      "--no-preflight", "-o", str(out), "--", "train.py")  # fmt: skip
+                      "--implements", "recompute", "--no-preflight", "-o", str(out), "--", "train.py")  # fmt: skip
     assert code == 0, text
     body = re.search(r"<<'SLURMGPU_EOF'\n(.*?)\nSLURMGPU_EOF\n", out.read_text(), re.S)
     raw = json.loads(body.group(1))
@@ -402,8 +402,9 @@ def test_the_fingerprint_line_does_not_change_the_launcher_the_filter_sees(launc
 
     out = tmp_path / "job.sh"
     extra = ["--smoke"] if launcher in ("megatron", "nemo", "torchtitan") else ["--", "train.py"]
-    if launcher in ("torchrun", "srun"):  # the user's program is planned as declared: as DDP, 8B fits nowhere
-        extra = ["--fsdp"] + extra
+    if launcher in ("torchrun", "srun", "accelerate", "deepspeed"):  # the user's program is planned as declared:
+        # as DDP (or ZeRO) without activation checkpointing, 8B's fp32 loss logits fit nowhere
+        extra = ["--implements", "recompute"] + (["--fsdp"] if launcher in ("torchrun", "srun") else []) + extra
     code, text = _cli("gen", "--site", "dgx-h100", "--model", "llama3.1-8b", "--launcher", launcher, "--nodes", "2",
                       "--no-preflight", "-o", str(out), *extra)  # fmt: skip
     assert code == 0, text

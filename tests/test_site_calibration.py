@@ -21,7 +21,9 @@ from click.testing import CliRunner
 from slurmgpu.cli import main
 from slurmgpu.errors import ConfigError, PlanError
 from slurmgpu.plan import PlanRequest, get_model, make_plan
-from slurmgpu.plan.fitting import MeasuredRun, fit, predict, with_calibration
+from slurmgpu.plan.calibrate import MeasuredRun, chosen, predict, prepare
+from slurmgpu.plan.calibrate import fit_site as fit
+from slurmgpu.plan.calibration import with_calibration
 from slurmgpu.plan.planline import parse_plan_line
 from slurmgpu.runs.record import CALIBRATION_COLUMNS, COLUMNS, RunRecord, append_run, read_runs
 from slurmgpu.site import load_site, preset_dir, resolve_site
@@ -58,31 +60,35 @@ def synthetic_runs(site, truth: Factors = TRUTH, scale: float = 1.0) -> List[Mea
     planted = with_calibration(site, gpu, truth)
     out = []
     for i, (m, g, prec, seq, gbs, mbs, tp, pp, dp, zero) in enumerate(SPECS):
-        r = MeasuredRun(
-            name="run%02d" % i, model=get_model(m), gpus=g, precision=prec, task="pretrain", seq=seq,
-            global_batch=gbs, micro_batch=mbs, tp=tp, pp=pp, dp=dp, cp=1, ep=1, vp=1, zero=zero,
-            recompute=None, measured=1.0,
+        req = PlanRequest(
+            model=get_model(m), gpus=g, precision=prec, task="pretrain", seq=seq, global_batch=gbs,
+            pins={"tp": tp, "pp": pp, "dp": dp, "cp": 1, "ep": 1, "micro_batch": mbs}, zero=zero,
+            virtual_stages=1 if pp > 1 else None,
         )  # fmt: skip
-        tps, z, rc = predict(planted, r)
-        out.append(replace(r, measured=tps * scale, zero=z, recompute=rc))
+        r = MeasuredRun("run%02d" % i, "run%02d" % i, planted, req, 1.0)
+        c = chosen(prepare(r))
+        req = replace(req, zero=c.memory.zero, recompute=c.memory.recompute)
+        out.append(replace(r, site=site, request=req, tokens_per_s_gpu=c.tokens_per_s / g * scale))
     return out
 
 
 def write_runs_file(path: Path, runs: List[MeasuredRun], site_name: str = "dgx-h100") -> None:
     """The runs as rows of a runs file, written the way `report --record` writes them."""
     for r in runs:
-        m = r.model
+        q = r.request
+        m = q.model
         rec = RunRecord(
             {
-                "name": r.name, "source": "synthetic (tests/test_calibrate.py)", "gpu": "h100", "gpus": str(r.gpus),
+                "name": r.name, "source": "synthetic (tests/test_calibrate.py)", "gpu": "h100", "gpus": str(q.gpus),
                 "layers": str(m.layers), "hidden": str(m.hidden), "heads": str(m.heads), "kv_heads": str(m.kv_heads),
-                "ffn": str(m.ffn), "vocab": str(m.vocab), "seq": str(r.seq), "gated": str(m.gated),
-                "precision": r.precision, "task": r.task, "gbs": str(r.global_batch), "mbs": str(r.micro_batch),
-                "tp": str(r.tp), "pp": str(r.pp), "cp": "1", "ep": "1", "vp": "1", "dp": str(r.dp),
-                "zero": str(r.zero), "recompute": r.recompute or "", "metric_kind": "tokens/s/GPU (synthetic)",
-                "metric_value": "%.6g" % r.measured, "measured_tokens_s_gpu": "%.9g" % r.measured,
-                "layout_only": "False", "uncertain": "False", "catalogue_model": m.name, "source_id": r.name,
-                "site": site_name, "partition": "gpu", "job_id": str(1000 + int(r.name[3:])),
+                "ffn": str(m.ffn), "vocab": str(m.vocab), "seq": str(q.seq), "gated": str(m.gated),
+                "precision": q.precision, "task": q.task, "gbs": str(q.global_batch),
+                "mbs": str(q.pins["micro_batch"]), "tp": str(q.pins["tp"]), "pp": str(q.pins["pp"]), "cp": "1",
+                "ep": "1", "vp": "1", "dp": str(q.pins["dp"]), "zero": str(q.zero), "recompute": q.recompute or "",
+                "metric_kind": "tokens/s/GPU (synthetic)", "metric_value": "%.6g" % r.tokens_per_s_gpu,
+                "measured_tokens_s_gpu": "%.9g" % r.tokens_per_s_gpu, "layout_only": "False", "uncertain": "False",
+                "catalogue_model": m.name, "source_id": r.name, "site": site_name, "partition": "gpu",
+                "job_id": str(1000 + int(r.name[3:])),
             }
         )  # fmt: skip
         ok, msg = append_run(str(path), rec, site_name)
@@ -180,15 +186,17 @@ def test_leave_one_out_is_out_of_sample(site):
     """The reported leave-one-out errors are each run predicted by a fit that never saw it: redo two
     of them by hand. With noise on the runs they must exceed the in-sample errors."""
     runs = synthetic_runs(site)
-    noisy = [replace(r, measured=r.measured * (1 + 0.06 * math.sin(3.7 * i))) for i, r in enumerate(runs)]
+    noisy = [
+        replace(r, tokens_per_s_gpu=r.tokens_per_s_gpu * (1 + 0.06 * math.sin(3.7 * i))) for i, r in enumerate(runs)
+    ]
     gpu = site.node_type_of().gpu_model
     res = fit(site, gpu, noisy)
     for i in (0, 8):
         alone = fit(site, gpu, noisy[:i] + noisy[i + 1 :], leave_one_out=False)
         full = Factors(**{k: getattr(res.start, k) for k in ("gemm_bf16", "gemm_fp8", "attn", "link", "nic")})
         full = replace(full, **alone.factors.values())
-        tps, _, _ = predict(with_calibration(site, gpu, full), noisy[i])
-        assert res.after_loo[i] == pytest.approx(tps / noisy[i].measured - 1, abs=2e-3)
+        tps = predict(prepare(replace(noisy[i], site=with_calibration(site, gpu, full))))
+        assert res.after_loo[i] == pytest.approx(tps / noisy[i].tokens_per_s_gpu - 1, abs=2e-3)
     mean_abs = lambda xs: sum(abs(x) for x in xs) / len(xs)  # noqa: E731
     assert mean_abs(res.after_loo) > mean_abs(res.after_in_sample)
     assert res.factors.loo_p90 is not None and res.factors.loo_p90 > 0.5
@@ -319,3 +327,84 @@ def test_diff_says_what_changed_between_two_runs_of_one_spec(tmp_path):
     r = CliRunner().invoke(main, ["report", "--diff", str(a), str(DATA / "deepspeed.log")])
     assert r.exit_code == 0 and "not the same spec" in r.output
     assert CliRunner().invoke(main, ["report", "--diff", str(a)]).exit_code == 2
+
+
+# ---------------------------------------------------------------------------
+# One way terms reach the cost model, one band per plan
+
+
+def test_a_calibration_is_the_site_s_values_of_cost_terms(site):
+    """Planning on a calibrated site is planning with DEFAULT_TERMS overridden by the calibration's
+    values (the GEMM ceilings of the GPU's architecture, attention, link and NIC efficiency)."""
+    from slurmgpu.plan.calibration import site_terms
+    from slurmgpu.plan.terms import DEFAULT_TERMS
+
+    assert site_terms("hopper") == {
+        "gemm_bf16": "gemm_hopper_bf16",
+        "gemm_fp8": "gemm_hopper_fp8",
+        "attn": "attn",
+        "link": "link_eff",
+        "nic": "nic_eff",
+    }
+    assert "gemm_fp8" not in site_terms("ampere")  # no FP8 tensor cores: no FP8 ceiling to calibrate
+    gpu = site.node_type_of().gpu_model
+    for prec, model, nodes in (("bf16", "llama3.1-70b", 4), ("fp8", "llama3.1-8b", 2)):
+        req = PlanRequest(model=get_model(model), nodes=nodes, precision=prec)
+        calibrated = make_plan(with_calibration(site, gpu, TRUTH), req)
+        terms = replace(
+            DEFAULT_TERMS, gemm_hopper_bf16=0.70, gemm_hopper_fp8=0.58, attn=0.40, link_eff=0.70, nic_eff=0.80
+        )
+        direct = make_plan(site, replace(req, terms=terms))
+        assert calibrated.tokens_per_s == pytest.approx(direct.tokens_per_s, rel=1e-12)
+        assert calibrated.layout == direct.layout
+        assert calibrated.time_breakdown == pytest.approx(direct.time_breakdown, rel=1e-12)
+
+
+def test_link_and_nic_efficiency_move_only_the_collectives(site):
+    from slurmgpu.plan.terms import DEFAULT_TERMS
+
+    req = PlanRequest(
+        model=get_model("llama3.1-70b"), gpus=32, global_batch=64,
+        pins={"tp": 8, "pp": 1, "dp": 4, "micro_batch": 1}, zero=3,
+    )  # fmt: skip
+    base = make_plan(site, req)
+    slow_link = make_plan(site, replace(req, terms=replace(DEFAULT_TERMS, link_eff=0.4)))
+    slow_nic = make_plan(site, replace(req, terms=replace(DEFAULT_TERMS, nic_eff=0.46)))
+    assert slow_link.time_breakdown["tp"] > 1.9 * base.time_breakdown["tp"]  # TP=8 inside a node: NVLink
+    assert slow_nic.time_breakdown["tp"] == pytest.approx(base.time_breakdown["tp"])
+    assert slow_nic.time_breakdown["dp"] > base.time_breakdown["dp"]  # FSDP across 4 nodes: the NICs
+    for p in (slow_link, slow_nic):
+        assert p.time_breakdown["compute"] == pytest.approx(base.time_breakdown["compute"])
+
+
+def test_a_calibrated_plan_states_and_chooses_by_one_band(site):
+    """The site calibration's leave-one-out band is the plan's band everywhere: its notes, the
+    published-style layout choice, the alternatives' words, the `plan` text and the plan line (the
+    layout choice used the published band while the notes stated the site's)."""
+    from slurmgpu.plan import format_plan
+    from slurmgpu.plan.accuracy import error_band
+    from slurmgpu.plan.planline import format_plan_line
+
+    gpu = site.node_type_of().gpu_model
+    req = PlanRequest(model=get_model("llama3.1-8b"), nodes=1)
+    published = make_plan(site, req)
+    pub_band = error_band(False, "bf16")
+    assert pub_band is not None and published.band == (pub_band[0], pub_band[1], "published")
+    # the free choice is predicted a few percent faster than the published-style layout: inside the
+    # published band (kept), beyond a 1 % site band (not kept)
+    assert any("within the +-%d%% error band" % pub_band[1] in n for n in published.notes)
+    cal_site = with_calibration(site, gpu, replace(Factors(), runs=11, loo_median=0.5, loo_p90=0.6))
+    plan = make_plan(cal_site, req)
+    assert plan.band == (11, 1, "site")
+    assert not any("+-%d%%" % pub_band[1] in n for n in plan.notes)
+    assert any("beyond the +-1% error band" in n for n in plan.notes), plan.notes
+    assert plan.layout != published.layout
+    assert "(+-1% out of sample)" in format_plan(plan)
+    words = parse_plan_line(format_plan_line(cal_site, plan, "torchrun"))
+    assert words is not None and (words["band"], words["band_basis"]) == ("1", "site")
+
+
+def test_a_calibration_value_outside_the_cost_model_s_bounds_is_refused(site):
+    gpu = site.node_type_of().gpu_model
+    with pytest.raises(PlanError, match=r"gpus\.H100-SXM5-80GB\.attn is 0\.9, outside the cost model's bounds"):
+        make_plan(with_calibration(site, gpu, Factors(attn=0.9, runs=5)), PlanRequest(model=get_model("llama3.1-8b")))

@@ -661,7 +661,9 @@ def about_lines(
                 cal.runs,
                 site.calibration.path if site.calibration is not None else "",
                 site.calibration.fitted if site.calibration is not None else "",
-                "+-%.0f%%" % cal.loo_p90 if cal.loo_p90 is not None else "not measured",
+                "+-%d%%" % sizing.plan.band[1]
+                if sizing.plan.band is not None and sizing.plan.band[2] == "site"
+                else "not measured",
             )
         )
     return tuple(comment(x) for x in lines)

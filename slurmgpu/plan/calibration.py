@@ -1,78 +1,92 @@
-"""A site's calibration applied to the cost model, and the error band a plan states.
+"""A site's calibration as overrides of the cost model's terms, and the one error band a plan states.
 
-The cost model reads efficiency only through `Hardware` (GEMM and attention shares of peak, the
-ring bandwidth of the fast link, what the NICs deliver), so a calibration is applied there, once,
-by `hardware()`: the search, the explanation and the figures then all use the site's measured
-efficiency. The band a calibrated plan states is the calibration's own leave-one-out error on
-the site's runs, never an in-sample figure.
+A calibration file (slurmgpu.site.calibration, written by `slurmgpu calibrate`) holds, per GPU model,
+the site's own values of a few `CostTerms` under the site's words: `gemm_bf16` and `gemm_fp8` are the
+GEMM ceilings of that GPU's architecture, `attn`, `link` and `nic` the attention, NVLink and NIC
+efficiency (`term_of`). `hardware()` lays them over the request's terms with `calibrated`, so they
+reach the cost model the way every term does, through `Hardware.terms`. The band a calibrated plan
+states is the calibration's own leave-one-out error on the site's runs, never an in-sample figure;
+otherwise the published-run band of slurmgpu.plan.accuracy.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Optional, Tuple
 
-from ..site.calibration import Calibration, Factors
+from ..errors import PlanError
+from ..site import Site
+from ..site.calibration import FACTORS, Calibration, Factors
 from .accuracy import band_words, error_band
-from .hardware import LINK_EFF, NIC_EFF, Hardware
+from .terms import BOUNDS, CostTerms, gemm_term
+
+if TYPE_CHECKING:
+    from .hardware import Hardware
+
+_SAME_ON_EVERY_GPU = {"attn": "attn", "link": "link_eff", "nic": "nic_eff"}
 
 
-def fp8_gemms(hw: Hardware) -> bool:
-    """Whether the linear layers run at the FP8 peak (FP8 asked for and the GPU has it)."""
-    return hw.peak > hw.peak_bf16
+def term_of(key: str, arch: str) -> Optional[str]:
+    """The CostTerms field a calibration key sets on a GPU of architecture `arch`; None where the GPU
+    has no such term (FP8 GEMMs on an architecture without FP8)."""
+    if key == "gemm_bf16":
+        return gemm_term(arch, False)
+    if key == "gemm_fp8":
+        name = gemm_term(arch, True)
+        return name if name != gemm_term(arch, False) else None
+    return _SAME_ON_EVERY_GPU[key]
 
 
-def with_factors(hw: Hardware, f: Factors) -> Hardware:
-    """`hw` with the factors that are set replacing the cost model's own. Bandwidths are recomputed
-    from the data sheet (not scaled), so applying a calibration twice changes nothing."""
-    gemm = f.gemm_fp8 if fp8_gemms(hw) else f.gemm_bf16
-    gbps = hw.nt.fabric_gbps if hw.nt.fabric_gbps > 0 else 100.0  # hardware()'s assumption when unknown
-    return replace(
-        hw,
-        gemm_eff=gemm if gemm is not None else hw.gemm_eff,
-        attn_eff=f.attn if f.attn is not None else hw.attn_eff,
-        link_bw=hw.nt.link_gbs / 2 * f.link * 1e9 if f.link is not None else hw.link_bw,
-        nic_node=gbps / 8 * f.nic * 1e9 if f.nic is not None else hw.nic_node,
-        calibration=f,
-    )
+def site_terms(arch: str) -> Dict[str, str]:
+    """Calibration key -> CostTerms field, for the keys a GPU of architecture `arch` has."""
+    out = {}
+    for key in FACTORS:
+        name = term_of(key, arch)
+        if name is not None:
+            out[key] = name
+    return out
 
 
-def defaults(hw: Hardware) -> Factors:
-    """The cost model's own factors for this hardware (what a calibration starts from)."""
-    gemm = hw.gemm_eff
-    return Factors(
-        gemm_bf16=gemm if not fp8_gemms(hw) else None,
-        gemm_fp8=gemm if fp8_gemms(hw) else None,
-        attn=hw.attn_eff,
-        link=LINK_EFF,
-        nic=NIC_EFF,
-    )
+def overrides(f: Factors, arch: str) -> Dict[str, float]:
+    """The CostTerms values a GPU model's calibration sets."""
+    names = site_terms(arch)
+    return {names[k]: v for k, v in f.values().items() if k in names}
 
 
-def calibrated(hw: Hardware, cal: Calibration, precision: str) -> Hardware:
-    """Apply the site's calibration for this partition's GPU model, with a note saying so."""
-    f = cal.for_gpu(hw.nt.gpu_model)
+def calibrated(
+    terms: CostTerms, cal: Calibration, gpu_model: str, arch: str
+) -> Tuple[CostTerms, Optional[Factors], str]:
+    """`terms` with the site's calibration for `gpu_model` laid over them, the calibration in effect
+    (None where it has no runs on that GPU) and the note saying so. A value outside the cost model's
+    physical bounds (terms.BOUNDS) is refused: `calibrate` never writes one."""
+    f = cal.for_gpu(gpu_model)
     if f is None:
-        return replace(
-            hw,
-            notes=hw.notes
-            + (
-                "the site's calibration (%s) has no runs on %s: planned with the built-in efficiency"
-                % (cal.path, hw.nt.gpu_model),
-            ),
+        return (
+            terms,
+            None,
+            "the site's calibration (%s) has no runs on %s: planned with the built-in efficiency"
+            % (cal.path, gpu_model),
         )
-    out = with_factors(hw, f)
-    vals = ", ".join(
-        "%s %.3g" % kv for kv in f.values().items() if kv[0] != ("gemm_bf16" if fp8_gemms(hw) else "gemm_fp8")
+    names = site_terms(arch)
+    for key, v in f.values().items():
+        name = names.get(key)
+        if name is None:
+            continue
+        lo, hi = BOUNDS[name]
+        if not lo <= v <= hi:
+            raise PlanError(
+                "%s: gpus.%s.%s is %g, outside the cost model's bounds for %s (%g to %g); run `slurmgpu "
+                "calibrate --site %s` again" % (cal.path, gpu_model, key, v, name, lo, hi, cal.site)
+            )
+    vals = ", ".join("%s %.3g" % (k, v) for k, v in f.values().items() if k in names)
+    note = "speed calibrated on this site: efficiency fitted to %d run%s (%s, %s): %s" % (
+        f.runs,
+        "" if f.runs == 1 else "s",
+        cal.path,
+        cal.fitted or "undated",
+        vals,
     )
-    return replace(
-        out,
-        notes=out.notes
-        + (
-            "speed calibrated on this site: efficiency fitted to %d run%s (%s, %s): %s"
-            % (f.runs, "" if f.runs == 1 else "s", cal.path, cal.fitted or "undated", vals),
-        ),
-    )
+    return replace(terms, **overrides(f, arch)), f, note
 
 
 def stated_band(hw: Hardware, moe: bool, precision: str) -> Optional[Tuple[int, int, str]]:
@@ -99,3 +113,9 @@ def stated_band_words(hw: Hardware, moe: bool, precision: str) -> str:
         "expected throughput error: +-%d%% (90th percentile of the leave-one-out errors of this site's "
         "calibration, %d runs)" % (b[1], b[0])
     )
+
+
+def with_calibration(site: Site, gpu_model: str, factors: Factors) -> Site:
+    """`site` calibrated with `factors` on `gpu_model` alone (a what-if plan, a planted truth)."""
+    cal = Calibration(path="(given)", site=site.name, fitted="", runs_file="", gpus=((gpu_model, factors),))
+    return replace(site, calibration=cal)

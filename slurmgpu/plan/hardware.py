@@ -1,5 +1,10 @@
 """The effective hardware a plan runs on: peak FLOP/s, HBM, NVLink and fabric bandwidth of a
-partition, and the efficiency factors that turn data-sheet figures into achieved ones."""
+partition, and the cost terms (`CostTerms`) that turn data-sheet figures into achieved ones.
+
+The one way terms reach the cost model: `hardware()` takes the request's terms (default
+`DEFAULT_TERMS`), lays the site's calibration for the partition's GPU model over them
+(slurmgpu.plan.calibration), and derives every achieved rate from the result; `with_terms` re-derives
+them under other terms (what a fit tries)."""
 
 from __future__ import annotations
 
@@ -11,14 +16,8 @@ from ..site.calibration import Factors
 from .placement import strict_kinds
 from .terms import DEFAULT_TERMS, CostTerms
 
-# Link constants; docs/planner.md says where each comes from. The efficiency terms a fit may move
-# (GEMM and attention shares, overheads, overlap) are slurmgpu.plan.terms.CostTerms.
-LINK_EFF = 0.80  # ring all-reduce bus bandwidth / one direction of the link (nccl-tests: 368 of 450 GB/s)
-
-
-NIC_EFF = 0.92  # achieved / line rate per NIC (NCCL maintainers: 46-48 GB/s on 400 Gb/s NDR)
-
-
+# docs/planner.md says where it comes from; the shares of data-sheet figures a step sustains (GEMM,
+# attention, link and NIC efficiency, overheads, overlap) are slurmgpu.plan.terms.CostTerms.
 LATENCY_S = 10e-6  # one small collective or hop (decode steps are latency-bound)
 
 
@@ -53,7 +52,7 @@ class Hardware:
     strict_kinds: Tuple[str, ...] = ("tp", "cp", "ep")
     terms: CostTerms = DEFAULT_TERMS  # the cost model's fitted terms this plan uses
     arch: str = ""  # tensor-core generation (GpuFacts.arch)
-    calibration: Optional[Factors] = None  # the site's fitted efficiency in effect (plan.calibration)
+    calibration: Optional[Factors] = None  # the site's calibration laid over `terms` (plan.calibration)
 
     @property
     def link_words(self) -> str:
@@ -61,7 +60,7 @@ class Hardware:
 
     def nic_words(self) -> str:
         """The fabric's line rate per GPU, e.g. '400 Gb/s InfiniBand'."""
-        per = self.nic_node / NIC_EFF * 8 / 1e9 / self.nt.gpus
+        per = self.nic_node / self.terms.nic_eff * 8 / 1e9 / self.nt.gpus
         return "%g Gb/s %s" % (round(per, 1), FABRIC_WORDS.get(self.nt.fabric, self.nt.fabric))
 
     @property
@@ -78,8 +77,6 @@ def hardware(
 ) -> Hardware:
     from ..site import lookup
 
-    terms = terms or DEFAULT_TERMS
-
     part = site.partition(partition)
     nt = site.node_types[part.node_type]
     notes: List[str] = []
@@ -88,8 +85,13 @@ def hardware(
     peak_bf16 = nt.bf16_tflops * 1e12
     peak = peak_bf16
     arch = facts.arch if facts is not None else ""
-    gemm_eff = terms.gemm_ceiling(arch, False)
-    attn_eff = terms.attn
+    terms = terms or DEFAULT_TERMS
+    cal: Optional[Factors] = None
+    cal_note = ""
+    if site.calibration is not None:
+        from .calibration import calibrated
+
+        terms, cal, cal_note = calibrated(terms, site.calibration, nt.gpu_model, arch)
     if precision == "fp8":
         if facts is not None and not facts.fp8:
             notes.append("%s has no FP8 tensor cores: FP8 is planned at BF16 speed" % nt.gpu_model)
@@ -97,19 +99,17 @@ def hardware(
             notes.append("FP8 support of %s is unknown: planned at BF16 speed" % nt.gpu_model)
         else:
             peak = 2 * peak_bf16
-            if arch:
-                gemm_eff = terms.gemm_ceiling(arch, True)
             notes.append(
                 "FP8 on the linear layers only (2x the BF16 peak, %.0f%% of it sustained); attention and "
                 "memory-bound work stay BF16; master weights and optimizer stay 16/32-bit; MFU is against "
-                "the FP8 peak" % (100 * gemm_eff)
+                "the FP8 peak" % (100 * terms.gemm_ceiling(arch, True))
             )
     if precision == "fp16" and key == "v100":
         notes.append("V100's 'bf16_tflops' is its FP16 figure")
-    gbps = nt.fabric_gbps
-    if gbps <= 0:
-        gbps = 100.0
+    if nt.fabric_gbps <= 0:
         notes.append("the site lists no compute NIC speed for %s: assumed 100 Gb/s per node" % nt.name)
+    if cal_note:
+        notes.append(cal_note)
     hbm = facts.hbm_for(nt.gpu_memory_gb) if facts is not None else 0.0
     if not hbm:
         hbm = nt.bf16_tflops * 3.39  # H100's ratio (3.35 TB/s per 989 TFLOP/s)
@@ -119,32 +119,32 @@ def hardware(
         nt=nt,
         peak=peak,
         peak_bf16=peak_bf16,
-        gemm_eff=gemm_eff,
-        attn_eff=attn_eff,
-        link_bw=nt.link_gbs / 2 * LINK_EFF * 1e9,
-        nic_node=gbps / 8 * NIC_EFF * 1e9,
+        gemm_eff=0.0,
+        attn_eff=0.0,
+        link_bw=0.0,
+        nic_node=0.0,
         hbm=hbm * 1e9,
         notes=tuple(notes),
         strict_kinds=strict_kinds(site.policy.groups),
         terms=terms,
         arch=arch,
+        calibration=cal,
     )
-    if site.calibration is not None:
-        from .calibration import calibrated
-
-        hw = calibrated(hw, site.calibration, precision)
-    return hw
+    return with_terms(hw, terms)
 
 
 def with_terms(hw: Hardware, terms: CostTerms) -> Hardware:
-    """The same partition under other cost terms (the fitted efficiencies follow the terms)."""
-    gemm = terms.gemm_ceiling(hw.arch, hw.peak > hw.peak_bf16)
-    out = replace(hw, terms=terms, gemm_eff=gemm, attn_eff=terms.attn)
-    if hw.calibration is not None:  # the site's measured efficiency still wins (plan.calibration)
-        from .calibration import with_factors
-
-        out = with_factors(out, hw.calibration)
-    return out
+    """The same partition with every achieved rate derived from `terms` (nothing else reads them)."""
+    gbps = hw.nt.fabric_gbps if hw.nt.fabric_gbps > 0 else 100.0  # the assumption hardware() notes
+    return replace(
+        hw,
+        terms=terms,
+        # FP8 GEMMs where the peak is FP8's (an architecture without FP8 was planned at BF16 above)
+        gemm_eff=terms.gemm_ceiling(hw.arch, hw.peak > hw.peak_bf16),
+        attn_eff=terms.attn,
+        link_bw=hw.nt.link_gbs / 2 * terms.link_eff * 1e9,
+        nic_node=gbps / 8 * terms.nic_eff * 1e9,
+    )
 
 
 def _hbm_known(hw: Hardware) -> bool:

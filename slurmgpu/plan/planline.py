@@ -28,18 +28,6 @@ def _g(x: float) -> str:
     return "%.4g" % x
 
 
-def plan_band(site: Site, plan: Plan) -> Optional[Tuple[int, int, str]]:
-    """(runs, percent, basis) of the throughput error this plan states (plan.calibration.stated_band);
-    None for serving, whose speed no measured run bounds yet."""
-    from .calibration import stated_band
-    from .hardware import hardware
-
-    if plan.task == "inference":
-        return None
-    hw = hardware(site, plan.partition, plan.precision)
-    return stated_band(hw, plan.model.is_moe, plan.precision)
-
-
 def format_plan_line(site: Site, plan: Plan, launcher: str, implements: Sequence[str] = ()) -> str:
     """The plan line for a plan rendered into a script for `launcher` (no newline). `levers` are the
     cheaper-memory flags the launcher wrote (plan.levers), `implements` what the spec says the user's
@@ -69,7 +57,7 @@ def format_plan_line(site: Site, plan: Plan, launcher: str, implements: Sequence
         words.append(("implements", ",".join(implements)))
     if plan.prefill_s is not None:
         words.append(("prefill_s", _g(plan.prefill_s)))
-    band = plan_band(site, plan)
+    band = plan.band  # the one the plan stated and chose its layout by (None for serving)
     if band is not None:
         words += [("band", str(band[1])), ("band_runs", str(band[0])), ("band_basis", band[2])]
     cal = site.calibration

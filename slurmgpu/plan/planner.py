@@ -11,8 +11,7 @@ from ..errors import PlanError
 from ..site import Site
 from ..vocab import PARALLEL_KEYS as PIN_KEYS
 from ..vocab import PRECISIONS, RECOMPUTE, TASKS
-from .accuracy import error_band
-from .calibration import stated_band_words
+from .calibration import stated_band, stated_band_words
 from .cost import TOKENS_PER_STEP, _Cand, _Ctx
 from .explain import _explain_infer, _explain_train, _why_lost
 from .hardware import Hardware, hardware
@@ -236,7 +235,7 @@ def _weigh_published(
     suspect, so the published layout is kept and the cost terms that disagree are named.
     """
     gain = best.tokens_per_s / pub.tokens_per_s - 1.0
-    band = error_band(ctx.model.is_moe, ctx.req.precision)
+    band = stated_band(ctx.hw, ctx.model.is_moe, ctx.req.precision)
     rest = [c for c in res.ranked if c is not best and c is not pub]
     kept = _Result([pub, best] + rest, res.rejected, res.misses, res.batch_note)
     what = (
@@ -330,7 +329,7 @@ def _compare_with_free(ctx: _Ctx, alloc: Tuple[int, int], best: _Cand) -> List[s
     if top.key == best.key and top.layout.micro_batch == best.layout.micro_batch:
         return ["your pinned layout is also the planner's best for this allocation"]
     slower = top.tokens_per_s / best.tokens_per_s - 1.0
-    band = error_band(ctx.model.is_moe, ctx.req.precision)
+    band = stated_band(ctx.hw, ctx.model.is_moe, ctx.req.precision)
     if band is not None and 0 < slower * 100 <= band[1]:
         return [
             "the planner's best here, %s (micro-batch %d), is predicted %.0f%% faster than your pinned "
@@ -544,7 +543,7 @@ def _build(
         if gap >= 0:
             why = "%.1f%% slower: %s" % (gap, _why_lost(ctx, c, best))
         else:  # the free choice kept beside the published layout (see _weigh_published)
-            band = error_band(m.is_moe, req.precision)
+            band = stated_band(ctx.hw, m.is_moe, req.precision)
             faster = 100.0 * (c.tokens_per_s / best.tokens_per_s - 1.0)
             inside = band is not None and faster <= band[1]
             why = "predicted %.1f%% faster, %s" % (
@@ -596,6 +595,7 @@ def _build(
         stage_layers=tuple(ctx.counts(lay.pp)),
         stage_memory=_stage_memory(ctx, best),
         time_breakdown=dict(best.costs),
+        band=stated_band(ctx.hw, m.is_moe, req.precision) if ctx.train else None,
         rejected=tuple(_dedupe(res.rejected)),
         scaling=scaling,
         train_days=train_days,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Tuple
 
-from .accuracy import error_band
 from .cost import COST_WORDS, _Ctx
 from .memory import (
     GB,
@@ -83,7 +82,7 @@ def format_plan(plan: Plan, diagram: bool = False) -> str:
             % (_t(plan.step_time_s), _count(plan.tokens_per_s), _t(plan.prefill_s or 0), 100 * plan.mfu)
         )
     else:
-        band = error_band(plan.model.is_moe, plan.precision)
+        band = plan.band
         lines.append(
             "Speed    step %s, %s tokens/s%s, MFU %.1f%%"
             % (

@@ -30,7 +30,7 @@ from ..errors import PlanError
 from ..site import Site
 from ..vocab import SERVE_MODES
 from .cost import _Ctx, _infer_candidate
-from .hardware import NIC_EFF, Hardware, hardware
+from .hardware import Hardware, hardware
 from .layout import Layout
 from .memory import GB, WEIGHT_BYTES, inference_memory, kv_cache_bytes, stage_layers, usable_gb
 from .models import ModelSpec
@@ -645,7 +645,7 @@ def plan_serving(
 
 def kv_nic_words(hw: Hardware) -> str:
     """The fabric bandwidth one GPU gets, for the KV-transfer sentence."""
-    return "%.0f GB/s per GPU" % (hw.nic_node / NIC_EFF / hw.nt.gpus / 1e9)
+    return "%.0f GB/s per GPU" % (hw.nic_node / hw.terms.nic_eff / hw.nt.gpus / 1e9)
 
 
 # ---------------------------------------------------------------------------

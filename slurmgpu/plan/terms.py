@@ -51,31 +51,39 @@ class CostTerms:
     # per MoE layer per micro-batch (fwd + bwd): router, token counting (a device-to-host sync for
     # dropless grouped GEMMs), permutation and all-to-all setup: host-bound, the same for any batch
     moe_layer_overhead_s: float = 1e-4
+    # links: a ring collective's bus bandwidth over one direction of the fast link (nccl-tests: ~370
+    # of 450 GB/s on NVLink4 without NVLS), and what the compute NICs deliver of their line rate (NCCL
+    # maintainers: 46-48 GB/s on 400 Gb/s NDR)
+    link_eff: float = 0.80
+    nic_eff: float = 0.92
 
     def gemm_ceiling(self, arch: str, fp8: bool) -> float:
         """The large-GEMM efficiency of an architecture at BF16 or (where it has it) FP8."""
-        if arch == "ampere":
-            return self.gemm_ampere_bf16
-        if arch == "hopper":
-            return self.gemm_hopper_fp8 if fp8 else self.gemm_hopper_bf16
-        if arch == "blackwell":
-            return self.gemm_blackwell_fp8 if fp8 else self.gemm_blackwell_bf16
-        return self.gemm_other
+        return float(getattr(self, gemm_term(arch, fp8)))
 
     def to_dict(self) -> Dict[str, float]:
         return {f.name: float(getattr(self, f.name)) for f in fields(self)}
+
+
+def gemm_term(arch: str, fp8: bool) -> str:
+    """The field holding an architecture's large-GEMM efficiency at BF16 or (where it has it) FP8."""
+    if arch in ("hopper", "blackwell"):
+        return "gemm_%s_%s" % (arch, "fp8" if fp8 else "bf16")
+    if arch == "ampere":
+        return "gemm_ampere_bf16"
+    return "gemm_other"
 
 
 # (low, high) of each term: what the hardware allows, not what fits best. An efficiency is a share
 # of a peak (at most 1; large GEMMs reach 0.6-0.9 of peak in cuBLAS/Transformer Engine benchmarks);
 # a knee is a size in elements or tokens; an overhead is a time a GPU or host really takes.
 BOUNDS: Dict[str, Tuple[float, float]] = {
-    "gemm_ampere_bf16": (0.4, 0.95),
-    "gemm_hopper_bf16": (0.4, 0.95),
-    "gemm_hopper_fp8": (0.3, 0.95),
-    "gemm_blackwell_bf16": (0.4, 0.95),
-    "gemm_blackwell_fp8": (0.3, 0.95),
-    "gemm_other": (0.3, 0.95),
+    "gemm_ampere_bf16": (0.4, 1.0),
+    "gemm_hopper_bf16": (0.4, 1.0),
+    "gemm_hopper_fp8": (0.3, 1.0),
+    "gemm_blackwell_bf16": (0.4, 1.0),
+    "gemm_blackwell_fp8": (0.3, 1.0),
+    "gemm_other": (0.3, 1.0),
     "attn": (0.15, 0.75),
     "attn_sdpa": (0.3, 1.0),
     "gemm_w0": (50.0, 4000.0),
@@ -91,6 +99,9 @@ BOUNDS: Dict[str, Tuple[float, float]] = {
     "ep_exposed": (0.05, 2.0),  # 2: nothing hidden and all-to-alls at half the ring bandwidth
     "grouped_gemm": (0.3, 1.0),
     "moe_layer_overhead_s": (0.0, 3e-3),
+    # no collective above the line rate; below a quarter of it the install is broken, not inefficient
+    "link_eff": (0.25, 1.0),
+    "nic_eff": (0.25, 1.0),
 }
 
 
@@ -124,4 +135,6 @@ DEFAULT_TERMS = CostTerms(
     ep_exposed=0.425,
     grouped_gemm=0.8245,
     moe_layer_overhead_s=0.000113,
+    link_eff=0.8,
+    nic_eff=0.92,
 )

@@ -166,6 +166,9 @@ class Plan:
     stage_layers: Tuple[int, ...] = ()
     stage_memory: Tuple[MemoryBreakdown, ...] = ()  # every pipeline stage; `memory` is the most loaded
     time_breakdown: Mapping[str, float] = field(default_factory=dict)
+    # (runs, percent, basis) of the throughput error the plan states and its layout choice used:
+    # the site calibration's leave-one-out band where one applies, else the published one; None: none
+    band: Optional[Tuple[int, int, str]] = None
     rejected: Tuple[Rejection, ...] = ()
     scaling: Tuple[ScalePoint, ...] = ()
     train_days: Optional[float] = None
@@ -226,6 +229,7 @@ class Plan:
             "explanation": list(self.explanation),
             "notes": list(self.notes),
             "rejected": [r.to_dict() for r in self.rejected],
+            "band": None if self.band is None else {"runs": self.band[0], "pct": self.band[1], "basis": self.band[2]},
         }
 
 

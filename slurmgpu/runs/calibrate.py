@@ -1,7 +1,8 @@
 """`slurmgpu calibrate`: fit the site's efficiency to its runs file and write its calibration file.
 
 Runs are grouped by the GPU model of the partition they ran on (each node type is calibrated on
-its own runs); the fit and its leave-one-out error are slurmgpu.plan.fitting's.
+its own runs); the fit and its leave-one-out error are slurmgpu.plan.calibrate's (`fit_site`: the
+fitter of the cost model's global terms, from DEFAULT_TERMS, over the terms the runs can inform).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..errors import ConfigError, PlanError
-from ..plan.fitting import MIN_RUNS, FitResult, MeasuredRun, error_stats, fit
+from ..plan.calibrate import MIN_RUNS, MeasuredRun, SiteFit, error_stats, fit_site
 from ..site import Site
 from ..site.calibration import FACTORS, Calibration
 from .record import measured_run, read_runs
@@ -23,7 +24,7 @@ class CalibrationRun:
 
     site: str
     runs_file: str
-    fits: Tuple[FitResult, ...]
+    fits: Tuple[SiteFit, ...]
     refused: Tuple[Tuple[str, str], ...]  # (GPU model, why)
     skipped: Tuple[Tuple[str, str], ...]  # (row, why) rows that could not be read
     calibration: Optional[Calibration]
@@ -48,7 +49,7 @@ def calibrate(
 ) -> CalibrationRun:
     """Fit every GPU model of `site` that has runs in `runs_file`; the Calibration to write (or None)."""
     rows = read_runs(runs_file)
-    groups: Dict[str, List[Tuple[str, MeasuredRun]]] = {}
+    groups: Dict[str, List[MeasuredRun]] = {}
     skipped: List[Tuple[str, str]] = []
     for i, rec in enumerate(rows, 1):
         label = rec.get("name") or "row %d" % i
@@ -62,22 +63,20 @@ def calibrate(
             skipped.append((label, "a run of site %s" % rec.get("site")))
             continue
         try:
-            run = measured_run(rec, runs_file, i)
-            nt = site.node_type_of(run.partition)
+            run = measured_run(rec, runs_file, i, site)
+            nt = site.node_type_of(run.request.partition)
         except ConfigError as exc:
             skipped.append((label, str(exc).splitlines()[0]))
             continue
         if rec.get("gpu_model") and rec.get("gpu_model") != nt.gpu_model:
             skipped.append((label, "ran on %s, the partition now has %s" % (rec.get("gpu_model"), nt.gpu_model)))
             continue
-        groups.setdefault(nt.gpu_model, []).append((run.partition or site.default_partition, run))
-    fits: List[FitResult] = []
+        groups.setdefault(nt.gpu_model, []).append(run)
+    fits: List[SiteFit] = []
     refused: List[Tuple[str, str]] = []
     for gpu, items in sorted(groups.items()):
         try:
-            fits.append(
-                fit(site, gpu, [r for _, r in items], partition=items[0][0], min_runs=min_runs, progress=progress)
-            )
+            fits.append(fit_site(site, gpu, items, min_runs=min_runs, progress=progress))
         except PlanError as exc:
             refused.append((gpu, str(exc)))
     if not groups:
@@ -123,18 +122,21 @@ def render_text(c: CalibrationRun, wrote: Optional[str]) -> str:
                 % (label, _pct(s, "median_abs_pct"), _pct(s, "p90_abs_pct"), _pct(s, "bias_pct"),
                    "%.0f%%" % (100 * s["within_10pct"]) if s else "-")
             )  # fmt: skip
+        bounds = {k: (lo, hi) for k, lo, hi in f.bounds}
         for name in FACTORS:
             start = getattr(f.start, name)
             if start is None:
                 continue
             new = getattr(f.factors, name)
             if new is not None:
-                lim = (
-                    " (at its %s)" % ("physical limit" if new >= FACTORS[name][2] - 1e-6 else "lowest accepted value")
-                    if name in f.at_limit
-                    else ""
-                )
-                out.append("  %-10s %.3f -> %.3f  %s%s" % (name, start, new, FACTORS[name][0], lim))
+                lim = ""
+                if name in f.at_limit:
+                    lo, hi = bounds[name]
+                    if new < hi * (1 - 1e-6):
+                        lim = " (at its lower bound, %g)" % lo
+                    else:
+                        lim = " (at its physical limit)" if hi >= 1.0 else " (at its upper bound, %g)" % hi
+                out.append("  %-10s %.3f -> %.3f  %s%s" % (name, start, new, FACTORS[name], lim))
             else:
                 why = dict(f.held).get(name, "")
                 out.append("  %-10s %.3f kept: %s" % (name, start, why))

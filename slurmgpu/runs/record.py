@@ -19,6 +19,7 @@ from ..errors import ConfigError, Issue, SlurmgpuError
 from .logs import GIB
 
 if TYPE_CHECKING:
+    from ..plan.calibrate import MeasuredRun
     from ..site import Site
     from .report import RunReport
 
@@ -149,10 +150,11 @@ def _int(v: str, default: int = 0) -> int:
     return int(float(v)) if v else default
 
 
-def measured_run(rec: RunRecord, path: str, line: int):  # -> plan.fitting.MeasuredRun
-    """A row as the fit reads it; ConfigError naming the row and column when it cannot be read."""
-    from ..plan import get_model
-    from ..plan.fitting import MeasuredRun
+def measured_run(rec: RunRecord, path: str, line: int, site: Site) -> MeasuredRun:
+    """A row as the fit reads it, on `site` with its layout pinned; ConfigError naming the row and
+    column when it cannot be read."""
+    from ..plan import PlanRequest, get_model
+    from ..plan.calibrate import MeasuredRun
     from ..plan.models import ModelSpec
 
     def bad(col: str, why: str) -> ConfigError:
@@ -197,26 +199,30 @@ def measured_run(rec: RunRecord, path: str, line: int):  # -> plan.fitting.Measu
                     "layers", "the row names no catalogue model and lacks its shape (layers, hidden, heads, vocab)"
                 )
         zero = rec.get("zero").strip()
-        return MeasuredRun(
-            name=rec.get("name") or "row %d" % line,
+        pp = _int(rec.get("pp"), 1)
+        pins = {
+            "tp": _int(rec.get("tp"), 1),
+            "pp": pp,
+            "dp": _int(rec.get("dp"), 1),
+            "cp": _int(rec.get("cp"), 1),
+            "ep": _int(rec.get("ep"), 1),
+            "micro_batch": _int(rec.get("mbs"), 1),
+        }
+        request = PlanRequest(
             model=model,
-            gpus=_int(rec.get("gpus")),
-            precision=rec.get("precision") or "bf16",
             task=rec.get("task") or "pretrain",
+            partition=rec.get("partition") or None,
+            gpus=_int(rec.get("gpus")),
             seq=_int(rec.get("seq")) or model.seq,
             global_batch=_int(rec.get("gbs")),
-            micro_batch=_int(rec.get("mbs"), 1),
-            tp=_int(rec.get("tp"), 1),
-            pp=_int(rec.get("pp"), 1),
-            dp=_int(rec.get("dp"), 1),
-            cp=_int(rec.get("cp"), 1),
-            ep=_int(rec.get("ep"), 1),
-            vp=_int(rec.get("vp"), 1),
+            precision=rec.get("precision") or "bf16",
+            pins=pins,
             zero=int(zero) if zero else None,
             recompute=rec.get("recompute").strip() or None,
-            measured=measured,
-            partition=rec.get("partition") or None,
+            virtual_stages=_int(rec.get("vp"), 1) if pp > 1 else None,
         )
+        name = rec.get("name") or "row %d" % line
+        return MeasuredRun(name, rec.get("source_id") or name, site, request, measured)
     except ValueError as exc:
         raise bad("", "a number column does not hold a number (%s)" % exc) from None
 

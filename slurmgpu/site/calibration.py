@@ -1,13 +1,15 @@
-"""A site's measured efficiency: the cost model's efficiency terms fitted to the site's own runs.
+"""A site's measured efficiency: its own values of a few of the cost model's terms, per GPU model.
 
-`slurmgpu calibrate` fits them (slurmgpu.plan.fitting) and writes this file; `resolve_site`
-attaches it to the site, so `plan`, `gen`, `check` and `report` all plan with the same figures and
-say so. Efficiency is a fact about the cluster (its GPUs' clocks and cooling, its NCCL and
-fabric), which is why it lives with the site and not with the planner.
+`slurmgpu calibrate` fits them (slurmgpu.plan.calibrate, the fitter of the cost model's global terms)
+and writes this file; `resolve_site` attaches it to the site, so `plan`, `gen`, `check` and `report`
+all plan with the same figures and say so. Efficiency is a fact about the cluster (its GPUs' clocks
+and cooling, its NCCL and fabric), which is why it lives with the site and not with the planner.
 
-Each factor is an absolute share of a data-sheet figure, so a physical limit is one number:
-no GEMM runs above the GPU's peak FLOP/s and no collective above the link's line rate (1.0).
-A factor left out of the file keeps the cost model's default.
+Each factor is an absolute share of a data-sheet figure, so no value above 1 is physical: no GEMM
+runs above the GPU's peak FLOP/s and no collective above the link's line rate. Which cost term each
+factor sets on a GPU's architecture, and the tighter bounds a fit keeps to, are the planner's
+(slurmgpu.plan.calibration.term_of, slurmgpu.plan.terms.BOUNDS). A factor left out of the file keeps
+the cost model's value.
 """
 
 from __future__ import annotations
@@ -18,20 +20,21 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ..errors import ConfigError, Issue
 
-# factor -> (what it is a share of, lowest accepted value, physical limit)
-FACTORS: Dict[str, Tuple[str, float, float]] = {
-    "gemm_bf16": ("the BF16 peak that large GEMMs sustain", 0.05, 1.0),
-    "gemm_fp8": ("the FP8 peak that large FP8 GEMMs sustain", 0.05, 1.0),
-    "attn": ("the BF16 peak that FlashAttention sustains", 0.05, 1.0),
-    "link": ("one direction of NVLink that a ring collective gets", 0.05, 1.0),
-    "nic": ("the compute NICs' line rate that the fabric delivers", 0.05, 1.0),
+# factor -> what it is a share of
+FACTORS: Dict[str, str] = {
+    "gemm_bf16": "the BF16 peak that large GEMMs sustain",
+    "gemm_fp8": "the FP8 peak that large FP8 GEMMs sustain",
+    "attn": "the BF16 peak that FlashAttention sustains",
+    "link": "one direction of NVLink that a ring collective gets",
+    "nic": "the compute NICs' line rate that the fabric delivers",
 }
 VERSION = 1
 
 
 @dataclass(frozen=True)
 class Factors:
-    """The fitted efficiency of one GPU model on this site; None keeps the cost model's default."""
+    """One GPU model's calibration: the site's values of its cost terms (None keeps the cost model's)
+    and how well the fit predicted runs it did not see."""
 
     gemm_bf16: Optional[float] = None
     gemm_fp8: Optional[float] = None
@@ -137,14 +140,14 @@ def read_calibration(path: str) -> Calibration:
     gpus = []
     for name, raw in (top["gpus"] or {}).items():
         vals = ck.take(raw, fields, "gpus.%s" % name, top["gpus"], name)
-        for k, (what, lo, hi) in FACTORS.items():
+        for k, what in FACTORS.items():
             v = vals[k]
-            if isinstance(v, (int, float)) and not lo <= v <= hi:
+            if isinstance(v, (int, float)) and not 0 < v <= 1:
                 ck.error(
                     raw,
                     k,
                     "gpus.%s.%s" % (name, k),
-                    "a share of %s: between %g and %g (the physical limit), got %r" % (what, lo, hi, v),
+                    "a share of %s: above 0 and at most 1 (the physical limit), got %r" % (what, v),
                 )
         gpus.append(
             (
