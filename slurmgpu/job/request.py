@@ -216,7 +216,6 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
             spec.source or "",
         )
     ver = _version_tuple(site.slurm_version)
-    sbatch = _sbatch(site, part, node, spec, sizing, launcher, requeue)
     binding: Optional[Binding] = plan_binding(
         site.name, node, launcher.name, launcher.runner, layout.gpus_per_node, sbatch.cpus_per_task, tpn, user_argv
     )
