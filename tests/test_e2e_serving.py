@@ -122,8 +122,11 @@ def wait_url(tmp_path: Path, job_id: int, cluster, timeout: float = 90.0) -> str
 
 def planned(script: str) -> List[Tuple[str, int, int]]:
     """(name, TP, GPUs on its node) of each worker, from the script's worker lines."""
-    rows = re.findall(r"^# slurmgpu-serve: worker=(\S+) tp=(\d+) pp=1 node=\d+ nodes=1 gpus=(\d+)-(\d+)$", script, re.M)
-    return [(name, int(tp), int(hi) - int(lo) + 1) for name, tp, lo, hi in rows]
+    from slurmgpu.job.serving import script_groups
+
+    rows = re.findall(r"^# slurmgpu-serve: worker=(\S+) node=\d+ nodes=1 gpus=(\d+)-(\d+)$", script, re.M)
+    tp = {g.role: g.tp for g in script_groups(script) if g.pp == 1}
+    return [(name, tp[name.rsplit("-", 1)[0]], int(hi) - int(lo) + 1) for name, lo, hi in rows]
 
 
 def records(tmp_path: Path) -> List[Dict]:

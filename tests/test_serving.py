@@ -174,7 +174,7 @@ def test_check_explains_a_serving_jobs_groups(tmp_path) -> None:  # type: ignore
     assert [x.split(": ", 1)[1].split(" worker")[0] for x in lines] == ["%d %s" % (n, role) for role, n, _, _ in roles]
     assert all("TP inside one NVLink domain" in x for x in lines)
     # a worker line that claims a TP the domain cannot hold is called out
-    path.write_text(g.script.replace("worker=decode-0 tp=4", "worker=decode-0 tp=16", 1))
+    path.write_text(g.script.replace("role=decode tp=4", "role=decode tp=16", 1))
     r = CliRunner().invoke(main, ["check", str(path), "--site", "dgx-h100"])
     assert "TP NOT inside one NVLink domain" in r.output
 

@@ -376,9 +376,13 @@ def build_deployment(
 # the script's worker lines, read back (`slurmgpu check` explains a serving job's groups)
 
 SERVE_MARKER = "# slurmgpu-serve:"
+# One line per role with its TP and PP, then one per worker with its place. TP and PP are written
+# once per role, not per worker: the submit filter pays for every tp=/pp= word it meets, even in a
+# comment, and 65 worker lines of them spent its whole work budget (a 195-node SGLang
+# disaggregated job on juwels-booster was refused as too large to check).
 _SERVE_LINE = re.compile(
-    r"^# slurmgpu-serve: worker=([a-z]+)-(\d+) tp=(\d{1,4}) pp=(\d{1,4}) node=(\d{1,6}) nodes=(\d{1,6}) "
-    r"gpus=(\d{1,4})-(\d{1,4})$",
+    r"^# slurmgpu-serve: (?:role=([a-z]+) tp=(\d{1,4}) pp=(\d{1,4})"
+    r"|worker=([a-z]+)-\d+ node=(\d{1,6}) nodes=(\d{1,6}) gpus=(\d{1,4})-(\d{1,4}))$",
     re.M,
 )
 
@@ -407,17 +411,19 @@ class Group:
 
 
 def script_groups(text: str) -> List[Group]:
-    """The serving roles of a generated script, in order (empty for any other script)."""
+    """The serving roles of a generated script, in order (empty for any other script). A worker
+    line belongs to the role line before it with its name; one without such a role is ignored."""
     groups: List[Group] = []
     for m in _SERVE_LINE.finditer(text[: 4 * 1024 * 1024]):
-        role, tp, pp = m.group(1), int(m.group(3)), int(m.group(4))
+        if m.group(1):
+            groups.append(Group(m.group(1), int(m.group(2)), int(m.group(3)), ()))
+            continue
+        if not groups or groups[-1].role != m.group(4):
+            continue
+        g = groups[-1]
         spot = (int(m.group(5)), int(m.group(6)), int(m.group(7)), int(m.group(8)))
-        if groups and groups[-1].role == role and (groups[-1].tp, groups[-1].pp) == (tp, pp):
-            g = groups[-1]
-            groups[-1] = Group(role, tp, pp, g.workers + (spot,))
-        else:
-            groups.append(Group(role, tp, pp, (spot,)))
-    return groups
+        groups[-1] = Group(g.role, g.tp, g.pp, g.workers + (spot,))
+    return [g for g in groups if g.workers]
 
 
 def explain_groups(node: NodeType, text: str) -> List[str]:
