@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional, Tuple, Union
 
-from .vocab import LAUNCHERS, PRECISIONS, PROGRAM_DEGREES, RUNTIMES, TASK_ALIASES, TASKS
+from .vocab import KV_TRANSFERS, LAUNCHERS, PRECISIONS, PROGRAM_DEGREES, RUNTIMES, SERVE_MODES, TASK_ALIASES, TASKS
 
 Default = Union[None, str, int, bool, Callable[[], object]]
 
@@ -146,6 +146,77 @@ FIELDS: Tuple[SpecField, ...] = (
         help="Global batch size (sequences).",
     ),
     SpecField("tokens", "any", flag="--tokens", cli="special", help="Training tokens, e.g. 2T."),
+    SpecField(
+        "serve",
+        "str",
+        default="aggregated",
+        choices=SERVE_MODES,
+        flag="--serve",
+        cli="choice",
+        help="Serving deployment (vllm, sglang): one server over the nodes (aggregated, default), "
+        "independent replicas behind the engine's router (router), or prefill and decode workers "
+        "with the KV cache moved between them (disaggregated).",
+    ),
+    SpecField(
+        "input_len",
+        "int",
+        positive=True,
+        check="positive",
+        flag="--input-len",
+        metavar="TOKENS",
+        cli="int",
+        help="Serving: prompt tokens per request the plan sizes for (default 1024).",
+    ),
+    SpecField(
+        "output_len",
+        "int",
+        positive=True,
+        check="positive",
+        flag="--output-len",
+        metavar="TOKENS",
+        cli="int",
+        help="Serving: generated tokens per request (default 1024).",
+    ),
+    SpecField(
+        "concurrency",
+        "int",
+        positive=True,
+        check="positive",
+        flag="--concurrency",
+        metavar="N",
+        cli="int",
+        help="Serving: requests in flight the deployment holds (default: from --rate, else 128).",
+    ),
+    SpecField(
+        "rate",
+        "any",
+        check="number",
+        flag="--rate",
+        metavar="REQ/S",
+        help="Serving: request rate to size for, requests per second (instead of --concurrency).",
+    ),
+    SpecField(
+        "kv_transfer",
+        "str",
+        choices=KV_TRANSFERS,
+        per_site=True,
+        flag="--kv-transfer",
+        cli="choice",
+        help="Disaggregated serving: the KV-cache transfer library (default nixl; mooncake: SGLang only).",
+    ),
+    SpecField(
+        "ready_timeout",
+        "int",
+        default=1800,
+        positive=True,
+        check="positive",
+        per_site=True,
+        flag="--ready-timeout",
+        metavar="SECONDS",
+        cli="int",
+        help="Serving: how long each worker may take to answer its health check before the job fails "
+        "with its log tail (default 1800).",
+    ),
     SpecField(
         "precision",
         "str",

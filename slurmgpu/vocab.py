@@ -38,6 +38,12 @@ RECOMPUTE = ("none", "selective", "full")
 # Inter-node fabric kinds of a node type (slurmgpu.fabric.FABRIC_TABLE has one entry for each).
 FABRICS = ("infiniband", "roce", "efa", "slingshot", "ethernet")
 
+# How a serving engine's GPUs are deployed (docs/serving.md): one server over the allocation,
+# independent replicas behind the engine's router, or prefill and decode workers apart.
+SERVE_MODES = ("aggregated", "router", "disaggregated")
+
+# KV-cache transfer libraries between prefill and decode workers.
+KV_TRANSFERS = ("nixl", "mooncake")
 
 # The framework log formats `slurmgpu report` reads (slurmgpu.runs.logs.READERS, in this order).
 REPORT_FORMATS = ("megatron", "torchtitan", "deepspeed", "hf-trainer", "vllm", "sglang")

@@ -111,21 +111,28 @@ def test_render_filter_checks_the_cluster_of_slurm_conf(slurm_cluster, tmp_path)
 
 
 def test_unknown_gpu_partition_is_logged_once_by_slurmctld(slurm_cluster, job_submit, tmp_path):
-    """A filter from a site without `pcie`: two GPU jobs there are accepted, and slurmctld.log
-    gets one warning for the name; jobs on described partitions are still checked."""
+    """A filter from a site without `pcie` (a partition added after install, issue 33): GPU jobs
+    there are judged as on the site's default partition and the user is told; two that fit are
+    accepted, one whose TP=16 spans nodes is refused, and slurmctld.log gets one warning for the
+    name; jobs on described partitions are still checked."""
     job_submit(render_filter(load_site(str(_partial_site(tmp_path, ("gpu", "gpu4")))), "job_submit"))
     mark = slurm_cluster.log_mark()
+    told = "partition 'pcie' is not described by site 'partial'; the filter judged this job as on the site's default"
     for _ in range(2):
         rc, out, err = slurm_cluster.sbatch(
-            None, "--test-only", "-p", "pcie", "-N2", "--gpus-per-node=8", "--wrap", "srun true --tp 16"
+            None, "--test-only", "-p", "pcie", "-N2", "--gpus-per-node=8", "--wrap", "srun true --tp 8"
         )
-        assert rc == 0, err
+        assert rc == 0 and told in err, err
+    rc, out, err = slurm_cluster.sbatch(
+        None, "--test-only", "-p", "pcie", "-N2", "--gpus-per-node=8", "--wrap", "srun true --tp 16"
+    )
+    assert rc != 0 and "TP=16" in err and told in err, err
     rc, out, err = slurm_cluster.sbatch(
         None, "--test-only", "-p", "gpu", "-N2", "--gpus-per-node=8", "--wrap", "srun true --tp 16"
     )
     assert rc != 0 and "TP=16" in err, err
     log = slurm_cluster.ctld_log(mark)
-    warned = [line for line in log.splitlines() if "unknown-partition" in line]
+    warned = [line for line in log.splitlines() if "warning unknown-partition=" in line]
     assert len(warned) == 1, log
     assert re.search(
         r"slurmgpu-filter: warning unknown-partition=pcie: partition 'pcie' is not described by "

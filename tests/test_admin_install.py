@@ -346,22 +346,26 @@ def _log(runner: PolicyRunner) -> List[str]:
     return [log[i] for i in range(1, len(log) + 1)]
 
 
-def test_unknown_gpu_partition_is_logged_once_per_name_and_never_rejected():
+def test_unknown_gpu_partition_is_logged_once_per_name_and_judged():
+    """A GPU partition added after the filter was installed: the admins' log line once per name,
+    the user told every time, and the job judged as the default partition's node type (a job
+    with no parallel layout passes)."""
     runner = PolicyRunner(site(), backend="lupa")
     lines = []
     for part in ("h100", "h100", "a100", "h100,gpu", "a100"):
         rc, msgs = runner.submit_desc(dict(GPU_JOB, partition=part), 1000)
-        assert rc == 0 and not [m for m in msgs if "h100" in m or "a100" in m]  # nothing for the user
-        lines += [line for line in _log(runner) if "unknown-partition" in line]
+        assert rc == 0 and [m for m in msgs if "is not described by site 'testcluster'" in m]
+        lines += [line for line in _log(runner) if "unknown-partition=" in line]
     assert [re.search(r"unknown-partition=(\w+)", line).group(1) for line in lines] == ["h100", "a100"]
     assert lines[0] == (
         "info: slurmgpu-filter: warning unknown-partition=h100: partition 'h100' is not described by site "
-        "'testcluster' (it describes: gpu, gpu4, pcie), so the filter checks no GPU job there; add it to the "
-        "site config and install the filter again (logged once per partition name until the filter reloads)"
+        "'testcluster' (it describes: gpu, gpu4, pcie); GPU jobs there are judged as on the default partition "
+        "'gpu' (its node type); add it to the site config and install the filter again (logged once per "
+        "partition name until the filter reloads)"
     )
-    # the verdict says so every time (for `slurmgpu check`), and the known partition is still checked
+    # the verdict says so every time (for `slurmgpu check`), and both partitions are checked
     v = runner.evaluate_desc(dict(GPU_JOB, partition="h100,gpu", script="#!/bin/bash\nsrun x --tp 16\n"), 1000)
-    assert v.unknown_partitions == ("h100",) and v.partitions == ("gpu",) and v.decision == "reject"
+    assert v.unknown_partitions == ("h100",) and v.partitions == ("h100", "gpu") and v.decision == "reject"
 
 
 @pytest.mark.parametrize(
@@ -395,19 +399,20 @@ def test_the_memory_of_logged_names_is_bounded():
     lines = []
     for i in range(70):
         runner.submit_desc(dict(GPU_JOB, partition="p%d" % i), 1000)
-        lines += [line for line in _log(runner) if "unknown-partition" in line]
+        lines += [line for line in _log(runner) if "warning unknown-partition" in line]
     assert len(lines) == 65 and "more than 64 unknown partition names" in lines[-1]
     runner.submit_desc(dict(GPU_JOB, partition="p99"), 1000)
-    assert not [line for line in _log(runner) if "unknown-partition" in line]
+    assert not [line for line in _log(runner) if "warning unknown-partition" in line]
 
 
 def test_check_prints_a_warning_for_an_unknown_gpu_partition(tmp_path):
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8 -p h100\nsrun x --tp 16\n")
     res = invoke(["check", "--site", str(TESTCLUSTER), str(script)])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # judged as the default partition gpu (8 GPUs per node): TP=16 spans
+    assert "warning: slurmgpu: partition 'h100' is not described by site 'testcluster'" in res.stderr
     assert "warning: partition 'h100' is not described by site 'testcluster'" in res.stderr
-    assert "accepted on site testcluster, partition no managed partition" in res.stdout
+    assert "REJECTED on site testcluster, partition h100" in res.stdout
     res = invoke(["check", "--site", str(TESTCLUSTER), str(script), "--json"])
     d = json.loads(res.stdout)
     assert d["unknown_partitions"] == ["h100"] and d["notes"][0].startswith("partition 'h100' is not described")

@@ -70,3 +70,62 @@ def test_compare_rev_renders_the_filter_of_a_revision():
     assert _submit(text, bench.PROBE, part_list(site))[0] == 2072
     with pytest.raises(SystemExit, match="no-such-rev"):
         bench.render_at_rev("no-such-rev")
+
+
+def _submit_desc(text: str, desc, parts, uid: int = 1000):
+    rt = lupa51.LuaRuntime(unpack_returned_tuples=True)
+    rt.execute((lua_dir() / "slurm_stub.lua").read_text())
+    rt.execute(text)
+    rc, msgs, log, _ = rt.eval("slurmgpu_stub.submit")(
+        rt.table_from(dict(desc), recursive=True), rt.table_from(parts, recursive=True), uid
+    )
+    return int(rc), [log[i] for i in range(1, len(log) + 1)]
+
+
+def test_the_mix_keeps_the_helios_shares_and_every_job_is_of_its_class():
+    """--mix: a batch of 40 has the Helios trace's shares (72.2% one GPU, 22.5% one node, 5.3% several
+    nodes, rounded: 29/9/2), spread out; every job is accepted by slurmgpu on the test cluster, and
+    slurmctld's job_submit decides the one-node jobs from their fields (source=single-node) and reads
+    the multi-node ones whole."""
+    bench = _bench()
+    plan = bench.mix_plan(40)
+    assert [plan.count(c) for c, _ in bench.HELIOS_SHARES] == [29, 9, 2]
+    multi = [i for i, c in enumerate(plan) if c == "multi-node"]
+    assert "single-node" in plan[:10] and multi[1] - multi[0] >= 10, plan  # spread out, not in runs
+    assert abs(sum(share for _, share in bench.HELIOS_SHARES) - 1.0) < 1e-9
+    site = load_site(str(bench.SITE_FILE))
+    text, parts = render_filter(site, "job_submit"), part_list(site)
+    seen = set()
+    for batch in range(3):  # each batch goes on through the scripts of each class
+        for cls, script, args in bench.mix_jobs(40, batch):
+            seen.add(script)
+            rc, log = _submit_desc(text, job_desc(script, args, script_path="job.sh", user="bob", uid=1000), parts)
+            assert rc == 0, (cls, script[:80], log)
+            line = [x for x in log if "slurmgpu-filter:" in x][0]
+            assert ("source=single-node" in line) == (cls != "multi-node"), (cls, line)
+    assert len(seen) == sum(len(v) for v in bench.MIX.values())
+
+
+PRODUCTION_DIR = Path(__import__("os").environ.get("SLURMGPU_PRODUCTION_FILTERS", "/nonexistent"))
+
+
+@pytest.mark.skipif(
+    not PRODUCTION_DIR.is_dir(),
+    reason="set SLURMGPU_PRODUCTION_FILTERS to a dir fetched by bench/fetch_production_filters.sh",
+)
+def test_production_filters_load_adapted_accept_the_workloads_and_refuse_the_probe(tmp_path):
+    """--production: each adapted filter loads on the stub, accepts every job of both workloads (so all
+    filters measure the same submissions) and refuses the probe with the bench's comment."""
+    bench = _bench()
+    texts, files = bench.production_filters(PRODUCTION_DIR, tmp_path)
+    for name, body in files.items():
+        (tmp_path / name).write_text(body)
+    site = load_site(str(bench.SITE_FILE))
+    parts = part_list(site)
+    jobs = [(script, args) for _, script, args in bench.mix_jobs(40)] + [(bench.generate_script(), [bench.MEM])]
+    for name, text in texts.items():
+        for script, args in jobs:
+            rc, log = _submit_desc(text, job_desc(script, args, script_path="job.sh", user="bob", uid=1000), parts)
+            assert rc == 0, (name, script[:80], log)
+        probe = dict(job_desc(bench.PROBE, [], script_path="job.sh", user="bob", uid=1000), comment=bench.PROBE_COMMENT)
+        assert _submit_desc(text, probe, parts)[0] == 2072, name

@@ -188,3 +188,29 @@ def test_moe_on_nvl72_gets_the_segment_of_its_expert_groups_and_check_accepts_it
     assert "#SBATCH --segment=%d" % segment in gen.script.splitlines()
     v = check_script(site, gen.script)
     assert v.accepted, v.messages
+
+
+def test_gen_pins_block_distribution_on_steps_of_one_task_per_gpu():
+    """srun numbers ranks by task in gen's one-task-per-GPU steps: gen writes
+    --distribution=block there, so SLURM_DISTRIBUTION=cyclic in the user's environment (or an
+    #SBATCH --distribution line) cannot deal a TP group out over nodes. Without the flag the same
+    script is refused with that environment."""
+    site = _SITES["dgx-h100"]
+    spec = JobSpec(
+        name="dist",
+        launcher="srun",
+        partition="gpu",
+        nodes=2,
+        task="pretrain",
+        command=COMMAND.get("srun", ()),
+        parallel={"tp": 8, "pp": 2},
+        time="01:00:00",
+        smoke=True,
+    )
+    gen = J.generate(site, spec, J.search_path(None, None, site), "slurmgpu gen dist")
+    assert "--ntasks-per-node=8 --distribution=block" in gen.script
+    cyclic = {"SLURM_DISTRIBUTION": "cyclic"}
+    assert check_script(site, gen.script, env=cyclic).decision == "accept"
+    bare = gen.script.replace(" --distribution=block", "")
+    v = check_script(site, bare, env=cyclic)
+    assert v.decision == "reject" and "tp-spans-nodes" in v.rules, v.messages

@@ -86,6 +86,52 @@ def test_cases_match_the_controller(slurm_cluster, job_submit, site, tmp_path):
     assert slurm_cluster.job_submit_errors(mark) == []
 
 
+HET_CASES = [c for c in load_cases() if c.site == "dgx-h100" and het_count(c.script, c.args) > 1]
+
+
+def test_het_cases_match_the_controller(slurm_cluster, job_submit, site, tmp_path):
+    """Every dgx-h100 het-job case, really submitted (held, then cancelled: `sbatch --test-only`
+    asks about each component on its own, so only a submission reaches the het-step rule): the
+    controller's decision and, for a rejection, exactly the lines `slurmgpu check` predicts."""
+    assert len(HET_CASES) >= 8
+    job_submit(render_filter(site, "job_submit"))
+    runner = PolicyRunner(replace(site, slurm_version=slurm_cluster.release.version))
+    mark = slurm_cluster.log_mark()
+    for case in HET_CASES:
+        path = tmp_path / case.path.name
+        path.write_bytes(case.script)
+        env = dict(slurm_cluster.env)
+        env.update(case.env)
+        rc, out, err = slurm_cluster.sbatch(None, "--parsable", "-H", "-o", "/dev/null", *case.args, str(path), env=env)
+        if rc == 0:
+            slurm_cluster.run(["scancel", out.strip().split(";")[0]])
+        predicted = runner.check(case.script, case.args, env=env, user="root", uid=0, script_path=str(path))
+        expect = case.expect_for(slurm_cluster.release.version)
+        assert predicted.decision == expect, case.name
+        if expect == "reject":
+            assert rc != 0 and REJECTED in err, (case.name, err)
+            assert _user_lines(err) == list(predicted.lines), (case.name, err)
+        else:
+            assert rc == 0, (case.name, err)
+    assert slurm_cluster.job_submit_errors(mark) == []
+
+
+def test_salloc_het_allocation_with_a_step_over_both_components(slurm_cluster, job_submit, site):
+    """salloc A : B srun --het-group=0,1 ... TP=16: from 23.02 salloc sends its command with the
+    allocation, on the last component (seen on 24.11: component 0 gets /bin/bash, component 1
+    the command), so job_submit refuses it there; 22.05 sends no command (the SPANK plugin refuses
+    the step at launch: test_spank.py::test_step_task_layout_is_judged_at_launch)."""
+    if slurm_cluster.release.version_tuple < (23, 2):
+        pytest.skip("salloc sends its command to job_submit from 23.02 (22.05: the SPANK plugin's)")
+    job_submit(render_filter(site, "job_submit"))
+    argv = ["salloc", "-p", "gpu", "-N1", "--gpus-per-node=8", ":", "-p", "gpu", "-N1", "--gpus-per-node=8"]
+    step = ["srun", "--het-group=0,1", "true", "--tensor-model-parallel-size"]
+    bad = slurm_cluster.run(argv + step + ["16"], timeout=60)
+    assert bad.returncode != 0 and REJECTED in bad.stderr and "het step" in bad.stderr, bad.stderr
+    good = slurm_cluster.run(argv + step + ["8"], timeout=60)
+    assert good.returncode == 0, good.stderr
+
+
 def test_accepted_job_gets_its_warnings(slurm_cluster, job_submit, site):
     job_submit(render_filter(site, "job_submit"))
     rc, out, err = slurm_cluster.sbatch(
@@ -211,6 +257,31 @@ def test_scontrol_update_of_cpus_or_node_list_is_rechecked(slurm_cluster, job_su
     assert results == {"NumCPUs=32": 1, "ReqNodeList=gpu[01-02]": 1, "NumCPUs=8": 0}, results
     log = slurm_cluster.ctld_log(mark)
     assert "origin=job_modify" in log and "changed=min_cpus" in log and "changed=req_nodes" in log
+    assert slurm_cluster.job_submit_errors(mark) == []
+
+
+def test_scontrol_update_numtasks_is_judged_with_the_jobs_task_layout(slurm_cluster, job_submit, site):
+    """A held 8-task TP=16 job with 8 tasks per node fits one node (accepted, with a warning);
+    scontrol update NumTasks=16 makes it two nodes (slurmctld raises NumNodes itself), so its
+    TP=16 group would span them: the modify hook refuses, taking --ntasks-per-node from the job
+    (here its #SBATCH line; the record does not expose it), and NumTasks=8 still passes."""
+    job_submit(render_filter(site, "job_submit"))
+    script = (
+        "#!/bin/bash\n#SBATCH -p gpu --gpus-per-node=8 --ntasks-per-node=8 -n8\nexport NCCL_SOCKET_IFNAME=lo\n"
+        "srun python pretrain_gpt.py --tensor-model-parallel-size 16\n"
+    )
+    as_nobody = ["runuser", "-u", "nobody", "--"]
+    p = slurm_cluster.run(as_nobody + ["sbatch", "--parsable", "-H", "-o", "/dev/null", "-D", "/tmp"], input=script)
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip().split(";")[0]
+    mark = slurm_cluster.log_mark()
+    results = {}
+    for update in ("NumTasks=16", "NumTasks=8"):
+        results[update] = slurm_cluster.run(as_nobody + ["scontrol", "update", "jobid=" + job, update]).returncode
+    slurm_cluster.run(["scancel", job])
+    log = slurm_cluster.ctld_log(mark)
+    assert results == {"NumTasks=16": 1, "NumTasks=8": 0}, (results, log)
+    assert "origin=job_modify" in log and "changed=num_tasks" in log and "decision=reject" in log
     assert slurm_cluster.job_submit_errors(mark) == []
 
 
@@ -379,7 +450,10 @@ def test_internal_error_keeps_the_sites_choice_and_shows_no_internals(slurm_clus
         )
         job_submit(text.replace(anchor, plant + anchor))
         mark = slurm_cluster.log_mark()
-        rc, _, err = slurm_cluster.sbatch(None, "--test-only", "-p", "gpu4", "--gpus-per-node=4", "--wrap", "true")
+        # (two nodes: a one-node job is decided from its fields, without P.decide)
+        rc, _, err = slurm_cluster.sbatch(
+            None, "--test-only", "-N2", "-p", "gpu4", "--gpus-per-node=4", "--wrap", "true"
+        )
         for leak in ("/etc/slurm/secret", "planted", "job_submit.lua", "attempt to", "stack traceback"):
             assert leak not in err, (kind, err)
         if choice == "accept":

@@ -128,10 +128,12 @@ def test_cases_through_slurm_job_submit(tmp_path, lua_version):
         assert len(results) == len(cases)
         for c, res in zip(cases, results):
             decision = {0: "accept", 2072: "reject"}.get(res["rc"], "rc=%s" % res["rc"])
-            found = problems(c, decision, res["msgs"], res["msgs"])
+            single = any("source=single-node" in line for line in res["log"])  # decided from its fields
+            found = problems(c, decision, res["msgs"], res["msgs"], single_node=single)
             assert not found, (c.name, found, res["msgs"])
             assert all(m.startswith("slurmgpu: ") for m in res["msgs"])
-            tagged = [line for line in res["log"] if "slurmgpu-filter:" in line]
+            # the verdict's line (a partition the site does not describe adds its own, once)
+            tagged = [line for line in res["log"] if "slurmgpu-filter:" in line and "unknown-partition=" not in line]
             assert len(tagged) == 1 and ("decision=%s" % decision) in tagged[0], res["log"]
             if c.would == "reject":  # shadow: the would-be verdict is in the log line and the token
                 assert " verdict=shadow-reject" in tagged[0] or " verdict=reject" in tagged[0], tagged
@@ -226,6 +228,45 @@ out({rc = rc, reads = reads})
 """ % (lua_literal(good), lua_literal(part_list(site)))
     (r,) = run_lua(tmp_path, body, render_filter(site, "job_submit"))
     assert r == {"rc": 2072, "reads": 1}
+
+
+def test_one_node_jobs_are_decided_from_their_fields(tmp_path):
+    """Issue 33 (cost): in slurmctld, a job that runs on one node on every partition it may use cannot
+    put a TP group on two nodes, so job_submit accepts it without reading its script, arguments or
+    environment (what costs the controller most); its log line says source=single-node. A job that
+    may span nodes (-N 1-2, --gpus=16, -n 16 at 8 per node) or is a het component is read whole. Before
+    the fix every job's script and environment were read (1 and 1)."""
+    site = dgx()
+    script = "#!/bin/bash\nsrun x --tensor-model-parallel-size 16\n"
+    jobs = [
+        ("one node", job_desc(script, ["-N1", "--gpus-per-node=8"]), 0, True),
+        ("one GPU", job_desc(script, ["--gpus-per-node=1"]), 0, True),
+        ("a node range", job_desc(script, ["-N", "1-2", "--gpus-per-node=8"]), 2072, False),
+        ("16 GPUs", job_desc(script, ["--gpus=16"]), 2072, False),
+        ("16 tasks", job_desc(script, ["-n", "16", "--ntasks-per-node=8", "--gpus-per-node=8"]), 2072, False),
+    ]
+    body = """
+local parts = S.part_list(%s)
+for _, fields in ipairs(%s) do
+  S.reset()
+  local reads = {script = 0, environment = 0, argv = 0}
+  local d = S.job_desc(fields)
+  local mt = getmetatable(d)
+  local inner = mt.__index
+  mt.__index = function(t, k) if reads[k] then reads[k] = reads[k] + 1 end return inner(t, k) end
+  local rc = slurm_job_submit(d, parts, 1000)
+  local line = ""
+  for i = 1, #S.log do if S.log[i]:find("decision=", 1, true) then line = S.log[i] end end
+  out({rc = rc, script = reads.script, env = reads.environment, argv = reads.argv, line = line})
+end
+""" % (lua_literal(part_list(site)), lua_literal([d for _, d, _, _ in jobs]))
+    results = run_lua(tmp_path, body, render_filter(site, "job_submit"))
+    for (what, _, rc, single), r in zip(jobs, results):
+        assert r["rc"] == rc, (what, r)
+        if single:
+            assert r["script"] == r["env"] == r["argv"] == 0 and "source=single-node" in r["line"], (what, r)
+        else:
+            assert r["script"] == 1 and "source=single-node" not in r["line"], (what, r)
 
 
 USER_READS = """
@@ -362,6 +403,47 @@ def test_job_modify_rechecks_cpus_and_node_lists(tmp_path, lua_version):
     )
     assert [r["rc"] for r in res] == [2072, 0, 2072, 0], res
     assert "changed=min_cpus" in " ".join(res[0]["log"]) and "rules=gpus-per-node-unknown" in " ".join(res[0]["log"])
+
+
+MODIFY_TASKS = r"""
+local parts = S.part_list(%(parts)s)
+local function modify(delta, rec_fields)
+  S.reset()
+  local rc = slurm_job_modify(S.job_desc(delta), S.job_desc(rec_fields), parts, 1000)
+  out({rc = rc, log = S.log})
+end
+local script = "#!/bin/bash\n#SBATCH --ntasks-per-node=8 -n8 --gpus-per-node=8\n"
+  .. "srun x --tensor-model-parallel-size 16\n"
+local bare = "#!/bin/bash\nsrun x --tensor-model-parallel-size 16\n"
+-- scontrol update NumTasks=16: 8 tasks per node (the script's #SBATCH line) -> two nodes
+modify({num_tasks = 16}, {script = script, tres_per_node = "gres:gpu:8", min_nodes = 1, min_cpus = 8,
+                         pn_min_cpus = 8, partition = "h100", user_id = 1000, user_name = "bob"})
+-- the same with --ntasks-per-node on the command line: the record's 8 CPUs per node say it
+modify({num_tasks = 16}, {script = bare, tres_per_node = "gres:gpu:8", min_nodes = 1, min_cpus = 8,
+                         pn_min_cpus = 8, partition = "h100", user_id = 1000, user_name = "bob"})
+-- NumTasks=8: still one node
+modify({num_tasks = 8}, {script = script, tres_per_node = "gres:gpu:8", min_nodes = 1, min_cpus = 8,
+                        pn_min_cpus = 8, partition = "h100", user_id = 1000, user_name = "bob"})
+-- ntasks per node from the update, the task count from the record's CPUs (min_cpus 16 = 16 tasks)
+modify({ntasks_per_node = 8}, {script = bare, tres_per_node = "gres:gpu:8", min_nodes = 1, min_cpus = 16,
+                              pn_min_cpus = 1, partition = "h100", user_id = 1000, user_name = "bob"})
+"""
+
+
+def test_job_modify_takes_the_task_layout_the_update_leaves_from_the_job(tmp_path, lua_version):
+    """scontrol update NumTasks=16 of a held 8-task TP=16 job (8 tasks per node) makes it two
+    nodes (seen live: NumNodes 1 -> 2). The job record has no num_tasks, ntasks_per_node or
+    cpus_per_task (no release exposes them), so the modify hook takes them from the script's
+    #SBATCH lines, else from the record's CPUs (pn_min_cpus, min_cpus)."""
+    site = load_site(LAB)
+    res = run_lua(
+        tmp_path,
+        MODIFY_TASKS % {"parts": lua_literal(part_list(site))},
+        render_filter(site, "job_submit"),
+        lua=lua_version,
+    )
+    assert [r["rc"] for r in res] == [2072, 2072, 0, 2072], res
+    assert "changed=num_tasks" in " ".join(res[0]["log"])
 
 
 def test_repeated_script_is_judged_with_its_own_environment_and_options(tmp_path, lua_version):
@@ -607,7 +689,8 @@ def test_argv_is_not_read_as_shell_text(tmp_path, lua_version):
 
 
 # ---------------------------------------------------------------------------
-# a GPU job on a partition the site does not describe: accepted, logged once per name
+# a GPU job on a partition the site does not describe (added after install): judged as the
+# default partition's node type, the user told, the admins' log line written once per name
 
 UNKNOWN_PARTITION = r"""
 local parts = %(parts)s
@@ -624,25 +707,29 @@ end
 -- job_modify moving a held job to an unknown partition logs through the same memory
 S.reset()
 local rec = S.job_desc({partition = "gpu", tres_per_node = "gres:gpu:8", min_nodes = 2, max_nodes = 2,
-                        user_name = "bob", user_id = 1000})
+                        user_name = "bob", user_id = 1000, script = "#!/bin/bash\nsrun x --tp 16\n"})
 local rc = slurm_job_modify(S.job_desc({partition = "b200"}), rec, S.part_list(parts), 1000)
 out({rc = rc, log = S.log})
 """
 
 
-def test_unknown_gpu_partition_is_logged_once_under_lua51(tmp_path):
+def test_unknown_gpu_partition_is_judged_and_logged_once_under_lua51(tmp_path):
     site = load_site(str(ROOT / "tests" / "data" / "sites" / "testcluster.yaml"))
     results = run_lua(
         tmp_path, UNKNOWN_PARTITION % {"parts": lua_literal(part_list(site))}, render_filter(site, "job_submit")
     )
     *subs, modify = results
-    assert [r["rc"] for r in subs] == [0, 0, 0, 0, 0, 2072]  # only the described partition rejects TP=16
-    warned = [[line for line in r["log"] if "unknown-partition" in line] for r in subs]
+    # TP=16 on 2 nodes is refused wherever GPUs are asked for: judged as the default partition gpu
+    assert [r["rc"] for r in subs] == [2072, 2072, 0, 2072, 2072, 2072]
+    warned = [[line for line in r["log"] if "unknown-partition=" in line] for r in subs]
     assert [len(w) for w in warned] == [1, 0, 0, 1, 0, 0], warned
     assert warned[0][0].startswith(
         "info: slurmgpu-filter: warning unknown-partition=h100: partition 'h100' is "
-        "not described by site 'testcluster' (it describes: gpu, gpu4, pcie)"
+        "not described by site 'testcluster' (it describes: gpu, gpu4, pcie); GPU jobs there are judged as on "
+        "the default partition 'gpu'"
     )
     assert "unknown-partition=a100:" in warned[3][0]
-    assert all(not [m for m in r["msgs"] if "not described" in m] for r in subs)  # users are not told
-    assert modify["rc"] == 0 and [line for line in modify["log"] if "unknown-partition=b200:" in line]
+    told = [[m for m in r["msgs"] if "is not described by site 'testcluster'" in m] for r in subs]
+    assert [len(x) for x in told] == [1, 1, 0, 1, 2, 0], told  # the user is told, every time, per name
+    # scontrol update Partition=b200 (not described) of a held TP=16 2-node job: judged too
+    assert modify["rc"] == 2072 and [line for line in modify["log"] if "unknown-partition=b200:" in line]

@@ -5,6 +5,7 @@ One request per stdin line (JSON), one answer per stdout line:
 
   {"kind": "bridge", "argv": [run_recipe.py's arguments], "world": 64, "gpu": GPU}
   {"kind": "titan", "argv": [torchtitan.train's arguments], "world": 64, "gpu": GPU}
+  {"kind": "sglang_router" | "vllm_router", "argv": [the router's arguments], "world": 0}
 
 where GPU is {"vendor": "nvidia", "capability": [9, 0], "name": "NVIDIA H100", "memory_gb": 80},
 
@@ -404,9 +405,58 @@ def judge_titan(argv: List[str], world: int) -> Dict[str, Any]:
     }
 
 
+# ---------------------------------------------------------------------------- serving routers
+
+
+def _router(package: str, argv: List[str]) -> Dict[str, Any]:
+    """A router's own launcher on the line: launch_router.parse_router_args (argparse, then
+    RouterArgs.from_cli_args), RouterArgs._validate_router_args, and Router.from_args, which builds
+    the Rust router's configuration without starting it. argparse's exit becomes the refusal."""
+    import importlib
+    from contextlib import redirect_stderr
+
+    launch = importlib.import_module(package + ".launch_router")
+    router = importlib.import_module(package + ".router")
+    err = io.StringIO()
+    try:
+        with redirect_stderr(err):
+            args = launch.parse_router_args(argv)
+    except SystemExit:
+        msg = err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else "argparse exit"
+        raise ValueError(msg) from None
+    args._validate_router_args()
+    router.Router.from_args(args)
+    pd = bool(getattr(args, "pd_disaggregation", False) or getattr(args, "vllm_pd_disaggregation", False))
+    return {
+        "host": args.host,
+        "port": args.port,
+        "worker_urls": list(args.worker_urls or ()),
+        "pd": pd,
+        "prefill_urls": [list(p) if isinstance(p, (tuple, list)) else [p] for p in args.prefill_urls or ()],
+        "decode_urls": list(args.decode_urls or ()),
+        "policy": args.policy,
+        "prometheus_port": getattr(args, "prometheus_port", None),
+    }
+
+
+def judge_sglang_router(argv: List[str], world: int) -> Dict[str, Any]:
+    """sglang-router 0.3.2: `python -m sglang_router.launch_router` without the module words."""
+    return _router("sglang_router", argv)
+
+
+def judge_vllm_router(argv: List[str], world: int) -> Dict[str, Any]:
+    """vllm-router 0.1.17: the `vllm-router` console script's parser (vllm_router.launch_router)."""
+    return _router("vllm_router", argv)
+
+
 # ---------------------------------------------------------------------------- loop
 
-JUDGES = {"bridge": judge_bridge, "titan": judge_titan}
+JUDGES = {
+    "bridge": judge_bridge,
+    "titan": judge_titan,
+    "sglang_router": judge_sglang_router,
+    "vllm_router": judge_vllm_router,
+}
 
 
 def answer(req: Dict[str, Any]) -> Dict[str, Any]:

@@ -98,7 +98,22 @@ end
 -- Fields most verdicts never look at (a GPU request in another form, the default partition of a
 -- job that names one, ...): read from the job_desc on first use. Each read is a C call into
 -- slurmctld; a job kept beyond its own call (a het component) is read completely (materialize).
+-- The script, argv and environment are lazy too: a job that runs on one node on every partition
+-- it may use is decided from its fields alone (P.decide_single_node), and never reads them (the
+-- script is copied on every access; each environment name is a search of the whole environment).
+local function script_of(desc)
+  local script = get(desc, "script")
+  if type(script) ~= "string" then return nil end
+  return script
+end
 local LAZY = {
+  script = script_of,
+  argv = function(desc) return argv_of(desc, get) end,
+  -- batch jobs and het components only: for salloc/srun slurmctld logs an error on every lookup
+  env = function(desc, _, job)
+    if job.script ~= nil or job.het_offset ~= nil then return env_of(desc) end
+    return nil
+  end,
   default_partition = function(_, part_list) return default_partition(part_list) end,
   tres_per_job = function(desc) return str(get(desc, "tres_per_job")) end,
   tres_per_task = function(desc) return str(get(desc, "tres_per_task")) end,
@@ -108,6 +123,8 @@ local LAZY = {
   qos = function(desc) return str(get(desc, "qos")) end,
   -- NVL72 sites only; 25.11.2+ show a job without --segment as 0, not NO_VAL16
   segment = function(desc) local s = num(get(desc, "segment_size")); if s ~= 0 then return s end end,
+  ntasks_per_tres = function(desc) return num(get(desc, "ntasks_per_tres")) end, -- --ntasks-per-gpu
+  cpus_per_tres = function(desc) return str(get(desc, "cpus_per_tres")) end, -- --cpus-per-gpu
 }
 
 -- One shared metatable: the job_desc and part_list sit in the job table under keys no field name
@@ -117,7 +134,7 @@ for k in pairs(LAZY) do READ[k] = {} end
 local LAZY_MT = {__index = function(job, k)
   local f = LAZY[k]
   if f == nil or rawget(job, READ[k]) then return nil end
-  local v = f(rawget(job, DESC), rawget(job, PARTS))
+  local v = f(rawget(job, DESC), rawget(job, PARTS), job)
   if v == nil then rawset(job, READ[k], true) else rawset(job, k, v) end
   return v
 end}
@@ -163,12 +180,8 @@ end
 -- get_. user_name is not read here: slurmctld resolves it through NSS on every read (an LDAP
 -- query on many sites); the policy asks job.lookup_user(job) only where it needs the name.
 local function read_job(desc, part_list, uid, get_)
-  local script = get_(desc, "script") -- copied by Slurm on every access: read once
-  if type(script) ~= "string" then script = nil end
   local job = {
     origin = "job_submit",
-    script = script,
-    argv = argv_of(desc, get_),
     partition = str(get_(desc, "partition")),
     nodes_min = num(get_(desc, "min_nodes")),
     nodes_max = num(get_(desc, "max_nodes")),
@@ -184,7 +197,6 @@ local function read_job(desc, part_list, uid, get_)
     het_offset = num(get_(desc, "het_job_offset")),
     lookup_user = lookup_user,
   }
-  if script ~= nil or job.het_offset ~= nil then job.env = env_of(desc) end
   job[DESC], job[PARTS] = desc, part_list
   return setmetatable(job, LAZY_MT)
 end
@@ -195,7 +207,7 @@ local function index(obj, key) return obj[key] end
 local function job_from_desc(desc, part_list, uid)
   local ok, job = pcall(read_job, desc, part_list, uid, index)
   if not ok or type(job) ~= "table" then job = read_job(desc, part_list, uid, get) end
-  het_share(job, job.script, job.het_offset)
+  if job.het_offset ~= nil then het_share(job, job.script, job.het_offset) else het_share(job, nil, nil) end
   return job
 end
 
@@ -282,8 +294,12 @@ local function audit(desc, v)
   if not ok then log(TAG .. " warning admin-comment: cannot set AdminComment: " .. P.clean(err, 200)) end
 end
 
+-- slurmctld's path: a job that runs on one node wherever it may run, and is no het component, is
+-- decided from its fields alone (P.decide_single_node: no TP group of it can span nodes); its
+-- script is read only by `slurmgpu check`, cli_filter and SPANK, which give the advice.
 local function submit(desc, part_list, uid)
-  local v, job = evaluate_desc(desc, part_list, uid)
+  local job = job_from_desc(desc, part_list, uid)
+  local v = P.decide_single_node(job, TOPO) or P.decide(job, TOPO)
   if job.bitflags == nil and flags_unreadable(get(desc, "bitflags")) then
     log(TAG .. " warning bitflags: job_desc.bitflags is 2^53 or more and not exact as a Lua number; "
       .. "--spread-job was not read for this job")
@@ -307,7 +323,7 @@ end
 -- Fields whose change can move TP groups across nodes (scontrol update of a pending job).
 -- Any change of nodes, tasks, CPUs or GPUs re-checks the job (NumCPUs= can force more nodes).
 local MODIFY_STR = {"tres_per_node", "gres", "tres_per_job", "tres_per_task", "tres_per_socket", "partition",
-                    "req_nodes"}
+                    "req_nodes", "cpus_per_tres"}
 local MODIFY_NUM = {"min_nodes", "max_nodes", "num_tasks", "ntasks_per_node", "sockets_per_node", "cpus_per_task",
                     "ntasks_per_gpu", "ntasks_per_tres"}
 local MODIFY_NUM32 = {"min_cpus", "max_cpus"}
@@ -333,6 +349,27 @@ local function modify(desc, rec, part_list, uid)
   -- The stored script is read from StateSaveLocation: only on this rare path, and once.
   local script = get(rec, "script")
   if type(script) ~= "string" then script = nil end
+  -- What the update leaves, from the job: no release exposes num_tasks, ntasks_per_node or
+  -- cpus_per_task on the job record, so from the script's #SBATCH lines, else from the record's
+  -- CPUs (pn_min_cpus is ntasks_per_node x cpus_per_task; min_cpus is num_tasks x cpus_per_task).
+  local dirs = P.sbatch_directives(script)
+  local cpt = num(get(desc, "cpus_per_task")) or dirs.cpus_per_task
+  local per_node_cpus = num(get(rec, "pn_min_cpus"))
+  local tpn = num(get(desc, "ntasks_per_node")) or dirs.ntasks_per_node
+  if tpn == nil and per_node_cpus and per_node_cpus >= 2 * (cpt or 1) then
+    tpn = math.floor(per_node_cpus / (cpt or 1))
+  end
+  local rec_cpus = num32(get(rec, "min_cpus"))
+  local nt = num(get(desc, "num_tasks")) or dirs.num_tasks
+  if nt == nil and rec_cpus and rec_cpus >= 2 then nt = math.floor(rec_cpus / (cpt or 1)) end
+  -- The record's max_nodes caps the node count only when the update leaves tasks and CPUs as
+  -- they are: slurmctld raises it itself for more tasks (26.05 records max_nodes=1 for a
+  -- -n8 --ntasks-per-node=8 job and logs "setting max_nodes from 1 to 2" on NumTasks=16).
+  local nmax = num(get(desc, "max_nodes"))
+  if nmax == nil and not (num(get(desc, "num_tasks")) or num(get(desc, "ntasks_per_node"))
+      or num(get(desc, "cpus_per_task")) or num(get(desc, "ntasks_per_tres")) or num32(get(desc, "min_cpus"))) then
+    nmax = num(get(rec, "max_nodes"))
+  end
   local job = {
     origin = "job_modify",
     script = script,
@@ -340,16 +377,18 @@ local function modify(desc, rec, part_list, uid)
     partition = pick_str("partition"),
     default_partition = default_partition(part_list),
     nodes_min = pick_num("min_nodes"),
-    nodes_max = pick_num("max_nodes"),
-    num_tasks = num(get(desc, "num_tasks")),
-    ntasks_per_node = num(get(desc, "ntasks_per_node")),
+    nodes_max = nmax,
+    num_tasks = nt,
+    ntasks_per_node = tpn,
     tres_per_node = str(get(desc, "tres_per_node")) or str(get(desc, "gres")) or str(get(rec, "tres_per_node")),
     tres_per_job = pick_str("tres_per_job"),
     tres_per_task = pick_str("tres_per_task"),
     tres_per_socket = pick_str("tres_per_socket"),
     sockets_per_node = num(get(desc, "sockets_per_node")),
-    cpus_per_task = num(get(desc, "cpus_per_task")),
-    min_cpus = num32(get(desc, "min_cpus")) or num32(get(rec, "min_cpus")),
+    cpus_per_task = cpt,
+    min_cpus = num32(get(desc, "min_cpus")) or rec_cpus,
+    ntasks_per_tres = num(get(desc, "ntasks_per_tres")) or dirs.ntasks_per_tres,
+    cpus_per_tres = pick_str("cpus_per_tres"),
     req_nodes = str(get(desc, "req_nodes")),
     user = str(get(rec, "user_name")),
     uid = uid_of(get(rec, "user_id")),

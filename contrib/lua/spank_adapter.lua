@@ -54,7 +54,12 @@ local function job_from_step(step)
   local env = type(step.env) == "table" and step.env or {}
   -- the policy reads argv as data, not shell text ('#' and newlines inside arguments are inert)
   local argv = type(step.argv) == "table" and step.argv or {}
+  -- the step's nodes: a het step's S_JOB_NNODES is its own component's (seen live: 1 for a step
+  -- over two 1-node components); srun puts the whole step's count in SLURM_STEP_NUM_NODES (a
+  -- user can only raise it, which checks more, never less)
   local nodes = num(step.nnodes)
+  local step_nodes = digits(env.SLURM_STEP_NUM_NODES)
+  if step_nodes and (nodes == nil or step_nodes > nodes) then nodes = step_nodes end
   local job = {
     origin = "spank",
     argv = argv,

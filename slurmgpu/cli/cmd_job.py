@@ -200,6 +200,32 @@ def _summary(gen: Generated) -> None:
     """The plan, on standard error (standard output carries the script)."""
     req = gen.request
     lay = req.layout
+    if req.serve is not None:  # router / disaggregated serving: the roles, not one layout
+        click.echo(
+            "slurmgpu: %s on %s/%s: %d node%s x %d GPUs, %s"
+            % (
+                gen.sizing.model.name if gen.sizing.model is not None else "job",
+                req.site,
+                req.sbatch.partition,
+                lay.nodes,
+                "s" if lay.nodes != 1 else "",
+                lay.gpus_per_node,
+                req.serve.summary,
+            ),
+            err=True,
+        )
+    else:
+        _layout_summary(gen)
+    for line in req.about:
+        if line.startswith("Plan:"):
+            click.echo("  " + line, err=True)
+    for w in gen.warnings:
+        click.echo("warning: %s" % w, err=True)
+
+
+def _layout_summary(gen: Generated) -> None:
+    req = gen.request
+    lay = req.layout
     click.echo(
         "slurmgpu: %s on %s/%s: %d node%s x %d GPUs, tp=%d pp=%d dp=%d cp=%d ep=%d, micro-batch %d, "
         "launcher %s"
@@ -220,11 +246,6 @@ def _summary(gen: Generated) -> None:
         ),
         err=True,
     )
-    for line in req.about:
-        if line.startswith("Plan:"):
-            click.echo("  " + line, err=True)
-    for w in gen.warnings:
-        click.echo("warning: %s" % w, err=True)
 
 
 @main.command("gen", cls=_CommandWithProgram)

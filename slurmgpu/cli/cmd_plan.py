@@ -125,6 +125,18 @@ def models_cmd(as_json: bool) -> None:
 @click.option("--cp", type=int, help="Pin context parallelism.")
 @click.option("--ep", type=int, help="Pin expert parallelism (MoE).")
 @click.option("--micro-batch", type=int, help="Pin the micro-batch size.")
+@click.option(
+    "--serve",
+    type=click.Choice(vocab.SERVE_MODES),
+    help="With --task inference: the deployment to size (default: the spec's, else aggregated); "
+    "every mode is compared on the same nodes.",
+)
+@click.option("--input-len", type=int, metavar="TOKENS", help="Inference: prompt tokens per request (default 1024).")
+@click.option(
+    "--output-len", type=int, metavar="TOKENS", help="Inference: generated tokens per request (default 1024)."
+)
+@click.option("--concurrency", type=int, metavar="N", help="Inference: requests in flight (default 128).")
+@click.option("--rate", metavar="REQ/S", help="Inference: requests per second to size for (instead of --concurrency).")
 @click.option("--diagram", is_flag=True, help="Draw the nodes and GPUs with TP/PP/DP groups.")
 @click.option("--html", "html_file", metavar="FILE", type=OUTPUT_FILE, help=HTML_HELP)
 @click.option(
@@ -166,6 +178,11 @@ def plan_cmd(
     cp: Optional[int],
     ep: Optional[int],
     micro_batch: Optional[int],
+    serve: Optional[str],
+    input_len: Optional[int],
+    output_len: Optional[int],
+    concurrency: Optional[int],
+    rate: Optional[str],
     diagram: bool,
     html_file: Optional[str],
     svg_file: Optional[str],
@@ -188,6 +205,7 @@ def plan_cmd(
       slurmgpu plan --params 13B --task finetune --site perlmutter --json
       slurmgpu plan --model llama3-70b --nodes 2 --task inference --tp 8 --pp 2
       slurmgpu plan --model llama3-70b --nodes 2 --task inference --html plan.html --svg plan.svg
+      slurmgpu plan --model llama3-70b --task inference --serve disaggregated --input-len 4096 --output-len 512
     """
     from ..errors import PlanError
     from ..job import plan_request
@@ -218,6 +236,11 @@ def plan_cmd(
             cp=cp,
             ep=ep,
             micro_batch=micro_batch,
+            serve=serve,
+            input_len=input_len,
+            output_len=output_len,
+            concurrency=concurrency,
+            rate=rate,
         ),
         need_job=False,
     )
@@ -237,6 +260,14 @@ def plan_cmd(
         from ..plan import Capabilities
 
         req = replace(req, caps=Capabilities())
+    if req.task == "inference":
+        _plan_serving(site_obj, spec, model, as_json, html_file or svg_file, diagram)
+        if spec.serve != "aggregated":
+            return
+        if spec.input_len or spec.output_len:  # the one server below at the request's context
+            from ..job.sizing import workload
+
+            req = replace(req, seq=req.seq or workload(spec).context)
     plan = make_plan(site_obj, req)
     if html_file or svg_file:
         plan_view(site_obj, plan, html_file, svg_file)
@@ -249,6 +280,31 @@ def plan_cmd(
         _emit_json(out)
         return
     click.echo(format_plan(plan, diagram=diagram))
+
+
+def _plan_serving(site: Any, spec: Any, model: Any, as_json: bool, picture: Any, diagram: bool) -> None:
+    """Inference: the serving modes compared for the request shape (and, for router and
+    disaggregated, only that: the one-server plan below is the aggregated mode)."""
+    from ..job import get_launcher
+    from ..job.sizing import serve_plan
+    from ..plan.serving import format_serve_plan
+
+    launcher = get_launcher(spec.launcher)
+    if not launcher.serving:
+        launcher = get_launcher("vllm")  # one server's caps: vLLM's (DP replicas across nodes)
+        spec = replace(spec, launcher="vllm")
+    if spec.serve != "aggregated" and (picture or diagram):
+        raise click.UsageError("--html, --svg and --diagram draw one server's layout: use them without --serve")
+    sp = serve_plan(site, spec, model, launcher)
+    if as_json:
+        if spec.serve != "aggregated":
+            _emit_json({"serving": sp.to_dict()})
+        else:
+            click.echo(format_serve_plan(sp), err=True)
+        return
+    click.echo(format_serve_plan(sp))
+    if spec.serve == "aggregated":
+        click.echo("")
 
 
 def _plan_model(model_ref: Optional[str], params: Optional[str]) -> Any:

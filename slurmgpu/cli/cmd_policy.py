@@ -140,10 +140,13 @@ def _check(
             slurm_version=s.slurm_version,
         )
         check_view(s, verdict, desc, html_file, script_path)
+    groups = _serve_groups(s, partition, data)
     if as_json:
         out = verdict.to_dict()
         out["site"] = s.name
         out["script"] = script_path
+        if groups:
+            out["serve_groups"] = groups
         _emit_json(out)
     else:
         # the diagnostics on standard error, the verdict line on standard output
@@ -173,6 +176,8 @@ def _check(
                 " (%s)" % verdict.launcher if verdict.launcher else "",
             )
         where = ", ".join(verdict.partitions) or "no managed partition"
+        for g in groups:
+            click.echo("serving group: %s" % g)
         click.echo(
             "%s: %s on site %s, partition %s; %s"
             % (
@@ -188,6 +193,19 @@ def _check(
             )
         )
     sys.exit(verdict.exit_code)
+
+
+def _serve_groups(s: Site, partition: Optional[str], data: bytes) -> List[str]:
+    """A router or disaggregated serving script's roles, as `check` explains them."""
+    from ..job.serving import SERVE_MARKER, explain_groups
+
+    if SERVE_MARKER.encode() not in data:
+        return []
+    try:
+        node = s.node_type_of(partition or s.default_partition)
+    except SlurmgpuError:
+        return []
+    return explain_groups(node, data.decode("utf-8", "replace"))
 
 
 @main.group("admin", cls=_Group)

@@ -37,6 +37,7 @@ class Generated:
             "spec": self.spec.to_dict() if self.spec is not None else None,
             "stamp": self.request.stamp,
             "plan": plan.to_dict() if plan is not None else None,
+            "serving": self.sizing.serve.to_dict() if self.sizing.serve is not None else None,
             "warnings": list(self.warnings),
             "policy": self.verdict.to_dict() if self.verdict is not None else None,
             "request": self.request.to_dict(),

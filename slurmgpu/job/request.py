@@ -18,6 +18,7 @@ from ..render import PATH_VARS, TemplateDir, comment, render
 from ..site import NodeType, Partition, Site, preset_dir
 from .binding import Binding, plan_binding
 from .launchers import Launcher, Options, get_launcher
+from .serving import ServeDeployment, build_deployment
 from .sizing import Sizing, _check_size, segment_for
 
 if TYPE_CHECKING:
@@ -122,6 +123,7 @@ class RenderRequest:
     export_srun_cpus: bool = True
     about: Tuple[str, ...] = ()
     model: Optional[str] = None  # catalogue name, read by `slurmgpu doctor` for out-of-memory advice
+    serve: Optional[ServeDeployment] = None  # router / disaggregated serving: workers, ports, router
     binding: Optional[Binding] = None  # CPU/NUMA binding per launcher from the site's map (job/binding.py)
     plan_line: Optional[str] = None  # `# slurmgpu-plan: ...`, the promised figures `slurmgpu report` reads back
 
@@ -159,10 +161,19 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
     partition = spec.partition or site.default_partition
     part = site.partition(partition)
     node = site.node_types[part.node_type]
-    _check_size(spec, part, layout, launcher)
+    if sizing.serve is None:
+        _check_size(spec, part, layout, launcher)
+    elif layout.nodes > part.max_nodes_per_job:
+        raise PlanError(
+            "partition %s allows at most %d nodes per job, the deployment needs %d"
+            % (part.name, part.max_nodes_per_job, layout.nodes)
+        )
     fsdp = spec.fsdp or getattr(sizing.plan, "zero", None) == 3
     requeue = _requeue(site, spec, sizing, launcher, warnings)
-    argv, opts = launch_argv(launcher, spec, sizing, fsdp, requeue.grace if requeue else None, node.gpu_model)
+    if sizing.serve is not None:
+        argv, opts = serve_program(launcher, spec, sizing, node.gpu_model), None
+    else:
+        argv, opts = launch_argv(launcher, spec, sizing, fsdp, requeue.grace if requeue else None, node.gpu_model)
     from . import launchers as L
 
     user_argv = tuple(spec.command) + tuple(spec.args)
@@ -185,16 +196,33 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         program=argv,
         serving=launcher.serving,
         targets=launcher.version(spec.launcher_version)[1],  # the version the flags were written for
-        files=L.framework_files(launcher, layout, opts, user_argv),
-        runner_args=L.runner_args(launcher, layout, opts, user_argv),
+        files=L.framework_files(launcher, layout, opts, user_argv) if opts else (),
+        runner_args=L.runner_args(launcher, layout, opts, user_argv) if opts else (),
         rank_source=RANK_SOURCES.get(launcher.name, "hostname"),
     )
     sbatch = _sbatch(site, part, node, spec, sizing, launcher, requeue)
     _check_rank_order(site, node, layout, launch, sbatch.segment)
+    serve = None
+    if sizing.serve is not None:
+        serve = build_deployment(
+            launcher.name,
+            node,
+            sizing.serve.chosen,
+            argv,
+            user_argv,
+            sizing.serve.workload.context,
+            spec.kv_transfer,
+            spec.ready_timeout,
+            spec.source or "",
+        )
     ver = _version_tuple(site.slurm_version)
-    binding = plan_binding(
+    binding: Optional[Binding] = plan_binding(
         site.name, node, launcher.name, launcher.runner, layout.gpus_per_node, sbatch.cpus_per_task, tpn, user_argv
     )
+    if serve is not None:
+        # one server's binding (SGLang --numa-node per GPU of the node, vLLM's) is not each worker's: a worker
+        # on GPUs 4-7 would get GPU 0-3's NUMA nodes, and preflight would check a binding nobody applied
+        binding = None
     warnings.extend("site %s: %s" % (site.name, n) for n in (node.affinity.notes if node.affinity else ()))
     req = RenderRequest(
         version=__version__,
@@ -216,10 +244,23 @@ def build_request(site: Site, spec: JobSpec, sizing: Sizing, regen: str = "") ->
         export_srun_cpus=ver is None or ver < (23, 11),
         about=about_lines(site, node, layout, launcher, fab, sizing),
         model=getattr(sizing.model, "name", None),
+        serve=serve,
         binding=binding,
         plan_line=_plan_line(site, sizing, launcher, spec.implements),
     )
     return req, tuple(warnings)
+
+
+def serve_program(launcher: Launcher, spec: JobSpec, sizing: Sizing, gpu_model: str) -> Tuple[str, ...]:
+    """A serving worker's program before its role's flags: entry point, weights, the user's arguments."""
+    from . import launchers as L
+
+    where = "%s (or the arguments after --)" % spec.source if spec.source else "arguments after --"
+    argv = list(L.program(launcher, spec.command, spec.args, where))
+    if not spec.command or spec.command[0].startswith("-"):
+        n_entry = len(launcher.default_entry)
+        argv[n_entry:n_entry] = L.weights_args(launcher, spec.weights)
+    return tuple(argv)
 
 
 def _plan_line(site: Site, sizing: Sizing, launcher: Launcher, implements: Sequence[str] = ()) -> Optional[str]:
@@ -377,7 +418,7 @@ def _sbatch(
     layout = sizing.layout
     tpn = launcher.tasks_per_node(layout.gpus_per_node)
     full_node = layout.gpus_per_node == node.gpus
-    segment = segment_for(site, node, layout, spec.segment, getattr(sizing.plan, "segment", None))
+    segment = segment_for(site, node, layout, spec.segment, _planned_segment(sizing))
     return Sbatch(
         job_name=spec.name or "%s-%s" % (_slug(spec.model) if spec.model else "job", launcher.name),
         nodes=layout.nodes,
@@ -403,6 +444,14 @@ def _sbatch(
         network=network_for(node, layout.nodes, segment),
         requeue_expedite=spec.requeue and site.requeue.expedite,
     )
+
+
+def _planned_segment(sizing: Sizing) -> Optional[int]:
+    """The plan's --segment; a disaggregated deployment that moves KV over NVLink keeps all its
+    nodes in one segment (one NVLink domain)."""
+    if sizing.serve is not None and sizing.serve.chosen.kv_over_nvlink:
+        return sizing.serve.chosen.nodes
+    return getattr(sizing.plan, "segment", None)
 
 
 def _check_rank_order(site: Site, node: NodeType, layout: Layout, launch: Launch, segment: Optional[int]) -> None:

@@ -4,7 +4,7 @@ suggestion shown when a pinned layout is refused."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple
 
 from ..errors import ConfigError, Issue, PlanError
 from ..plan import Layout
@@ -13,6 +13,7 @@ from .launchers import Launcher, get_launcher, planner_caps
 
 if TYPE_CHECKING:
     from ..plan import ModelSpec, PlanRequest
+    from ..plan.serving import ServePlan
     from ..plan.types import Plan
     from ..site import Partition
     from .spec import JobSpec
@@ -72,6 +73,7 @@ class Sizing:
     plan: Optional[Plan] = None  # when a model was planned
     model: Optional[ModelSpec] = None
     notes: Tuple[str, ...] = ()
+    serve: Optional[ServePlan] = None  # router and disaggregated serving: the deployment planned
 
 
 def plan_layout(site: Site, spec: JobSpec) -> Sizing:
@@ -79,6 +81,8 @@ def plan_layout(site: Site, spec: JobSpec) -> Sizing:
     partition = spec.partition or site.default_partition
     node = site.node_type_of(partition)
     launcher = get_launcher(spec.launcher)
+    if spec.serve != "aggregated":
+        return serve_sizing(site, spec, launcher)
     if not spec.model:
         pins = dict(spec.parallel)
         if launcher.serving:
@@ -211,6 +215,159 @@ def assumed_words(launcher: Launcher, spec: JobSpec, req: PlanRequest) -> str:
         "spec declares (%s); a program that runs more says so with `implements: [tp, pp, cp, ep, recompute]`"
         % (launcher.name, shard, " plus " + "/".join(degrees) if degrees else "", rec, declared)
     )
+
+
+def workload(spec: JobSpec) -> Any:
+    """The request shape of a serving spec (plan.serving.Workload), defaults filled in."""
+    from ..plan.serving import DEFAULT_INPUT, DEFAULT_OUTPUT, Workload
+
+    rate = float(spec.rate) if spec.rate is not None else None
+    work = Workload(spec.input_len or DEFAULT_INPUT, spec.output_len or DEFAULT_OUTPUT, spec.concurrency, rate)
+    if spec.seq is not None and spec.seq < work.context:
+        raise ConfigError(
+            [
+                Issue(
+                    spec.source or "",
+                    None,
+                    None,
+                    "seq",
+                    "seq %d (the context a request may reach) is shorter than input_len + output_len = %d + %d: "
+                    "raise --seq or lower the lengths" % (spec.seq, work.input_len, work.output_len),
+                )
+            ]
+        )
+    return work
+
+
+def serve_sizing(site: Site, spec: JobSpec, launcher: Launcher) -> Sizing:
+    """Router or disaggregated serving: the serving planner's workers, compared with one server
+    (make_plan's layout for the launcher) on the same nodes."""
+    where = spec.source or ""
+    if not launcher.serving:
+        raise ConfigError(
+            [
+                Issue(
+                    where,
+                    None,
+                    None,
+                    "serve",
+                    "serve %s needs a serving engine: --launcher vllm or sglang" % spec.serve,
+                )
+            ]
+        )
+    if not spec.model:
+        raise ConfigError(
+            [
+                Issue(
+                    where,
+                    None,
+                    None,
+                    "model",
+                    "serve %s sizes each worker from the model: give --model (a catalogue name, a size such as 70B, "
+                    "or a model file)" % spec.serve,
+                )
+            ]
+        )
+    if spec.requeue:
+        raise ConfigError(
+            [
+                Issue(
+                    where,
+                    None,
+                    None,
+                    "requeue",
+                    "serve %s: a serving job runs until its time limit and keeps no checkpoint to resume from; "
+                    "drop --requeue (submit it again to serve longer)" % spec.serve,
+                )
+            ]
+        )
+    pins = sorted(k for k, v in spec.parallel.items() if v is not None)
+    if pins:
+        raise ConfigError(
+            [
+                Issue(
+                    where,
+                    None,
+                    None,
+                    "parallel",
+                    "serve %s plans each worker's TP and PP itself; drop the pinned %s (pins apply to one "
+                    "aggregated server)" % (spec.serve, ", ".join(pins)),
+                )
+            ]
+        )
+    model = _model(spec.model)
+    sp = serve_plan(site, spec, model, launcher)
+    node = site.node_type_of(spec.partition or site.default_partition)
+    dep = sp.chosen
+    tp = max(r.worker.tp for r in dep.roles)
+    pp = max(r.worker.pp for r in dep.roles)
+    world = dep.nodes * node.gpus
+    layout = Layout(
+        tp=tp, pp=pp, dp=max(1, world // (tp * pp)), cp=1, ep=1, micro_batch=1, nodes=dep.nodes, gpus_per_node=node.gpus
+    )
+    notes = ["%s: %d x %s (%s)" % (r.role, r.count, r.worker.words(), r.why) for r in dep.roles]
+    return Sizing(layout=layout, model=model, notes=tuple(notes), serve=sp)
+
+
+def serve_plan(site: Site, spec: JobSpec, model: ModelSpec, launcher: Launcher) -> ServePlan:
+    """The serving planner's answer for the spec's mode and request shape, every mode compared on
+    the same nodes; the aggregated row is make_plan's one server for `launcher` (its caps)."""
+    from ..plan import make_plan
+    from ..plan.serving import MODES, plan_serving
+    from .launchers import memory_profile
+
+    partition = spec.partition or site.default_partition
+    node = site.node_type_of(partition)
+    work = workload(spec)
+    profile = memory_profile(launcher, spec.precision, (), model)  # the engine's preallocation rule
+    nodes = spec.nodes
+    if spec.gpus is not None:
+        nodes = -(-spec.gpus // node.gpus)
+        if spec.gpus % node.gpus:
+            raise PlanError(
+                "serve %s takes whole nodes: --gpus %d is not a multiple of %d" % (spec.serve, spec.gpus, node.gpus)
+            )
+    allowed = list(MODES)
+    reasons: Dict[str, str] = {}
+    if node.fabric in ("efa", "slingshot"):
+        allowed.remove("disaggregated")
+        reasons["disaggregated"] = "no checked KV-transfer recipe for %s here (NIXL's LIBFABRIC backend)" % node.fabric
+    if nodes is None and spec.serve != "aggregated":
+        # the nodes the asked mode needs; every mode is then compared on them
+        first = plan_serving(
+            site, model, work, spec.serve, partition, None, spec.precision, None, allowed, True, reasons, profile
+        )
+        nodes = first.chosen.nodes
+    agg: Tuple[Optional[Layout], str]
+    try:
+        one = make_plan(
+            site,
+            replace(
+                plan_request(site, replace(spec, serve="aggregated"), model),
+                seq=work.context,
+                nodes=nodes,
+            ),
+        )
+        agg = (one.layout, "one %s server over the nodes" % launcher.name)
+        nodes = one.layout.nodes
+    except PlanError as e:
+        agg = (None, str(e).splitlines()[0])
+        reasons["aggregated"] = agg[1]
+    sp = plan_serving(
+        site,
+        model,
+        work,
+        spec.serve,
+        partition,
+        nodes,
+        spec.precision,
+        (agg[0], agg[1]) if agg[0] is not None else None,
+        allowed,
+        True,
+        reasons,
+        profile,
+    )
+    return sp
 
 
 def plan_request(site: Site, spec: JobSpec, model: ModelSpec, **extra: Any) -> PlanRequest:

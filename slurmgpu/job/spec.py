@@ -135,6 +135,13 @@ class JobSpec:
     seq: Optional[int] = None
     global_batch: Optional[int] = None
     tokens: Optional[float] = None
+    serve: str = "aggregated"  # serving deployment: aggregated | router | disaggregated
+    input_len: Optional[int] = None  # serving: prompt tokens per request
+    output_len: Optional[int] = None  # serving: generated tokens per request
+    concurrency: Optional[int] = None  # serving: requests in flight
+    rate: Optional[str] = None  # serving: requests per second, as written
+    kv_transfer: Optional[str] = None  # disaggregated serving: nixl | mooncake (None: nixl)
+    ready_timeout: int = 1800  # serving: seconds each worker may take to become ready
     precision: str = "bf16"
     fsdp: bool = False
     implements: Tuple[str, ...] = ()  # what the user's own program runs beyond DP (vocab.PROGRAM_DEGREES)

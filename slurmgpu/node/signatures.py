@@ -499,6 +499,137 @@ CATALOGUE: Tuple[Signature, ...] = (
         ),
     ),
     Signature(
+        id="kv-transfer-device",
+        title="KV-transfer library found no usable network device (NIXL / UCX)",
+        category="network",
+        priority=11,
+        patterns=(
+            r"UCX\s+WARN\s+network devices (?P<devices>'[^\n]*?) are not available, please use one or more of: "
+            r"(?P<available>[^\n]+)",
+            r"UCX\s+ERROR\s+no active messages transport to",
+            r"nixlBackendError: NIXL_ERR_BACKEND",
+            r"NIXL transfer failure: handshake_setup_failed",
+        ),
+        cause="The KV cache's transfer library (NIXL over UCX) could not open a network path between "
+        "prefill and decode workers[[: UCX_NET_DEVICES names {devices}, which this node lacks (it has "
+        "{available})]]. UCX applies UCX_NET_DEVICES to every transport, so a list of RDMA devices alone "
+        "also removes the TCP loopback NIXL uses for its own endpoint, and backend creation fails.",
+        fixes=(
+            "UCX_NET_DEVICES must name devices the node (and the container) has[[, the site's compute HCAs "
+            "{compute_hcas} with their ports]], plus `lo`: `slurmgpu gen --serve disaggregated` writes that "
+            "list; check it with `ucx_info -d` on a node.",
+            "In a container the HCAs must be visible (pyxis/enroot: /dev/infiniband; Apptainer: "
+            "--bind /dev/infiniband) and the image's UCX must be built with its transports (`ucx_info -v`).",
+            "A handshake failure on decode follows a prefill worker that died or is unreachable: read that "
+            "worker's log (slurmgpu-serve-<job id>/prefill-*.log) first.",
+        ),
+        source="ai-dynamo/nixl#299 (UCX WARN network devices ... are not available; no active messages "
+        "transport), ai-dynamo/nixl#96 and #503 (NIXL_ERR_BACKEND), sgl-project/sglang PR#40641 (keep lo in "
+        "UCX_NET_DEVICES), vllm-project/vllm PR#41863 (handshake_setup_failed)",
+    ),
+    Signature(
+        id="kv-transfer-timeout",
+        title="KV cache did not reach the decode worker in time (disaggregated serving)",
+        category="network",
+        priority=22,
+        patterns=(
+            r"KVTransferError\(bootstrap_room=\d+\): Request \d+ timed out after (?P<secs>[\d.]+)s in "
+            r"KVPoll\.(?P<state>\w+)",
+            r"Some requests fail to receive KV Cache transfer done signal after bootstrapping",
+            r"Releasing expired KV blocks for request \S+ which were retrieved by 0 (?:decode|remote) worker",
+        ),
+        cause="Prefill finished but the decode side never received the KV cache[[ (waited {secs} s in "
+        "{state})]]: the transfer library sent it over a NIC the peer cannot reach (the management or "
+        "storage interface when UCX_NET_DEVICES / --disaggregation-ib-device are unset), the RDMA path is "
+        "broken, or the decode workers are too loaded to pull it before the timeout.",
+        fixes=(
+            "Pin the transfer to the compute NICs[[ ({compute_hcas})]]: UCX_NET_DEVICES for NIXL (SGLang's "
+            "NIXL backend ignores --disaggregation-ib-device without it), --disaggregation-ib-device for "
+            "Mooncake; `slurmgpu gen --serve disaggregated` writes both from the site.",
+            "Run `slurmgpu preflight` on the job's nodes: an HCA down or missing in the container makes every "
+            "transfer wait for its timeout.",
+            "Only if transfers are slow rather than stuck: raise SGLANG_DISAGGREGATION_WAITING_TIMEOUT / "
+            "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT (SGLang, 300 s) or vLLM's kv_lease_duration / "
+            "VLLM_NIXL_ABORT_REQUEST_TIMEOUT, and add decode workers (`slurmgpu plan --task inference --serve "
+            "disaggregated` sizes them).",
+        ),
+        source="sgl-project/sglang#10110 (timed out after 300.0s in KVPoll.Bootstrapping), #11648 (timed out "
+        "after 600.0s in KVPoll.WaitingForInput; the transfer-done-signal line), vllm-project/vllm#25562 "
+        "(Releasing expired KV blocks ... retrieved by 0 decode worker(s))",
+    ),
+    Signature(
+        id="router-worker-unreachable",
+        title="The serving router cannot reach a worker",
+        category="rendezvous",
+        priority=24,
+        patterns=(
+            r"Worker (?P<url>\S+) health check is pending with error: (?P<error>[^\n]+)",
+            r"Worker (?P<url>\S+) health check failed: (?P<error>[^\n]+)",
+            r"Timeout (?P<secs>\d+)s waiting for workers to become healthy",
+            r"pd_router\.rs:\d+: Stream error from (?:decode|prefill) server (?P<url>\S+): (?P<error>[^\n]+)",
+        ),
+        cause="The router could not talk to a worker[[ at {url}]][[ ({error})]]: the worker is still "
+        "loading, died, listens on another port or only on 127.0.0.1, or its host name does not resolve "
+        "from the router's node.",
+        fixes=(
+            "Read the worker's own log first (slurmgpu-serve-<job id>/<role>-<n>.log): a crash there is the cause.",
+            "Workers must listen on an address the router's node reaches: SGLang defaults to --host "
+            "127.0.0.1 (slurmgpu writes 0.0.0.0); the URL's host must be the worker's node.",
+            "Scripts from `slurmgpu gen --serve router|disaggregated` start the router only after every "
+            "worker answers /health; a hand-written one should wait the same way (or raise "
+            "--worker-startup-timeout-secs).",
+        ),
+        source="sgl-project/sglang#4208 (health check is pending with error), #2778 (Timeout 300s waiting for "
+        "workers to become healthy), PR#11310 (health check failed: Connection failed), #9266 (pd_router "
+        "Stream error from decode server)",
+    ),
+    Signature(
+        id="router-port-in-use",
+        title="The serving router could not open its port",
+        category="rendezvous",
+        priority=17,
+        patterns=(
+            r"failed to install Prometheus metrics exporter: FailedToCreateHTTPListener\(\"(?P<error>Address "
+            r"already in use[^\"]*)\"\)",
+            r"Error starting router: (?P<error>Address already in use \(os error 98\))",
+        ),
+        cause="sglang-router / vllm-router ended at start: a port it listens on is taken[[ ({error})]]. Both "
+        "routers open a Prometheus listener on 29000 unless --prometheus-port says otherwise, so a second "
+        "router on the node, or a router whose own --port is 29000, collides with it.",
+        fixes=(
+            "Give the router a metrics port of its own: --prometheus-port (scripts from `slurmgpu gen --serve "
+            "router|disaggregated` use the last port of the job's block, 20000 + (job id % 10) x 1000 + 999).",
+            "Derive the router's --port from the job id so jobs sharing a node differ (the generated scripts "
+            "do), and check with `ss -ltnp` on the first node what holds the port.",
+        ),
+        source="sglang-router 0.3.2 and vllm-router 0.1.17 from PyPI, run on slurmgpu's development machine: "
+        "a second router with the same --prometheus-port (the Prometheus panic, identical for both), and a "
+        "router whose --port was held (Error starting router); tests/test_serving_real_router.py runs them",
+    ),
+    Signature(
+        id="serve-readiness-timeout",
+        title="A serving worker never became ready",
+        category="rendezvous",
+        priority=45,
+        patterns=(
+            r"slurmgpu: (?P<worker>\S+) did not answer (?P<url>http://\S+) within (?P<secs>\d+) s",
+            r"slurmgpu: (?P<worker>\S+) ended before it answered (?P<url>http://\S+?);",
+        ),
+        cause="{worker} did not answer its health check[[ within {secs} s]][[ at {url}]], so the job stopped "
+        "every other step before starting the router. The lines after this one are the end of the "
+        "worker's own log: the error there (out of memory, a missing model file, a NIXL/UCX error) is the "
+        "cause.",
+        fixes=(
+            "Fix what the worker's log tail shows (it is quoted below this line in the job log, and kept in "
+            "slurmgpu-serve-<job id>/{worker}.log).",
+            "A worker that is only slow (a large model loading from shared storage, CUDA graph capture) needs "
+            "a longer --ready-timeout (seconds, default 1800).",
+        ),
+        after=6,
+        source="slurmgpu's serving script (templates/parts/serve.j2); the fixture is the log of "
+        "tests/test_e2e_serving.py's failing-worker job on the local Slurm cluster",
+    ),
+    Signature(
         id="cpu-bind-outside-step",
         title="Slurm refused the step's CPU binding",
         category="scheduler",

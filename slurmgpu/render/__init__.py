@@ -10,7 +10,19 @@ from typing import TYPE_CHECKING
 from ..lazy import face
 
 if TYPE_CHECKING:
-    from .quote import PATH_VARS, PathArg, arg_groups, arg_lines, comment, expand_path, sbatch_quote, shpath, shquote
+    from .quote import (
+        PATH_VARS,
+        PathArg,
+        RuntimeArg,
+        arg_groups,
+        arg_lines,
+        comment,
+        expand_path,
+        sbatch_quote,
+        shpath,
+        shquote,
+        shruntime,
+    )
     from .templates import BUILTIN, TemplateDir, cache_dir, locate, make_environment, render, template_names
 
 # exported name -> (module, name in it)
@@ -18,6 +30,7 @@ _EXPORTS = {
     "BUILTIN": (".templates", "BUILTIN"),
     "PATH_VARS": (".quote", "PATH_VARS"),
     "PathArg": (".quote", "PathArg"),
+    "RuntimeArg": (".quote", "RuntimeArg"),
     "TemplateDir": (".templates", "TemplateDir"),
     "arg_groups": (".quote", "arg_groups"),
     "arg_lines": (".quote", "arg_lines"),
@@ -30,12 +43,14 @@ _EXPORTS = {
     "sbatch_quote": (".quote", "sbatch_quote"),
     "shpath": (".quote", "shpath"),
     "shquote": (".quote", "shquote"),
+    "shruntime": (".quote", "shruntime"),
     "template_names": (".templates", "template_names"),
 }
 __all__ = [
     "BUILTIN",
     "PATH_VARS",
     "PathArg",
+    "RuntimeArg",
     "TemplateDir",
     "arg_groups",
     "arg_lines",
@@ -48,6 +63,7 @@ __all__ = [
     "sbatch_quote",
     "shpath",
     "shquote",
+    "shruntime",
     "template_names",
 ]
 

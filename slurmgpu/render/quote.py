@@ -27,6 +27,34 @@ class PathArg(str):
     __slots__ = ()
 
 
+class RuntimeArg(str):
+    """A program argument slurmgpu builds from values the job's shell knows only at run time
+    (a worker's host and port: `http://${SLURMGPU_HOST}:${SLURMGPU_PORT}`): the templates
+    quote it with `shruntime`, so only ${SLURMGPU_*} references expand."""
+
+    __slots__ = ()
+
+
+_RUNTIME_VAR = re.compile(r"\$\{(SLURMGPU_[A-Z0-9_]+)\}")
+
+
+def shruntime(value: Any) -> str:
+    """One bash word in which each ${SLURMGPU_NAME} expands and everything else stays literal."""
+    s = str(value)
+    if not _RUNTIME_VAR.search(s):
+        return shquote(s)
+    parts: List[str] = []
+    pos = 0
+    for m in _RUNTIME_VAR.finditer(s):
+        if m.start() > pos:
+            parts.append(_quoted(s[pos : m.start()]))
+        parts.append('"${%s}"' % m.group(1))
+        pos = m.end()
+    if pos < len(s):
+        parts.append(_quoted(s[pos:]))
+    return "".join(parts) or "''"
+
+
 def shquote(value: Any) -> str:
     """One bash word that expands to exactly `value` and stays on one line.
 
@@ -157,6 +185,8 @@ def arg_lines(argv: Sequence[str]) -> List[str]:
     Path arguments (launchers.PathArg) are quoted with `shpath`, every other one with `shquote`."""
 
     def word(a: Any) -> str:
+        if isinstance(a, RuntimeArg):
+            return shruntime(a)
         return shpath(a) if isinstance(a, PathArg) else shquote(a)
 
     return [" ".join(word(a) for a in g) for g in arg_groups(argv)]

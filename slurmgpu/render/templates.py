@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import TemplateError
-from .quote import arg_lines, comment, sbatch_quote, shpath, shquote
+from .quote import arg_lines, comment, sbatch_quote, shpath, shquote, shruntime
 
 BUILTIN = "built-in"
 
@@ -46,7 +46,14 @@ def make_environment(dirs: Sequence[TemplateDir]) -> Any:
         auto_reload=False,
         bytecode_cache=_bytecode_cache(env_class.__name__),
     )
-    env.filters.update(shquote=shquote, shpath=shpath, sbatch_quote=sbatch_quote, comment=comment, arg_lines=arg_lines)
+    env.filters.update(
+        shquote=shquote,
+        shpath=shpath,
+        shruntime=shruntime,
+        sbatch_quote=sbatch_quote,
+        comment=comment,
+        arg_lines=arg_lines,
+    )
     return env
 
 

@@ -149,7 +149,15 @@ _ENV_INPUT = {
     "SBATCH_QOS": "qos",
     "SBATCH_SEGMENT_SIZE": "segment",
 }
-_INT_OPTS = {"ntasks", "ntasks-per-node", "sockets-per-node", "segment", "ntasks-per-gpu", "cpus-per-task"}
+_INT_OPTS = {
+    "ntasks",
+    "ntasks-per-node",
+    "sockets-per-node",
+    "segment",
+    "ntasks-per-gpu",
+    "cpus-per-task",
+    "cpus-per-gpu",
+}
 NODELIST_RAISES_MAX_FROM = (24, 11)  # sbatch -N1 -w a,b: 22.05 refuses, 24.11 runs on both hosts
 SPREAD_JOB = 1 << 8  # job_desc.bitflags of --spread-job (slurm.h SLURM_BIT(8))
 # job_desc.bitflags (uint64_t) bits a user sets from sbatch (slurm.h, src/common/slurm_opt.c of
@@ -606,6 +614,16 @@ def job_desc(
     ):
         if val(name):
             desc[field] = _tres("gpu", val(name) or "", opts[name][1], "--" + name, prefix)
+    if "ntasks-per-gpu" in ints:
+        desc["ntasks_per_tres"] = ints["ntasks-per-gpu"]
+        per_node_gpus = re.findall(r"(\d+)$", val("gpus-per-node") or "")
+        if "num_tasks" in desc and per_node_gpus:
+            # sbatch sends --ntasks in min_cpus and the tasks of one node's GPUs in num_tasks (seen live,
+            # 22.05 and 24.11: --ntasks=16 --ntasks-per-gpu=1 --gpus-per-node=8 -> num_tasks=8 min_cpus=16)
+            desc["min_cpus"] = desc["num_tasks"] * ints.get("cpus-per-task", 1)
+            desc["num_tasks"] = ints["ntasks-per-gpu"] * int(per_node_gpus[0])
+    if "cpus-per-gpu" in ints:
+        desc["cpus_per_tres"] = "%sgpu:%d" % (prefix, ints["cpus-per-gpu"])
     if "ntasks-per-gpu" in ints and "num_tasks" not in desc and val("gpus"):
         total = sum(int(m) for m in re.findall(r"(?:^|[:,])(\d+)(?=,|$)", val("gpus") or ""))
         if total:
@@ -624,6 +642,12 @@ def job_desc(
         desc.pop("script", None)
         desc["argv"] = []
     desc["environment"] = _export_env(val("export"), env, slurm_prefix=bool(ver and ver >= EXPORT_SLURM_PREFIX_FROM))
+    if val("distribution"):  # sbatch passes -m to the job's sruns as SLURM_DISTRIBUTION (and its plane size)
+        dist = (val("distribution") or "").strip()
+        desc["environment"]["SLURM_DISTRIBUTION"] = dist
+        plane = re.match(r"^plane=(\d+)", dist)
+        if plane:
+            desc["environment"]["SLURM_DIST_PLANESIZE"] = plane.group(1)
     if user:
         desc["user_name"] = user
     if uid is not None:

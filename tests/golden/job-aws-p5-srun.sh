@@ -54,7 +54,7 @@ echo "# slurmgpu-env: nodes=$SLURM_JOB_NODELIST $SLURMGPU_ENV"
 
 # --- launch: srun, one task per GPU; RANK/LOCAL_RANK/WORLD_SIZE from Slurm ---
 # Each task sets RANK/LOCAL_RANK/WORLD_SIZE from its own Slurm ids (hence the single quotes).
-srun --nodes=2 --ntasks-per-node=8 --kill-on-bad-exit=1 \
+srun --nodes=2 --ntasks-per-node=8 --distribution=block --kill-on-bad-exit=1 \
   bash -c 'export RANK="$SLURM_PROCID" LOCAL_RANK="$SLURM_LOCALID" WORLD_SIZE="$SLURM_NTASKS"; exec "$@"' bash \
     python \
     -u train.py

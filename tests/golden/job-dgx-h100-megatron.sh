@@ -58,7 +58,7 @@ export MASTER_ADDR MASTER_PORT
 { srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --distribution=block \
     --kill-on-bad-exit=0 \
     "${SLURMGPU_BIN:-slurmgpu}" preflight --site dgx-h100 --record
-  srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$((SLURM_JOB_NUM_NODES * 8))" --ntasks-per-node=8 --kill-on-bad-exit=0 \
+  srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$((SLURM_JOB_NUM_NODES * 8))" --ntasks-per-node=8 --distribution=block --kill-on-bad-exit=0 \
     --cpus-per-task=28 --cpu-bind=none "${SLURMGPU_BIN:-slurmgpu}" preflight --site dgx-h100 --ranks torchrun --record; } \
   | "${SLURMGPU_BIN:-slurmgpu}" preflight --site dgx-h100 --aggregate - --nodes "$SLURM_JOB_NODELIST" \
       --stamp '# slurmgpu: site=dgx-h100 tp=8 pp=2 dp=1 cp=1 ep=1 nodes=2 gpus_per_node=8' --rank-source hostname --ranks-per-node 8 \

@@ -53,7 +53,7 @@ export MASTER_ADDR MASTER_PORT
 { srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --distribution=block \
     --kill-on-bad-exit=0 \
     "${SLURMGPU_BIN:-slurmgpu}" preflight --site frontier --record
-  srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$((SLURM_JOB_NUM_NODES * 8))" --ntasks-per-node=8 --kill-on-bad-exit=0 \
+  srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$((SLURM_JOB_NUM_NODES * 8))" --ntasks-per-node=8 --distribution=block --kill-on-bad-exit=0 \
     --cpus-per-task=7 --cpu-bind=none "${SLURMGPU_BIN:-slurmgpu}" preflight --site frontier --ranks vllm --record; } \
   | "${SLURMGPU_BIN:-slurmgpu}" preflight --site frontier --aggregate - --nodes "$SLURM_JOB_NODELIST" \
       --stamp '# slurmgpu: site=frontier tp=8 pp=2 dp=1 cp=1 ep=1 nodes=2 gpus_per_node=8' --rank-source nodeid --ranks-per-node 8 \

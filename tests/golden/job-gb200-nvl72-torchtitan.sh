@@ -61,7 +61,7 @@ export MASTER_ADDR MASTER_PORT
 { srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --distribution=block \
     --kill-on-bad-exit=0 \
     "${SLURMGPU_BIN:-slurmgpu}" preflight --site gb200-nvl72 --record
-  srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$((SLURM_JOB_NUM_NODES * 4))" --ntasks-per-node=4 --kill-on-bad-exit=0 \
+  srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$((SLURM_JOB_NUM_NODES * 4))" --ntasks-per-node=4 --distribution=block --kill-on-bad-exit=0 \
     --cpus-per-task=36 --cpu-bind=none "${SLURMGPU_BIN:-slurmgpu}" preflight --site gb200-nvl72 --ranks torchrun --record; } \
   | "${SLURMGPU_BIN:-slurmgpu}" preflight --site gb200-nvl72 --aggregate - --nodes "$SLURM_JOB_NODELIST" \
       --stamp '# slurmgpu: site=gb200-nvl72 tp=8 pp=1 dp=2 cp=1 ep=1 nodes=4 gpus_per_node=4' --rank-source hostname --ranks-per-node 4 \

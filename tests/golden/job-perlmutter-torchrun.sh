@@ -58,7 +58,7 @@ export MASTER_ADDR MASTER_PORT
 { srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --distribution=block \
     --kill-on-bad-exit=0 \
     "${SLURMGPU_BIN:-slurmgpu}" preflight --site perlmutter --record
-  srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$((SLURM_JOB_NUM_NODES * 4))" --ntasks-per-node=4 --kill-on-bad-exit=0 \
+  srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$((SLURM_JOB_NUM_NODES * 4))" --ntasks-per-node=4 --distribution=block --kill-on-bad-exit=0 \
     --cpus-per-task=32 --cpu-bind=none "${SLURMGPU_BIN:-slurmgpu}" preflight --site perlmutter --ranks torchrun --record; } \
   | "${SLURMGPU_BIN:-slurmgpu}" preflight --site perlmutter --aggregate - --nodes "$SLURM_JOB_NODELIST" \
       --stamp '# slurmgpu: site=perlmutter tp=1 pp=1 dp=16 cp=1 ep=1 nodes=4 gpus_per_node=4' --rank-source hostname --ranks-per-node 4 \

@@ -3,29 +3,31 @@
 -- the launcher, and where each value was seen.
 
 local import = ...
-local find, format = string.find, string.format
+local format, sub = string.format, string.sub
 local concat = table.concat
-local limit_hit, spend = import("budget", "limit_hit", "spend")
-local in_comment, new_doc = import("lexer", "in_comment", "new_doc")
+local LATER_CHUNK_COST, WORK_MAX, limit_hit = import("budget", "LATER_CHUNK_COST", "WORK_MAX", "limit_hit")
+local CHUNK, in_comment, in_line_comment, new_doc = import("lexer", "CHUNK", "in_comment", "in_line_comment", "new_doc")
 local LAUNCHER_WORDS = import("names", "LAUNCHER_WORDS")
 local MAX_VALUES, normalize, scan_doc = import("scan", "MAX_VALUES", "normalize", "scan_doc")
+local search_code = import("shell", "search_code")
 local find_stamp = import("stamp", "find_stamp")
 local env_get, env_int, posnum = import("util", "env_get", "env_int", "posnum")
 
 
--- Whether a word appears outside comments (first 64 occurrences per document, scanned text).
-local function has_word(det, w)
+-- Whether a word appears in the code outside comments (first 64 occurrences per document, in
+-- the scanned text; shell.search_code: within the word budget). nil: not found, but a search the
+-- word budget stopped may have missed it (unknown; callers that only test truth take it as absent).
+-- line_only: comments as each line alone shows them (for advice: no lexing of the lines before).
+local function has_word(det, w, line_only)
+  local outside = line_only and in_line_comment or in_comment
+  local unknown = false
   for i = 1, #det.docs do
     local d = det.docs[i]
-    if not spend(det, #d.t, "work budget (word search)") then return false end
-    local p = 1
-    for _ = 1, 64 do
-      local h = find(d.t, w, p, true)
-      if h == nil or h > d.n then break end
-      if not in_comment(d, h) then return true end
-      p = h + #w
-    end
+    local found = search_code(det, d, w, 64, function(h) return not outside(d, h) end)
+    if found then return true end
+    if found == nil then unknown = true end
   end
+  if unknown then return nil end
   return false
 end
 
@@ -95,27 +97,36 @@ end
 
 -- Largest command line read (Linux ARG_MAX is 2 MB by default); beyond it, truncated.
 local ARGV_MAX_BYTES = 2 * 1024 * 1024
+-- The most of a command line the work budget can scan (its first chunk at one unit a byte, the
+-- rest at LATER_CHUNK_COST): a longer one is cut there, and its scan is incomplete anyway.
+local ARGV_SCAN_MAX = CHUNK + math.floor((WORK_MAX - CHUNK) / LATER_CHUNK_COST)
 
 -- Everything the script, argv and environment say about the parallel layout. Visible launcher
 -- flags are the truth: the stamp and SLURMGPU_* only fill in what no flag shows.
 local function detect(job)
   local env = job.env
   local det = {values = {}, unreadable = {}, docs = {}, truncated = false, work = 0, hits = 0, recs = {}}
-  det.ctx_nodes = posnum(job.nodes_min)
-  det.ctx_tpn = posnum(job.ntasks_per_node)
   if type(job.script) == "string" and job.script ~= "" then
     det.docs[#det.docs + 1] = new_doc(job.script)
   end
   if type(job.argv) == "table" and job.argv[1] ~= nil then
     -- argv is not shell text: a "#" argument must not comment out the flags after it, and
     -- a newline inside an argument must not start a line (a forged stamp). Bounded in size.
+    -- (no copy per argument: the joined text is read as an argument list, in_comment)
+    -- (joined only as far as the work budget can scan: copying 2 MB alone costs ~1.4 ms)
     local parts, size = {}, 0
     for i = 1, #job.argv do
       local a = job.argv[i]
       if type(a) == "string" then
         size = size + #a + 1
         if size > ARGV_MAX_BYTES then limit_hit(det, "command line over 2 MB"); break end
-        parts[#parts + 1] = (string.gsub(a, "[#\r\n]", "?"))
+        if size > ARGV_SCAN_MAX then
+          local keep = #a - (size - ARGV_SCAN_MAX)
+          if keep > 0 then parts[#parts + 1] = sub(a, 1, keep) end
+          limit_hit(det, "work budget (script size)")
+          break
+        end
+        parts[#parts + 1] = a
       end
     end
     if #parts > 0 then
@@ -128,7 +139,7 @@ local function detect(job)
     local d = det.docs[i]
     d.det = det
     scan_doc(det, d, env)
-    if det.stamp == nil then det.stamp = find_stamp(d) end
+    if det.stamp == nil and not d.argv then det.stamp = find_stamp(d) end
   end
   if det.values_full then
     det.notes = {format("more than %d values of one parameter (the largest and smallest were kept)", MAX_VALUES)}
@@ -182,10 +193,11 @@ end
 local DETECT_CACHE_ENTRIES = 8
 local DETECT_CACHE_BYTES = 262144
 local detect_cache, detect_cached_n = {}, 0
+local last_big = nil
 
 -- The job fields P.detect reads besides the script and the environment (keep in step with it).
 local function detect_key(job)
-  local key = tostring(job.nodes_min) .. "\0" .. tostring(job.ntasks_per_node) .. "\0" .. tostring(job.launcher)
+  local key = tostring(job.launcher)
   local argv = job.argv
   if type(argv) == "table" and argv[1] ~= nil then
     local parts = {key}
@@ -204,6 +216,16 @@ local REC_ENV_MT = {__index = function(t, name)
   return v
 end}
 
+-- The same arguments (each call brings a new table; the strings are interned: compared by address).
+local function same_argv(a, b)
+  local na, nb = type(a) == "table" and #a or 0, type(b) == "table" and #b or 0
+  if na ~= nb then return false end
+  for i = 1, na do
+    if a[i] ~= b[i] then return false end
+  end
+  return true
+end
+
 local function detect_cached(job)
   local script = job.script
   local size = type(script) == "string" and #script or 0
@@ -213,11 +235,18 @@ local function detect_cached(job)
       if size > DETECT_CACHE_BYTES then break end
     end
   end
-  if size > DETECT_CACHE_BYTES then return detect(job) end
-  local key = detect_key(job)
+  local key = size <= DETECT_CACHE_BYTES and detect_key(job) or ""
   local env = job.env
-  local by_script = detect_cache[type(script) == "string" and script or ""]
-  local hit = by_script and by_script[key]
+  local hit
+  if size > DETECT_CACHE_BYTES then
+    -- a large script is remembered alone, for the next call with it: a het job's later
+    -- components (the adapter hands them component 0's script), an update of its job
+    local lb = last_big
+    if lb and lb.script == script and same_argv(lb.argv, job.argv) then hit = lb end
+  else
+    local by_script = detect_cache[type(script) == "string" and script or ""]
+    hit = by_script and by_script[key]
+  end
   if hit then
     local same = true
     for name, value in pairs(hit.env) do
@@ -228,6 +257,7 @@ local function detect_cached(job)
       -- the verdict's own word searches spend the same budget as the first time
       local d = hit.det
       d.work, d.hits, d.truncated, d.limit, d.limit_at = hit.work, hit.hits, hit.truncated, hit.limit, hit.limit_at
+      d.word_bytes = hit.word_bytes
       return d
     end
   end
@@ -240,15 +270,21 @@ local function detect_cached(job)
   local ok, det = pcall(detect, job)
   job.env = real_env
   if not ok then error(det, 0) end
-  if detect_cached_n >= DETECT_CACHE_ENTRIES then detect_cache, detect_cached_n = {}, 0 end
-  local skey = type(script) == "string" and script or ""
-  by_script = detect_cache[skey]
-  if by_script == nil then by_script = {}; detect_cache[skey] = by_script end
-  if by_script[key] == nil then detect_cached_n = detect_cached_n + 1 end
-  by_script[key] = {
-    det = det, env = seen, work = det.work, hits = det.hits,
+  local entry = {
+    det = det, env = seen, work = det.work, hits = det.hits, word_bytes = det.word_bytes,
     truncated = det.truncated, limit = det.limit, limit_at = det.limit_at,
   }
+  if size > DETECT_CACHE_BYTES then
+    entry.script, entry.argv = script, job.argv
+    last_big = entry
+    return det
+  end
+  if detect_cached_n >= DETECT_CACHE_ENTRIES then detect_cache, detect_cached_n = {}, 0 end
+  local skey = type(script) == "string" and script or ""
+  local by_script = detect_cache[skey]
+  if by_script == nil then by_script = {}; detect_cache[skey] = by_script end
+  if by_script[key] == nil then detect_cached_n = detect_cached_n + 1 end
+  by_script[key] = entry
   return det
 end
 

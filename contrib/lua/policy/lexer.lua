@@ -6,6 +6,8 @@ local import = ...
 local find, sub, byte, match =
   string.find, string.sub, string.byte, string.match
 local lex_step, spend = import("budget", "lex_step", "spend")
+local WORD_START, echo_redefined, region_at, word_start =
+  import("shell", "WORD_START", "echo_redefined", "region_at", "word_start")
 
 
 local SCAN_MAX = 16777216  -- bytes of a script that are scanned (Slurm's own limit is 4 MB)
@@ -74,9 +76,6 @@ local function line_end(doc, p)
   end
 end
 
--- Where a word may begin: '#' starts a comment only there (bash: after a blank or an operator).
-local WORD_START = {[32] = true, [9] = true, [59] = true, [38] = true, [124] = true, [40] = true, [41] = true,
-                    [60] = true, [62] = true}
 
 -- The first byte of the line [ls, le] that starts a comment, read as bash does: a small lexer
 -- (unquoted, '...', "...", $'...', backslash escapes); '#' counts only at the start of a word.
@@ -92,7 +91,9 @@ local function comment_start(s, ls, le, det)
     if h == nil then return nil end
     local c = byte(line, h)
     if c == 35 then -- '#'
-      if h == 1 or (WORD_START[byte(line, h - 1)] and lit ~= h - 1) then return ls + h - 1 end
+      if (h == 1 and word_start(s, ls)) or (h > 1 and WORD_START[byte(line, h - 1)] and lit ~= h - 1) then
+        return ls + h - 1
+      end
       i = h + 1
     elseif c == 92 then -- backslash: the next byte is literal (an escaped blank starts no word)
       lit = h + 1
@@ -120,25 +121,66 @@ local function comment_start(s, ls, le, det)
   return nil
 end
 
+-- The comment start of the line [ls, le] as bash reads the whole script: when the line begins
+-- inside a string opened on an earlier line (shell.region_at), the string runs to its closing
+-- quote and the line is lexed from there (`: "` + newline + `#" ; srun --tp 16` runs the srun).
+-- Asked only when the line seems to hold a comment, so most lines never pay for it.
+local function comment_across_lines(doc, ls, le, cs)
+  if doc.argv or doc.det == nil or ls == 1 then return cs end
+  local r = region_at(doc.det, doc, ls)
+  if r == nil or r.kind ~= "string" or r.a >= ls then return cs end
+  if r.b >= le then return false end
+  return comment_start(doc.s, r.b + 1, le, doc.det) or false
+end
+
 -- Line facts for position p: start, end, comment start (cached per line start).
-local function line_of(doc, p)
-  local cur = doc.cur
-  if cur and p >= cur.ls and p <= cur.le then return cur end
+-- (lcs: the comment start the line alone shows, kept for in_line_comment)
+local function line_at(doc, p)
   local ls = line_start(doc, p)
   local c = doc.lines[ls]
   if c == nil or p > c.le then
     local le = line_end(doc, p)
     if doc.det then spend(doc.det, le - ls + 1, "work budget (comment lexing)", p) end
-    c = {ls = ls, le = le, cs = comment_start(doc.s, ls, le, doc.det) or false}
+    c = {ls = ls, le = le}
     doc.lines[ls] = c
+  end
+  return c
+end
+
+local function line_of(doc, p)
+  local cur = doc.cur
+  if cur and p >= cur.ls and p <= cur.le then return cur end
+  local c = line_at(doc, p)
+  if c.cs == nil then
+    local cs = c.lcs
+    if cs == nil then
+      cs = comment_start(doc.s, c.ls, c.le, doc.det) or false
+      c.lcs = cs
+    end
+    if cs then cs = comment_across_lines(doc, c.ls, c.le, cs) end
+    c.cs = cs
   end
   doc.cur = c
   return c
 end
 
+-- An argument list (doc.argv) is no shell text: no comments, no lines.
+local ARGV_LINE = {ls = 1, le = 1, cs = false, msg = false}
 local function in_comment(doc, p)
+  if doc.argv then return false, ARGV_LINE end
   local l = line_of(doc, p)
   return l.cs and p > l.cs, l
+end
+
+-- Whether p is in a comment as its line alone reads (no shell lexing of the lines before it):
+-- for searches whose answer only words advice (a NCCL variable the script sets), so that they
+-- never make the whole script be lexed. Cached per line start.
+local function in_line_comment(doc, p)
+  if doc.argv then return false end
+  local c = line_at(doc, p)
+  if c.cs ~= nil then return c.cs and p > c.cs end -- (the whole script's view, when known)
+  if c.lcs == nil then c.lcs = comment_start(doc.s, c.ls, c.le, doc.det) or false end
+  return c.lcs and p > c.lcs
 end
 
 -- Whether text after echo/printf only prints: nothing unquoted that pipes, chains, redirects to
@@ -191,13 +233,42 @@ local function message_line(doc, l)
     local line = sub(s, e + 1, stop)
     if doc.det then spend(doc.det, #line, "work budget (comment lexing)", l.ls) end
     m = not find(line, "^printf[ \t]+%-v") and prints_only(line, doc.det, l.ls)
+    -- not a message after all: echo is a function or alias of the script, or the line begins
+    -- inside a string opened earlier (the echo is text, the code after the quote runs)
+    if m and doc.det and (echo_redefined(doc.det, doc) or (l.ls > 1 and region_at(doc.det, doc, l.ls))) then
+      m = false
+    end
   end
   l.msg = m
   return m
 end
 
+-- The logical command holding position p: from the start of its first line to the end of its
+-- last (backslash-newline continuations followed both ways, at most 64 lines each way).
+local function command_range(doc, p)
+  local s = doc.s
+  local l = line_of(doc, p)
+  local a, b = l.ls, l.le
+  for _ = 1, 64 do
+    if a <= 2 then break end
+    local e = a - 2
+    if byte(s, e) == 13 then e = e - 1 end
+    if byte(s, e) ~= 92 then break end
+    a = line_of(doc, a - 1).ls
+  end
+  for _ = 1, 64 do
+    local e = b
+    if byte(s, e) == 13 then e = e - 1 end
+    if byte(s, e) ~= 92 or b >= #s then break end
+    b = line_of(doc, b + 1).le
+  end
+  return a, b
+end
+
 return {
+  command_range = command_range,
   SCAN_MAX = SCAN_MAX, CHUNK = CHUNK, new_doc = new_doc, line_start = line_start, line_end = line_end,
   WORD_START = WORD_START, comment_start = comment_start, line_of = line_of, in_comment = in_comment,
+  in_line_comment = in_line_comment,
   message_line = message_line,
 }

@@ -9,7 +9,7 @@ local gpu_shape, job_nodes = import("shape", "gpu_shape", "job_nodes")
 local plural, posnum = import("util", "plural", "posnum")
 local rule_gpu_request_unreadable, rule_gpus_per_node_unknown =
   import("rule_gpus", "gpu_request_unreadable", "gpus_per_node_unknown")
-local rule_tp_in_domain = import("rule_tp", "tp_in_domain")
+local rule_tp_in_domain, rule_step_layout = import("rule_tp", "tp_in_domain", "step_layout")
 local rule_domain_groups = import("rule_groups", "domain_groups")
 local rule_scan_truncated = import("rule_scan", "scan_truncated")
 local rule_external_gpu_job = import("rule_external", "external_gpu_job")
@@ -39,19 +39,17 @@ end
 -- (GPUs per node the job gets, nil if unknown), L (the layout), tp, nmin/nmax (nodes), multi
 -- (may span nodes), rpn (ranks per node) and how it was found, dn (nodes per NVLink domain),
 -- readable (multi-node with a known GPU count per node).
-local function facts(ctx, pname, part)
-  local job, det = ctx.job, ctx.det
+-- The job's nodes on this partition, from its fields alone: the GPU request g, the node's GPUs
+-- hw, the GPUs per node the job gets (nil if unknown), the shape slurmctld will allocate, and
+-- whether the job may span nodes (a --gpus total that does not fix the GPUs per node counts).
+local function node_span(job, part)
   local g = gpu_shape(job, part)
   local hw = part.gpus
   local gpn = g.per_node
   if gpn and gpn > hw then gpn = hw end
-  local L = layout_for(det, gpn or hw)
-  ctx.layouts[#ctx.layouts + 1] = L
   local shape = job_nodes(job, part, g, hw)
   local nmin, nmax = shape.min, shape.max
   local multi = nmin > 1 or (nmax ~= nil and nmax > 1)
-  local sh = {partition = pname, nodes = nmin, nodes_max = nmax, nodes_how = shape.how}
-  ctx.shapes[#ctx.shapes + 1] = sh
   if g.total and not gpn and g.how == "--gpus" then
     if g.total <= hw and nmin == 1 and not multi then
       gpn = g.total
@@ -62,6 +60,17 @@ local function facts(ctx, pname, part)
       multi = true
     end
   end
+  return g, hw, gpn, shape, multi
+end
+
+local function facts(ctx, pname, part)
+  local job, det = ctx.job, ctx.det
+  local g, hw, gpn, shape, multi = node_span(job, part)
+  local nmin, nmax = shape.min, shape.max
+  local L = layout_for(det, gpn or hw)
+  ctx.layouts[#ctx.layouts + 1] = L
+  local sh = {partition = pname, nodes = nmin, nodes_max = nmax, nodes_how = shape.how}
+  ctx.shapes[#ctx.shapes + 1] = sh
   local rpn, rpn_how = ranks_per_node(job, det, gpn, hw)
   -- what a fix may suggest: TP up to the node's GPUs (or the domain), TP x PP within the job's ranks
   ctx.fx, ctx.fx_limit, ctx.fx_total = nil, math.max(hw, part.domain or hw), multi and rpn * nmin or nil
@@ -85,6 +94,7 @@ local function check_partition(ctx, pname, part)
   elseif f.tp > 1 and f.readable and f.dn <= 1 then
     rule_tp_in_domain(ctx, f, out)
   end
+  if #out == 0 then rule_step_layout(ctx, f, out) end -- a running step: its real task layout
   rule_tp_branch_spans(ctx, f, out)
   rule_scan_truncated(ctx, f, out)
   rule_gpus_below_layout(ctx, f, out)
@@ -96,4 +106,4 @@ local function check_partition(ctx, pname, part)
   return out, f.L
 end
 
-return {check_partition = check_partition}
+return {check_partition = check_partition, node_span = node_span}

@@ -17,9 +17,16 @@ local function unknown_note(pname, topo)
     if i > 16 then known[#known + 1] = "..."; break end
     known[#known + 1] = clean(order[i], 64)
   end
-  return format("partition '%s' is not described by site '%s' (it describes: %s), so the filter "
-    .. "checks no GPU job there; add it to the site config and install the filter again",
-    clean(pname, 64), clean(topo.site or "?", 64), #known > 0 and concat(known, ", ") or "none")
+  local how = "GPU jobs with a parallel layout there are refused (the site names no default partition to judge "
+    .. "them by)"
+  if type(topo.default_partition) == "string" and type(topo.partitions) == "table"
+      and type(topo.partitions[topo.default_partition]) == "table" then
+    how = format("GPU jobs there are judged as on the default partition '%s' (its node type)",
+      clean(topo.default_partition, 64))
+  end
+  return format("partition '%s' is not described by site '%s' (it describes: %s); %s; add it to the site config "
+    .. "and install the filter again", clean(pname, 64), clean(topo.site or "?", 64),
+    #known > 0 and concat(known, ", ") or "none", how)
 end
 
 -- Unknown partition names already logged by this Lua state (slurmctld keeps one state until

@@ -43,23 +43,25 @@ Where each rule lives (the rule id a rejection names -> module):
 ]]
 
 local import = ...
+local format = string.format
 local det_subset, detect, detect_cached, family_of =
   import("detect", "det_subset", "detect", "detect_cached", "family_of")
 local audit_token, log_line, verdict_word, AUDIT_MAX =
   import("audit", "audit_token", "log_line", "verdict_word", "AUDIT_MAX")
 local exempt_reason = import("exempt", "exempt_reason")
+local sbatch_directives = import("directives", "sbatch_directives")
 local parse_gpus = import("gpus", "parse_gpus")
 local judge_het_steps = import("het", "judge_het_steps")
 local host_count = import("hostlist", "host_count")
 local layout_for = import("layout", "layout_for")
 local LENIENCY, mode_for = import("modes", "LENIENCY", "mode_for")
-local DASH_ONLY, ENV_NAMES, NAMES = import("names", "DASH_ONLY", "ENV_NAMES", "NAMES")
+local ABBREV, DASH_ONLY, ENV_NAMES, NAMES = import("names", "ABBREV", "DASH_ONLY", "ENV_NAMES", "NAMES")
 local note_detection = import("notes", "note_detection")
-local check_partition = import("partition", "check_partition")
+local check_partition, node_span = import("partition", "check_partition", "node_span")
 local first_unknown, partitions_of, unknown_log_lines, unknown_note =
   import("partitions", "first_unknown", "partitions_of", "unknown_log_lines", "unknown_note")
 local asks_for_gpus, job_nodes = import("shape", "asks_for_gpus", "job_nodes")
-local TAG, clean, get, num, str = import("util", "TAG", "clean", "get", "num", "str")
+local TAG, clean, get, num, posnum, str = import("util", "TAG", "clean", "get", "num", "posnum", "str")
 local apply_findings, new_verdict, push_unique, seen_in =
   import("verdict", "apply_findings", "new_verdict", "push_unique", "seen_in")
 
@@ -120,8 +122,22 @@ local function judge_partition(v, ctx, pname, part, fams, strictest)
   return strictest
 end
 
+-- A partition the site does not describe (added to the cluster after the filter was installed):
+-- judged as the site's default partition's node type, under the site's mode. nil when the site
+-- names no default partition.
+local function stand_in(topo, parts)
+  local d = type(topo.default_partition) == "string" and parts[topo.default_partition]
+  if type(d) ~= "table" then return nil end
+  local s = {}
+  for k, val in pairs(d) do s[k] = val end
+  s.mode, s.exclusive, s.stand_in = topo.mode, false, topo.default_partition
+  return s
+end
+
+local judge_unknown
 -- Every partition the job may run on ("-p gpu,gpu,..." is judged once per distinct name); the
--- names the site does not describe are returned.
+-- names the site does not describe are returned (a GPU job there is judged with stand_in, and
+-- its user told so; without a default partition a TP job there is refused).
 local function judge_partitions(v, ctx, names, parts)
   local fams = launcher_families(ctx.det, ctx.topo)
   local seen_p = #names > 1 and {} or nil
@@ -138,10 +154,34 @@ local function judge_partitions(v, ctx, names, parts)
       if seen_u == nil then seen_u, unknown = {}, {} end
       seen_u[pname] = true
       unknown[#unknown + 1] = pname
+      if asks_for_gpus(ctx.job) then strictest = judge_unknown(v, ctx, pname, parts, fams, strictest) end
     end
   end
   v.mode = strictest or "off"
   return unknown
+end
+
+-- Rule unknown-partition: a GPU job on a partition the site does not describe.
+judge_unknown = function(v, ctx, pname, parts, fams, strictest)
+  local topo = ctx.topo
+  local s = stand_in(topo, parts)
+  local w = seen_in(ctx.seen, "w")
+  if s == nil then
+    if ctx.det.values.tp or ctx.det.stamp then
+      push_unique(v.messages, seen_in(ctx.seen, "m"), format("slurmgpu: partition '%s' is not described by site "
+        .. "'%s' and the site names no default partition to judge it by, so this GPU job with a parallel layout "
+        .. "cannot be checked. Fix: ask the cluster admins to add the partition to the site config.",
+        clean(pname, 64), clean(topo.site or "?", 64)))
+      push_unique(v.rules, seen_in(ctx.seen, "r"), "unknown-partition")
+    end
+    return strictest or topo.mode or "enforce"
+  end
+  v.partitions[#v.partitions + 1] = pname
+  push_unique(v.rules, seen_in(ctx.seen, "r"), "unknown-partition")
+  push_unique(v.warnings, w, format("slurmgpu: partition '%s' is not described by site '%s'; the filter judged "
+    .. "this job as on the site's default partition '%s' (%d GPUs per node). Tell the cluster admins, so that they "
+    .. "add it to the site config.", clean(pname, 64), clean(topo.site or "?", 64), s.stand_in, s.gpus or 0))
+  return judge_partition(v, ctx, clean(pname, 64), s, fams, strictest)
 end
 
 -- GPU jobs on partitions the site does not describe: an admin-facing note per name.
@@ -177,11 +217,12 @@ function P.evaluate(job, topo)
   end
   local det = detect_cached(job)
   det.env, det.env_layout = job.env, nil -- this job's SLURMGPU_* (the detection may be cached)
+  det.ctx_nodes, det.ctx_tpn = posnum(job.nodes_min), posnum(job.ntasks_per_node) -- $SLURM_NNODES etc.
   det.script_doc = type(job.script) == "string" and job.script ~= ""
   v.source, v.launcher = det.source, det.launcher or ""
   if det.limit then v.limit = clean(det.limit, 64) end -- a scan limit hit: logged, never silent
   -- seen: the texts already in each list (m messages, w warnings, r rules), made on first use
-  local ctx = {job = job, det = det, layouts = {}, topo = topo, shapes = {}, seen = {}}
+  local ctx = {job = job, det = det, layouts = {}, topo = topo, shapes = {}, seen = {}, het_out = {}}
   if ex_note then
     push_unique(v.warnings, seen_in(ctx.seen, "w"), ex_note)
     push_unique(v.rules, seen_in(ctx.seen, "r"), "exempt-not-honoured")
@@ -197,6 +238,39 @@ function P.evaluate(job, topo)
   note_detection(v, det, L, topo, ctx.seen)
   decide_from_findings(v)
   return v
+end
+
+-- The controller's verdict for a job that runs on one node on every partition it may run on
+-- and is no het component (most jobs: on the Helios trace 95% ask for one node): no TP group of
+-- it can span nodes, so job_submit accepts it from its fields alone, without reading the script,
+-- its arguments or the environment (what costs slurmctld most; see docs/admin-filter.md, "Cost").
+-- The advice for such a job (gpus-below-layout, world-mismatch, ...) comes from `slurmgpu
+-- check`, cli_filter and SPANK, which run the whole analysis. nil: the job needs P.decide (a
+-- het component, an exempt user, a partition the site does not describe, or one on which the
+-- job may span nodes). Never raises.
+local function single_node_verdict(job, topo)
+  if job.het_offset ~= nil or type(topo) ~= "table" then return nil end
+  local parts = type(topo.partitions) == "table" and topo.partitions or {}
+  local names = partitions_of(job, topo)
+  if #names == 0 then return nil end
+  for i = 1, #names do
+    local part = parts[names[i]]
+    if type(part) ~= "table" or type(part.gpus) ~= "number" then return nil end
+    local _, _, _, _, multi = node_span(job, part)
+    if multi then return nil end
+  end
+  local ex, ex_note = exempt_reason(job, topo)
+  if ex or ex_note then return nil end
+  local v = new_verdict()
+  v.source = "single-node" -- (the log line says source=single-node: no scan)
+  v.layout = {tp = "-", pp = "-", cp = "-", ep = "-"}
+  return v
+end
+
+function P.decide_single_node(job, topo)
+  local ok, v = pcall(single_node_verdict, job, topo)
+  if ok and type(v) == "table" then return v end
+  return nil
 end
 
 local INTERNAL_REJECT = "slurmgpu: the GPU submit filter hit an internal error and this cluster rejects jobs when "
@@ -222,7 +296,8 @@ P.clean, P.get, P.str, P.num = clean, get, str, num
 P.parse_gpus, P.host_count, P.job_nodes, P.detect = parse_gpus, host_count, job_nodes, detect
 P.log_line, P.verdict_word, P.audit_token, P.AUDIT_MAX = log_line, verdict_word, audit_token, AUDIT_MAX
 P.first_unknown, P.unknown_log_lines = first_unknown, unknown_log_lines
+P.sbatch_directives = sbatch_directives
 -- The option and environment names the scan reads (for tests and docs).
-P.NAMES, P.ENV_NAMES, P.DASH_ONLY = NAMES, ENV_NAMES, DASH_ONLY
+P.NAMES, P.ENV_NAMES, P.DASH_ONLY, P.ABBREV = NAMES, ENV_NAMES, DASH_ONLY, ABBREV
 
 return P

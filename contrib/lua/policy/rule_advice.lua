@@ -41,6 +41,8 @@ local function gpus_below_layout(ctx, f, out)
 end
 
 local function world_mismatch(ctx, f, out)
+  -- a het component's GPUs are part of the job's: its steps may span several (judged as het steps)
+  if ctx.job.het_offset ~= nil then return end
   local L, total = f.L, nil
   if f.gpn then total = f.gpn * f.nmin elseif f.g.total then total = f.g.total end
   if ctx.det.source == "none" or not total or total <= 0 then return end
@@ -83,7 +85,9 @@ local function nccl_env_missing(ctx, f, out)
     local missing = {}
     for i = 1, #part.nccl do
       local var = part.nccl[i]
-      if env_get(job.env, var) == nil and not has_word(det, var) then missing[#missing + 1] = var end
+      -- (the script first: each name looked up in the job environment is a search of all of it in slurmctld)
+      -- (a search the word budget stopped is no evidence that the script lacks it: not reported)
+      if has_word(det, var, true) == false and env_get(job.env, var) == nil then missing[#missing + 1] = var end
     end
     if #missing > 0 then
       add_finding(out, "warn", "nccl-env-missing", format(

@@ -4,6 +4,7 @@
 
 local import = ...
 local format = string.format
+local floor = math.floor
 local parse_gpus = import("gpus", "parse_gpus")
 local host_count = import("hostlist", "host_count")
 local ceil_div, flag_set, pos32, posnum = import("util", "ceil_div", "flag_set", "pos32", "posnum")
@@ -94,12 +95,31 @@ local function job_nodes(job, part, g, hw)
   if nt and tpn and tpn > 0 then
     r = raised(nmin, nmax, ceil_div(nt, tpn))
     if r then nmin, shape.how = r, "--ntasks / --ntasks-per-node" end
+  elseif g.per_node and g.per_node > 0 and (nt or pos32(job.min_cpus)) then
+    -- --ntasks-per-gpu: the tasks need tasks / per-GPU GPUs, g.per_node on each node. sbatch
+    -- rewrites num_tasks to the tasks of one node's GPUs and keeps --ntasks in min_cpus (x
+    -- --cpus-per-task; seen live on 22.05 and 24.11: --ntasks=16 --ntasks-per-gpu=1
+    -- --gpus-per-node=8 arrives as num_tasks=8 min_cpus=16 and runs on two nodes)
+    local tpg = posnum(job.ntasks_per_tres)
+    if tpg and tpg > 0 then
+      local gpn = g.per_node
+      if hw and hw > 0 and gpn > hw then gpn = hw end
+      local tasks = nt or 0
+      local by_cpus = floor((pos32(job.min_cpus) or 0) / (posnum(job.cpus_per_task) or 1))
+      if by_cpus > tasks then tasks = by_cpus end
+      r = raised(nmin, nmax, ceil_div(ceil_div(tasks, tpg), gpn))
+      if r then nmin, shape.how = r, "--ntasks / --ntasks-per-gpu" end
+    end
   end
   local cpus = posnum(part.cpus)
   if cpus and cpus > 0 then
     local cpt = posnum(job.cpus_per_task) or 1
     local want = pos32(job.min_cpus) or 0
     if nt and nt * cpt > want then want = nt * cpt end
+    if g.total then -- --cpus-per-gpu with a GPU total: that many CPUs for each GPU, wherever it lands
+      local cpg = parse_gpus(job.cpus_per_tres)
+      if cpg and g.total * cpg > want then want = g.total * cpg end
+    end
     if want > cpus then
       r = raised(nmin, nmax, ceil_div(want, cpus))
       if r then nmin, shape.how = r, format("%d CPUs over %d per node", want, cpus) end

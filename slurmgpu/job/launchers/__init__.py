@@ -66,6 +66,11 @@ def runner_args(launcher: Launcher, layout: Layout, opts: Options, user_argv: Se
     return out
 
 
+def module(name: str) -> ModuleType:
+    """The adapter module of a launcher (the serving engines' role and router functions live there)."""
+    return _MODULES[name]
+
+
 def memory_profile(
     launcher: Launcher, precision: str = "bf16", implements: Sequence[str] = (), model: Optional[ModelSpec] = None
 ) -> MemoryProfile:
@@ -126,6 +131,7 @@ __all__ = [
     "framework_args",
     "framework_files",
     "get_launcher",
+    "module",
     "given_keys",
     "memory_profile",
     "planner_caps",

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
 from ...plan import Capabilities, Layout
 from ...plan.profile import MemoryProfile, ServeBudget
+from ...render import RuntimeArg
+from ..serving import METRICS_PORT, ROUTER_PORT, WORKER, Endpoint
 from .base import Launcher, Options, given_keys
 
 if TYPE_CHECKING:
@@ -93,3 +95,67 @@ def args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[
     if "--host" not in given_keys(user_argv):
         out += ("--host", "0.0.0.0")
     return out
+
+
+# ---------------------------------------------------------------------------
+# router and disaggregated deployments (job.serving): one server per worker, sglang-router in front
+
+ROUTER = ("python", "-m", "sglang_router.launch_router")  # sglang-router 0.3.2 (PyPI), its launch script
+ROUTER_NAME = "sglang-router"
+# --node-rank of each node of a multi-node worker: srun starts one task per node, numbered from 0
+NODE_RANK_SHELL = 'exec "$@" --node-rank "$SLURM_PROCID"'
+
+
+def worker_args(
+    role: str,
+    tp: int,
+    pp: int,
+    nodes: int,
+    context: int,
+    end: Endpoint,
+    kv_backend: Optional[str],
+    ib_devices: str,
+    user_argv: Sequence[str] = (),
+) -> Tuple[str, ...]:
+    """One worker's flags: its size, address, context, and for prefill/decode the KV transfer.
+
+    SGLang 0.5.23 (server_args.py, arg group disaggregation): --disaggregation-mode prefill|decode,
+    --disaggregation-transfer-backend (mooncake by default; nixl), --disaggregation-bootstrap-port
+    (the prefill side's bootstrap server, which the router passes on to decode), and
+    --disaggregation-ib-device (Mooncake's RDMA devices; NIXL reads UCX_NET_DEVICES instead)."""
+    given = given_keys(user_argv)
+    out: Tuple[str, ...] = ("--tp-size", str(tp), "--pp-size", str(pp))
+    if "--context-length" not in given:
+        out += ("--context-length", str(context))  # what the plan sized the KV cache for
+    out += ("--host", "0.0.0.0", "--port", end.port)
+    if nodes > 1:
+        out += ("--nnodes", str(nodes), "--dist-init-addr", RuntimeArg("%s:%s" % (end.host, end.dist)))
+    if role in ("prefill", "decode"):
+        out += ("--disaggregation-mode", role, "--disaggregation-transfer-backend", kv_backend or "nixl")
+        if role == "prefill":
+            out += ("--disaggregation-bootstrap-port", end.side)
+        if kv_backend == "mooncake" and ib_devices:
+            out += ("--disaggregation-ib-device", ib_devices)
+    return out
+
+
+def worker_env(role: str, end: Endpoint) -> Tuple[Tuple[str, str], ...]:
+    return ()
+
+
+def router_head(mode: str) -> Tuple[str, ...]:
+    """sglang-router's line before the workers (sglang_router/router_args.py, launch_router.py)."""
+    out: Tuple[str, ...] = ROUTER + ("--host", "0.0.0.0", "--port", ROUTER_PORT)
+    # its Prometheus listener defaults to 29000 (block 9's router port): one of the job's own
+    out += ("--prometheus-port", METRICS_PORT)
+    return out + (("--worker-urls",) if mode == "router" else ("--pd-disaggregation",))
+
+
+def router_words(mode: str, role: str) -> Tuple[str, ...]:
+    """What each worker adds to the router's line: its URL after --worker-urls; in prefill/decode mode
+    --prefill URL BOOTSTRAP_PORT or --decode URL (each repeatable)."""
+    if role == "prefill":
+        return ("--prefill", WORKER.url, WORKER.side)
+    if role == "decode":
+        return ("--decode", WORKER.url)
+    return (WORKER.url,)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
 from ...plan import Capabilities, Layout
 from ...plan.profile import MemoryProfile, ServeBudget
+from ..serving import METRICS_PORT, ROUTER_PORT, WORKER, Endpoint
 from .base import Launcher, Options, given_keys
 
 if TYPE_CHECKING:
@@ -94,3 +95,64 @@ def args(layout: Layout, opts: Options, user_argv: Sequence[str] = ()) -> Tuple[
     if layout.nodes > 1:
         out += ("--nnodes", str(layout.nodes))
     return out
+
+
+# ---------------------------------------------------------------------------
+# router and disaggregated deployments (job.serving): one server per worker, vllm-router in front
+
+ROUTER = ("vllm-router",)  # vllm-router 0.1.17 (PyPI; vLLM's docs name it the proxy for P/D)
+ROUTER_NAME = "vllm-router"
+# nodes other than a worker's first run headless; each passes its rank within the worker's step
+NODE_RANK_SHELL = 'if [ "$SLURM_PROCID" -ne 0 ]; then set -- "$@" --headless; fi; exec "$@" --node-rank "$SLURM_PROCID"'
+# vLLM's NIXL connector (vllm/distributed/kv_transfer/kv_connector/factory.py registers NixlConnector);
+# kv_both lets one instance act as either side, as vLLM's NIXL guide runs prefill and decode
+KV_CONFIG = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+
+
+def worker_args(
+    role: str,
+    tp: int,
+    pp: int,
+    nodes: int,
+    context: int,
+    end: Endpoint,
+    kv_backend: Optional[str],
+    ib_devices: str,
+    user_argv: Sequence[str] = (),
+) -> Tuple[str, ...]:
+    """One worker's flags: its size, port, context, and for prefill/decode the NIXL connector."""
+    given = given_keys(user_argv)
+    out: Tuple[str, ...] = ("--tensor-parallel-size", str(tp), "--pipeline-parallel-size", str(pp))
+    if "--max-model-len" not in given:
+        out += ("--max-model-len", str(context))  # what the plan sized the KV cache for
+    out += ("--port", end.port)
+    if nodes > 1:
+        out += ("--nnodes", str(nodes), "--master-addr", end.host, "--master-port", end.dist)
+    if role in ("prefill", "decode"):
+        out += ("--kv-transfer-config", KV_CONFIG)
+    return out
+
+
+def worker_env(role: str, end: Endpoint) -> Tuple[Tuple[str, str], ...]:
+    """NIXL's side channel (vllm/envs.py VLLM_NIXL_SIDE_CHANNEL_HOST/PORT): the peer connects to this
+    host and port for the handshake, so each worker gets its own host name and port."""
+    if role not in ("prefill", "decode"):
+        return ()
+    return (("VLLM_NIXL_SIDE_CHANNEL_HOST", end.host), ("VLLM_NIXL_SIDE_CHANNEL_PORT", end.side))
+
+
+def router_head(mode: str) -> Tuple[str, ...]:
+    """vllm-router's line before the workers (vllm_router/router_args.py; NIXL is its default
+    --kv-connector)."""
+    out: Tuple[str, ...] = ROUTER + ("--host", "0.0.0.0", "--port", ROUTER_PORT)
+    # its Prometheus listener defaults to 29000 (block 9's router port): one of the job's own
+    out += ("--prometheus-port", METRICS_PORT)
+    return out + (("--worker-urls",) if mode == "router" else ("--vllm-pd-disaggregation",))
+
+
+def router_words(mode: str, role: str) -> Tuple[str, ...]:
+    """What each worker adds to the router's line: its URL after --worker-urls; in prefill/decode mode
+    --prefill URL or --decode URL (each repeatable)."""
+    if role in ("prefill", "decode"):
+        return ("--" + role, WORKER.url)
+    return (WORKER.url,)

@@ -1,0 +1,10 @@
+#!/bin/bash
+# case: srun takes any unambiguous prefix of a long option (getopt_long): --dist=cyclic is --distribution=cyclic
+# site: dgx-h100
+# expect: reject
+# rule: tp-spans-nodes
+# message: cyclic
+#SBATCH -N2 --gpus-per-node=8 --ntasks-per-node=8
+export NCCL_IB_HCA==mlx5_0,mlx5_3
+export NCCL_SOCKET_IFNAME=bond0
+srun --dist cyclic python pretrain_gpt.py --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2
