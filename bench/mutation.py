@@ -189,7 +189,7 @@ class Worker:
         self.env.pop("PYTEST_ADDOPTS", None)
 
     def pytest(self, args: Sequence[str], timeout: Optional[float] = None) -> Tuple[str, float, str]:
-        """('pass'|'fail'|'timeout', seconds, last lines)."""
+        """('pass'|'fail'|'timeout'|'skipped', seconds, last lines)."""
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--no-header", *args]
         t0 = time.monotonic()
         try:
@@ -204,6 +204,9 @@ class Worker:
         except subprocess.TimeoutExpired:
             return "timeout", time.monotonic() - t0, ""
         tail = p.stdout.decode("utf-8", "replace").strip().splitlines()[-3:]
+        if p.returncode == 0 and not any(" passed" in line for line in tail):
+            # everything skipped (a framework venv missing or stale): a pass that checked nothing
+            return "skipped", time.monotonic() - t0, " | ".join(tail)
         return ("pass" if p.returncode == 0 else "fail"), time.monotonic() - t0, " | ".join(tail)
 
     def write(self, rel: str, text: str, base_mtime: float) -> None:
@@ -224,7 +227,7 @@ class Worker:
             res, secs, tail = self.pytest(tests, timeout)
         finally:
             self.write(rel, original, base)
-        status = {"fail": "killed", "pass": "survived", "timeout": "timeout"}[res]
+        status = {"fail": "killed", "pass": "survived", "timeout": "timeout", "skipped": "survived"}[res]
         return Outcome(m, status, secs, rel, tail)
 
 
