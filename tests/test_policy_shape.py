@@ -73,3 +73,7 @@ def test_a_host_named_twice_in_a_nodelist_is_one_node():
     two = job_desc(SCRIPT % 8, ["-w", "dgx01,dgx02,dgx01", "--gpus-per-node=8"])
     two.pop("min_nodes")
     assert [s.nodes for s in _runner().evaluate_desc(two).shapes] == [2]
+    # a bracket range and a plain name of the same host: two hosts, not three
+    mixed = job_desc(SCRIPT % 8, ["-w", "dgx01,dgx[01-02]", "--gpus-per-node=8"])
+    mixed.pop("min_nodes")
+    assert [s.nodes for s in _runner().evaluate_desc(mixed).shapes] == [2]
