@@ -51,6 +51,16 @@ def test_the_repositorys_list_is_well_formed():
     assert {"filter.ntasks-rounds-down", "placement.lua-segment-multiple", "launch.megatron-expert-tp"} <= ids
 
 
+def test_every_mutation_of_the_list_still_finds_its_snippet_once():
+    """The list is kept with the code: a change to a guarded line must move its mutation with it,
+    or `make mutation` (not run by CI) would stop at a stale snippet long after the change."""
+    spec = B.load_spec(B.LIST)
+    files = B.tree_files(ROOT)
+    where = {m.id: B.locate(ROOT, files, m) for m in spec.mutations}
+    bad = {k: v[0] for k, v in where.items() if v[0] != "ok"}
+    assert not bad, "bench/mutations.toml: re-point these mutations to the code as it is now: %s" % bad
+
+
 @pytest.mark.parametrize(
     "body,error",
     [
