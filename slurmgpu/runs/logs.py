@@ -380,19 +380,10 @@ def read_vllm(lines: Sequence[str]) -> Optional[Measured]:
     bench = _bench(lines)
     if bench is not None and "Backend" in bench[1]:
         bench = None  # SGLang's bench_serving prints the same header with a Backend line
-    if not samples and not memory and bench is None:
-        return None
-    serving = _serving(*bench) if bench is not None else None
-    if bench is not None:
-        evidence.insert(0, (bench[0], lines[bench[0] - 1].strip()))
-    return Measured(
-        framework="vllm",
-        source="vLLM %s" % ("`vllm bench serve` summary" if serving else "engine stats lines (generation throughput)"),
-        samples=tuple(samples),
-        memory=tuple(memory),
-        serving=serving,
-        evidence=tuple(evidence),
-    )
+    return _engine_measured(
+        "vllm", ("vLLM `vllm bench serve` summary", "vLLM engine stats lines (generation throughput)"),
+        lines, bench, samples, memory, evidence,
+    )  # fmt: skip
 
 
 _SGL_DECODE = re.compile(r"Decode batch\b.*?#running-req: (\d+),.*?gen throughput \(token/s\): " + _NUM)
@@ -425,14 +416,31 @@ def read_sglang(lines: Sequence[str]) -> Optional[Measured]:
     bench = _bench(lines)
     if bench is not None and "Backend" not in bench[1]:
         bench = None
+    return _engine_measured(
+        "sglang", ("SGLang bench_serving summary", "SGLang scheduler decode lines (gen throughput)"),
+        lines, bench, samples, memory, evidence,
+    )  # fmt: skip
+
+
+def _engine_measured(
+    framework: str,
+    sources: Tuple[str, str],
+    lines: Sequence[str],
+    bench: Any,
+    samples: List[Any],
+    memory: List[Any],
+    evidence: List[Tuple[int, str]],
+) -> Optional[Measured]:
+    """A serving engine's measurement: its benchmark summary when the log has one (sources[0]),
+    else its own periodic throughput lines (sources[1]); None when the log has neither."""
     if not samples and not memory and bench is None:
         return None
     serving = _serving(*bench) if bench is not None else None
     if bench is not None:
         evidence.insert(0, (bench[0], lines[bench[0] - 1].strip()))
     return Measured(
-        framework="sglang",
-        source="SGLang %s" % ("bench_serving summary" if serving else "scheduler decode lines (gen throughput)"),
+        framework=framework,
+        source=sources[0] if serving else sources[1],
         samples=tuple(samples),
         memory=tuple(memory),
         serving=serving,
