@@ -359,7 +359,13 @@ def render_at_rev(rev: str) -> str:
             )
         subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
         out = Path(tmp) / "job_submit.lua"
-        argv = [sys.executable, "-m", "slurmgpu.cli", "admin", "render-filter", "--site", str(SITE_FILE)]
+        # the revision's own bench site (its keys are the ones it knows), with that revision's
+        # default logging, as default_logging() gives the filter measured against it
+        site = Path(tmp) / SITE_FILE.relative_to(ROOT)
+        text = (site if site.exists() else SITE_FILE).read_text(encoding="utf-8")
+        site = Path(tmp) / "bench-site.yaml"
+        site.write_text(re.sub(r"(?m)^\s*single_node_log_s:.*\n", "", text), encoding="utf-8")
+        argv = [sys.executable, "-m", "slurmgpu.cli", "admin", "render-filter", "--site", str(site)]
         argv += ["--kind", "job_submit", "--no-cluster-check", "-o", str(out)]
         env = dict(os.environ, PYTHONPATH=tmp)
         r = subprocess.run(argv, capture_output=True, text=True, cwd=tmp, env=env)
@@ -393,6 +399,17 @@ def part_filters(full: str) -> Dict[str, str]:
         name: full[:start] + SUBMIT_START + "\n  " + body + "\n  return SUCCESS\nend\n\n" + full[end:]
         for name, body in PART_BODIES.items()
     }
+
+
+def default_logging(site):
+    """The test cluster's site with the filter's default logging: its file asks for a line per job
+    (policy.single_node_log_s: 0) so that the tests can match each submission to its line, where a
+    site that does not set it gets a summary line a minute for the jobs decided from their fields."""
+    from dataclasses import replace
+
+    from slurmgpu.site.model import SitePolicy
+
+    return replace(site, policy=replace(site.policy, single_node_log_s=SitePolicy.single_node_log_s))
 
 
 def generate_script() -> str:
@@ -606,7 +623,7 @@ def main() -> int:
     tc = load_testcluster()
     filters: Dict[str, str] = {
         "accept-all": tc.ACCEPT_ALL_JOB_SUBMIT_LUA,
-        "slurmgpu": render_filter(load_site(str(SITE_FILE)), "job_submit"),
+        "slurmgpu": render_filter(default_logging(load_site(str(SITE_FILE))), "job_submit"),
     }
     compares: List[str] = []
 

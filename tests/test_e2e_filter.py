@@ -597,8 +597,10 @@ class _CaseClusters:
 
     def get(self, case: PolicyCase):
         if case.site_ref not in self.clusters:
-            # the site as run by this release: `slurmgpu check` models its sbatch
-            s = replace(load_site(resolve_site_ref(case.site_ref)), slurm_version=self.release.version)
+            # the site as run by this release: `slurmgpu check` models its sbatch; a log line per
+            # job (policy.single_node_log_s 0) to match each submission to its verdict
+            s = load_site(resolve_site_ref(case.site_ref))
+            s = replace(s, slurm_version=self.release.version, policy=replace(s.policy, single_node_log_s=0))
             self.filters[case.site_ref] = (s, render_filter(s, "job_submit"))
             c = self.new_cluster(_partitions_for(s), job_submit_lua=self.filters[case.site_ref][1])
             self.clusters[case.site_ref] = c

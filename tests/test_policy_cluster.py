@@ -20,6 +20,7 @@ import pytest
 
 from slurmgpu.errors import ConfigError
 from slurmgpu.policy import PolicyRunner, install_filter, render_filter
+from slurmgpu.policy.stats import Stats, parse_line
 from slurmgpu.site import load_site
 from slurmgpu.slurm import het_count, tres_prefix
 from tests.policy_cases.cases import load_cases
@@ -130,6 +131,37 @@ def test_salloc_het_allocation_with_a_step_over_both_components(slurm_cluster, j
     assert bad.returncode != 0 and REJECTED in bad.stderr and "het step" in bad.stderr, bad.stderr
     good = slurm_cluster.run(argv + step + ["8"], timeout=60)
     assert good.returncode == 0, good.stderr
+
+
+def test_one_node_accepts_are_counted_in_a_summary_line(slurm_cluster, job_submit, site):
+    """Issue 33 (cost): with policy.single_node_log_s (60 s by default; 2 s here) the real slurmctld
+    writes no line per job it accepts from the job's fields alone, only one summary line per
+    partition, written by the first submission a window later. `slurmgpu admin stats` counts each
+    job of it. Before, every one-node job wrote its own line (3 here). (Installed without the
+    fixture's probe job, which would be counted too: the first job below loads the script.)"""
+    text = render_filter(replace(site, policy=replace(site.policy, single_node_log_s=2)), "job_submit")
+    job_submit(text, verify=False)
+    one = "#!/bin/bash\n#SBATCH -p gpu -N1 --gpus-per-node=8\nsrun true\n"
+    two = "#!/bin/bash\n#SBATCH -p gpu -N2 --gpus-per-node=8\nsrun true --tensor-model-parallel-size 8\n"
+    mark = slurm_cluster.log_mark()
+    for _ in range(3):
+        rc, _, err = slurm_cluster.sbatch(one, "--test-only")
+        assert rc == 0, err
+    assert _decision_lines(slurm_cluster.ctld_log(mark)) == []
+    time.sleep(2.5)
+    rc, _, err = slurm_cluster.sbatch(two, "--test-only")
+    assert rc == 0, err
+    lines = _decision_lines(slurm_cluster.ctld_log(mark))
+    assert len(lines) == 2 and " partition=gpu source=single-node count=3 " in lines[0], lines
+    assert "source=single-node" not in lines[1] and "decision=accept" in lines[1], lines
+    stats = Stats(since=None, until=time.time() + 60)
+    for line in lines:
+        v = parse_line(line)
+        assert v is not None
+        stats.add(v)
+    totals = stats.verdict_totals()  # the 2-node job is warned (its script sets no NCCL_SOCKET_IFNAME)
+    assert stats.lines == 4 and (totals["ok"], totals["warn"]) == (3, 1), stats.to_dict()
+    assert slurm_cluster.job_submit_errors(mark) == []
 
 
 def test_accepted_job_gets_its_warnings(slurm_cluster, job_submit, site):

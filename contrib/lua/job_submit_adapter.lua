@@ -294,18 +294,58 @@ local function audit(desc, v)
   if not ok then log(TAG .. " warning admin-comment: cannot set AdminComment: " .. P.clean(err, 200)) end
 end
 
+-- The jobs accepted from their fields alone (P.decide_single_node) are logged as a count: one
+-- summary line per partition, written by the first submission at least TOPO.single_node_log_s
+-- seconds after the first job it counts (0: a line per job, as every other verdict has). A log
+-- line per submission is most of what such a job costs the controller (each line is written
+-- twice on a 22.05 controller under systemd: the log file and the journal); each job keeps its
+-- own record, the AdminComment token. Counts not yet written are lost when slurmctld stops or
+-- this script reloads (at most one window's), and `slurmgpu admin stats` dates them at the line.
+local SUMMARY_S = tonumber(TOPO.single_node_log_s) or 60
+local SUMMARY_PARTS = 64 -- partition names counted in one window (more: written at once)
+local quiet_since, quiet_order, quiet_count = nil, {}, {}
+
+local function flush_quiet(now)
+  local since = quiet_since
+  for i = 1, #quiet_order do
+    local part = quiet_order[i]
+    log(string.format("%s decision=accept code=0 origin=job_submit partition=%s source=single-node count=%d "
+      .. "window_s=%d verdict=ok", TAG, part, quiet_count[part], now - since))
+  end
+  quiet_since, quiet_order, quiet_count = nil, {}, {}
+end
+
+local function count_quiet(job, now)
+  local part = P.clean(job.partition or ("(default " .. tostring(job.default_partition or "?") .. ")"), 64)
+  if quiet_since == nil then quiet_since = now end
+  local n = quiet_count[part]
+  if n == nil then
+    quiet_order[#quiet_order + 1] = part
+    n = 0
+  end
+  quiet_count[part] = n + 1
+  if now - quiet_since >= SUMMARY_S or #quiet_order >= SUMMARY_PARTS then flush_quiet(now) end
+end
+
 -- slurmctld's path: a job that runs on one node wherever it may run, and is no het component, is
 -- decided from its fields alone (P.decide_single_node: no TP group of it can span nodes); its
 -- script is read only by `slurmgpu check`, cli_filter and SPANK, which give the advice.
 local function submit(desc, part_list, uid)
+  local now = os.time()
+  if quiet_since ~= nil and now - quiet_since >= SUMMARY_S then flush_quiet(now) end
   local job = job_from_desc(desc, part_list, uid)
-  local v = P.decide_single_node(job, TOPO) or P.decide(job, TOPO)
+  local single = P.decide_single_node(job, TOPO)
+  local v = single or P.decide(job, TOPO)
   if job.bitflags == nil and flags_unreadable(get(desc, "bitflags")) then
     log(TAG .. " warning bitflags: job_desc.bitflags is 2^53 or more and not exact as a Lua number; "
       .. "--spread-job was not read for this job")
   end
   repair_segment(desc, v)
-  log(P.log_line(v, job))
+  if single and SUMMARY_S > 0 and v.code == SUCCESS and #v.messages == 0 and #v.warnings == 0 then
+    count_quiet(job, now)
+  else
+    log(P.log_line(v, job))
+  end
   audit(desc, v)
   log_unknown(v)
   for i = 1, #v.messages do user(v.messages[i]) end

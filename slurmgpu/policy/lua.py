@@ -183,6 +183,7 @@ def topology_table(site: Site) -> Dict[str, Any]:
         "groups": dict(sorted(pol.groups.items())),
         "repair_segment": bool(pol.repair_segment),
         "unbound_ranks": pol.unbound_ranks,  # warn | off: multi-node jobs that bind no rank (rule_binding.lua)
+        "single_node_log_s": pol.single_node_log_s,  # job_submit_adapter.lua: summary lines of one-node accepts
         "launchers": dict(sorted(pol.launchers.items())),
         "exempt_users": list(pol.exempt_users),
         "exempt_accounts": list(pol.exempt_accounts),

@@ -5,7 +5,9 @@ written in the node-exporter textfile format for a site's Prometheus.
 A log line carries the timestamp slurmctld put in front of it (`[2026-12-01T10:01:27.472]`,
 the default iso8601_ms format; `LogTimeFormat=rfc5424*` too); lines without one are counted only
 when no window is asked for. Lines of filters older than the `verdict=` field are classified
-from `decision=` and `rules=` (reject or ok).
+from `decision=` and `rules=` (reject or ok). A summary line (`source=single-node count=N`: the
+one-node jobs job_submit accepted from their fields in a window, policy.single_node_log_s) counts
+N jobs, dated at the line.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class LogVerdict:
     partition: str
     origin: str
     rules: Tuple[str, ...]
+    count: int = 1  # jobs the line stands for: a summary line of one-node accepts says count=N
 
 
 def parse_line(line: str) -> Optional[LogVerdict]:
@@ -60,7 +63,9 @@ def parse_line(line: str) -> Optional[LogVerdict]:
     m = _DEFAULT_PART.search(line, at)  # a job that named none: "partition=(default gpu)"
     if m:
         partition = m.group(1)
-    return LogVerdict(_when(line), verdict, partition, fields.get("origin", "?"), rules)
+    count = fields.get("count", "1")
+    n = int(count) if count.isdigit() else 1
+    return LogVerdict(_when(line), verdict, partition, fields.get("origin", "?"), rules, n)
 
 
 def _when(line: str) -> Optional[float]:
@@ -113,12 +118,12 @@ class Stats:
                 return
         elif (self.since is not None and v.when < self.since) or v.when > self.until:
             return
-        self.lines += 1
+        self.lines += v.count
         k = (v.verdict, v.partition)
-        self.by_verdict[k] = self.by_verdict.get(k, 0) + 1
+        self.by_verdict[k] = self.by_verdict.get(k, 0) + v.count
         for r in v.rules:
             kr = (r, v.verdict, v.partition)
-            self.by_rule[kr] = self.by_rule.get(kr, 0) + 1
+            self.by_rule[kr] = self.by_rule.get(kr, 0) + v.count
 
     def verdict_totals(self) -> Dict[str, int]:
         out = {v: 0 for v in VERDICTS}

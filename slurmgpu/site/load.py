@@ -139,6 +139,7 @@ _POLICY_FIELDS = {
     "groups": Field("strmap", default=dict),
     "repair_segment": Field("bool", default=False),
     "unbound_ranks": Field("str", default="auto", choices=("auto", "warn", "off")),  # rule_binding.lua
+    "single_node_log_s": Field("int", default=SitePolicy.single_node_log_s, minimum=0),  # job_submit_adapter.lua
 }
 
 
@@ -411,6 +412,7 @@ def site_from_data(data: Any, path: str) -> Site:
             groups=dict(pol["groups"] or {}),
             repair_segment=bool(pol["repair_segment"]),
             unbound_ranks=pol["unbound_ranks"],
+            single_node_log_s=int(pol["single_node_log_s"]),
         ),
         preflight=SitePreflight(
             min_bandwidth_fraction=float(pre["min_bandwidth_fraction"]), min_free_gb=float(pre["min_free_gb"])

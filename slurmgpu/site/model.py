@@ -187,10 +187,15 @@ class SitePolicy:
     # multi-node GPU jobs whose steps bind no rank, on nodes of several NUMA nodes: warn | off |
     # auto (warn where the node type's affinity map is verified, i.e. read from the site's own nodes)
     unbound_ranks: str = "auto"
+    # job_submit: seconds between the summary lines of the jobs it accepts from their fields alone
+    # (one node wherever they may run); 0: one line per job. A line per submission is the largest
+    # part of what such a job costs the controller (docs/admin-filter.md, "Cost").
+    single_node_log_s: int = 60
 
     def to_dict(self) -> Dict[str, Any]:
         return {
             "mode": self.mode,
+            "single_node_log_s": self.single_node_log_s,
             "groups": dict(self.groups),
             "repair_segment": self.repair_segment,
             "unbound_ranks": self.unbound_ranks,
