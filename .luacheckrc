@@ -24,8 +24,9 @@ files["contrib/lua/cli_filter_adapter.lua"] = {
 }
 files["contrib/lua/spank_adapter.lua"] = {
   read_globals = {"P", "TOPO"},
-  -- slurmgpu_spank_check is what contrib/spank/slurmgpu_spank.c calls.
-  globals = {"slurmgpu_spank_check", "slurmgpu_spank"},
+  -- slurmgpu_spank_check is what contrib/spank/slurmgpu_spank.c calls; slurmgpu_spank_batch what it
+  -- reads to know whether the policy judges the batch step (policy.script_check batch-step).
+  globals = {"slurmgpu_spank_check", "slurmgpu_spank", "slurmgpu_spank_batch"},
 }
 -- The stub plays slurmctld: it defines `slurm` and `slurmgpu_stub`, and calls the entry
 -- points that the rendered job_submit.lua defines.

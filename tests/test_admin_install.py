@@ -457,3 +457,38 @@ def test_exemptions_without_enforcement_are_a_warning(tmp_path):
     assert len(plan.notes) == 2 and all("accounting_enforce lacks" in n for n in plan.notes)
     assert "this slurm.conf does enforce" in plan.notes[0]
     assert plan_install(noacct, tmp_path, "spank").notes == ()  # the step guard exempts by user only
+
+
+def test_batch_step_site_needs_the_spank_policy_loaded_before_job_submit(tmp_path):
+    """policy.script_check batch-step: job_submit leaves multi-node batch scripts to the SPANK plugin,
+    so installing it is refused (nothing written) until plugstack.conf loads slurmgpu_spank.so with
+    this site's rendered policy; --kind all installs both in one run once plugstack.conf names it."""
+    from dataclasses import replace
+
+    s = site()
+    batch = replace(s, policy=replace(s.policy, script_check="batch-step"))
+    (tmp_path / "slurm.conf").write_text("JobSubmitPlugins=lua\n")
+    r = invoke(install_args(tmp_path, "--site", str(TESTCLUSTER)), env={"SLURMGPU_SITE": None})
+    assert r.exit_code == 0, r.output  # a submit site (the default) needs no plugin
+    os.unlink(tmp_path / "job_submit.lua")
+    with pytest.raises(Refused, match="does not load slurmgpu_spank.so"):
+        plan_install(batch, tmp_path)
+    spank = tmp_path / "slurmgpu_spank.lua"
+    (tmp_path / "plugstack.conf").write_text(
+        "required /usr/lib/slurm/slurmgpu_spank.so policy=%s mode=enforce\n" % spank
+    )
+    with pytest.raises(Refused, match="is not this site's rendered spank policy"):
+        plan_install(batch, tmp_path)
+    spank.write_text(render_filter(s, "spank"))  # the submit site's policy: it skips the batch step
+    with pytest.raises(Refused, match="is not this site's rendered spank policy"):
+        install_filter(batch, tmp_path)
+    assert not (tmp_path / "job_submit.lua").exists()
+    assert plan_install(batch, tmp_path, with_spank=True).kind == "job_submit"  # --kind all
+    install_filter(batch, tmp_path, "spank")
+    assert Path(install_filter(batch, tmp_path).path).exists()
+    lab = load_site(str(LAB))
+    lab_batch = replace(lab, policy=replace(lab.policy, script_check="batch-step"))
+    (tmp_path / "slurm.conf").write_text("AccountingStorageEnforce=associations,qos\n")
+    install_filter(lab_batch, tmp_path, "spank")
+    notes = plan_install(lab_batch, tmp_path).notes
+    assert any("exempt_accounts and exempt_qos hold at submission only" in n for n in notes), notes

@@ -328,6 +328,34 @@ def test_one_node_accepts_are_counted(tmp_path):
     assert v is not None and (v.verdict, v.partition, v.count) == ("ok", "gpu", 3)
 
 
+def test_batch_step_accepts_are_counted_apart(tmp_path):
+    """policy.script_check batch-step: the multi-node jobs job_submit leaves to the batch step are
+    counted in their own summary line (source=batch-step), beside the one-node ones; a refused TP=16
+    job no longer exists for job_submit (its batch step refuses it), and an exempt user's job keeps
+    a line of its own."""
+    site = dgx()
+    site = replace(site, policy=replace(site.policy, script_check="batch-step", exempt_users=("root",)))
+    one = job_desc("#!/bin/bash\nsrun x\n", ["-N1", "--gpus-per-node=8", "-p", "gpu"])
+    two = job_desc("#!/bin/bash\nsrun x --tensor-model-parallel-size 16\n", ["-N2", "--gpus-per-node=8", "-p", "gpu"])
+    steps = [(0, two), (10, one), (20, two), (61, two)]
+    body = SUMMARY % (lua_literal(part_list(site)), lua_literal([list(x) for x in steps]))
+    results = run_lua(tmp_path, body, render_filter(site, "job_submit"))
+    assert [r["rc"] for r in results] == [0] * 4
+    lines = [r["lines"] for r in results]
+    assert lines[:3] == [[], [], []], lines
+    assert len(lines[3]) == 2, lines[3]
+    assert "partition=gpu source=batch-step count=2 window_s=61 verdict=ok" in lines[3][0], lines[3]
+    assert "partition=gpu source=single-node count=1 window_s=61 verdict=ok" in lines[3][1], lines[3]
+    assert [parse_line(ln).count for ln in lines[3]] == [2, 1]  # type: ignore[union-attr]
+    exempt = dict(two, user_name="root")
+    results = run_lua(
+        tmp_path / "exempt",
+        SUMMARY % (lua_literal(part_list(site)), lua_literal([[0, exempt]])),
+        render_filter(site, "job_submit"),
+    )
+    assert results[0]["rc"] == 0 and len(results[0]["lines"]) == 1 and "verdict=exempt" in results[0]["lines"][0]
+
+
 USER_READS = """
 local parts = S.part_list(%(parts)s)
 local function submit(fields)

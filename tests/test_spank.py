@@ -824,7 +824,6 @@ def test_advisory_warning_is_printed_once_and_the_step_runs(enforce: Guarded) ->
 
 
 @pytest.mark.cluster
-@pytest.mark.cluster
 @pytest.mark.parametrize(
     "script,why",
     [
@@ -862,6 +861,7 @@ def test_step_task_layout_is_judged_at_launch(enforce: Guarded, site: Site, scri
     assert any(why in line and " error: slurmgpu: TP=" in line for line in out.splitlines()), out
 
 
+@pytest.mark.cluster
 def test_batch_step_that_passed_job_submit_is_refused_at_launch(enforce: Guarded, site: Site) -> None:
     script = (
         "#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=8 --gpus-per-node=8\n"
@@ -927,3 +927,61 @@ def test_plugin_built_for_another_release_is_refused(enforce: Guarded, build: Pa
         enforce.plugin = own
     assert r.returncode != 0 and "launched" not in r.stdout, r.stdout + r.stderr
     assert "Incompatible plugin version" in r.stderr and "slurmgpu_spank.so" in r.stderr, r.stderr
+
+
+BATCH_TP = (
+    "#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=8 --gpus-per-node=8\nexport NCCL_SOCKET_IFNAME=lo\n"
+    "srun -N2 --ntasks-per-node=8 echo launched pretrain_gpt.py --tensor-model-parallel-size %d\n"
+)
+
+
+@pytest.mark.cluster
+def test_batch_step_site_judges_the_script_at_the_batch_step(enforce: Guarded, site: Site, tmp_path_factory) -> None:
+    """policy.script_check batch-step (issue 33, cost): job_submit accepts a 2-node job without reading
+    its script, and the plugin refuses it at the batch step, from slurmd's copy of the script, with
+    the message job_submit gives on a submit site; nothing of it runs, the node is not drained, and
+    the legitimate layout runs."""
+    from dataclasses import replace
+
+    from slurmgpu.policy import install_filter as install
+
+    bsite = replace(site, policy=replace(site.policy, script_check="batch-step"))
+    conf = tmp_path_factory.mktemp("spank-batch-conf")
+    os.chmod(conf, 0o755)
+    policy = Path(install(bsite, conf, "spank").path)
+    enforce.plug("mode=enforce", policy=policy)
+    enforce.c.install_job_submit(render_filter(bsite, "job_submit"))
+    try:
+        expected = PolicyRunner(site).check(BATCH_TP % 16).messages  # job_submit's refusal on a submit site
+        assert expected
+        before = enforce.log_marks()
+        ctld_before = enforce.c.ctld_log_path.stat().st_size
+        job = enforce.c.submit(BATCH_TP % 16, "-o", "spank-%j.out")  # accepted at submission
+        res = enforce.c.wait_job(job, timeout=60)
+        out = res.stdout or ""
+        assert res.state == "FAILED" and "launched" not in out, out
+        assert "origin=batch-step" in enforce.slurmd_logs(before)
+        shown = stepd_errors(out)
+        assert [same_rule_text(m) for m in shown] == [same_rule_text(m) for m in expected], out
+        with open(enforce.c.ctld_log_path, "rb") as f:
+            f.seek(ctld_before)
+            ctld = f.read().decode("utf-8", "replace")
+        assert "source=batch-step" in ctld and "tp=16" not in ctld, ctld
+        # what slurmstepd sets for the batch step wins over the same names in the submitted environment
+        # (one rank per GPU: with the 4 GPUs per node it has, a TP=8 group spans both nodes)
+        forged = enforce.c.submit(
+            "#!/bin/bash\n#SBATCH -N2 --gpus-per-node=4\nexport NCCL_SOCKET_IFNAME=lo\n"
+            "srun echo launched pretrain_gpt.py --tensor-model-parallel-size 8\n",
+            "-o",
+            "spank-%j.out",
+            env=dict(os.environ, SLURM_JOB_NUM_NODES="1", SLURM_NNODES="1", SLURM_GPUS_ON_NODE="8"),
+        )
+        res = enforce.c.wait_job(forged, timeout=60)
+        assert res.state == "FAILED" and "launched" not in (res.stdout or ""), res.stdout
+        assert any(m.startswith("slurmgpu: TP=8") for m in stepd_errors(res.stdout or "")), res.stdout
+        ok = enforce.c.submit(BATCH_TP % 8, "-o", "spank-%j.out")
+        res = enforce.c.wait_job(ok, timeout=60)
+        assert res.state == "COMPLETED" and (res.stdout or "").count("launched") == 16, res.stdout
+        assert "error" not in (res.stdout or ""), res.stdout
+    finally:
+        enforce.c.install_job_submit(render_filter(site, "job_submit"))

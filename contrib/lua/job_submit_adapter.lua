@@ -212,9 +212,14 @@ local function job_from_desc(desc, part_list, uid)
 end
 
 -- The policy's verdict for a job_desc (also called by `slurmgpu check` through a stub).
+-- judged_at: where the site judges this job's script (policy.script_check): "batch-step" when
+-- slurm_job_submit leaves it to the SPANK plugin (`slurmgpu check` tells the user sbatch will not
+-- refuse it), else "submit".
 local function evaluate_desc(desc, part_list, uid)
   local job = job_from_desc(desc, part_list, uid)
-  return P.decide(job, TOPO), job
+  local v = P.decide(job, TOPO)
+  v.judged_at = TOPO.script_check == "batch-step" and P.deferrable(job, TOPO) and "batch-step" or "submit"
+  return v, job
 end
 
 local INTERNAL_REJECT = "slurmgpu: the GPU submit filter hit an internal error and this cluster rejects jobs when "
@@ -309,40 +314,59 @@ local function flush_quiet(now)
   local since = quiet_since
   for i = 1, #quiet_order do
     local part = quiet_order[i]
-    log(string.format("%s decision=accept code=0 origin=job_submit partition=%s source=single-node count=%d "
+    log(string.format("%s decision=accept code=0 origin=job_submit partition=%s count=%d "
       .. "window_s=%d verdict=ok", TAG, part, quiet_count[part], now - since))
   end
   quiet_since, quiet_order, quiet_count = nil, {}, {}
 end
 
-local function count_quiet(job, now)
+-- counted per partition and source: single-node (decided from the fields), batch-step (deferred)
+local function count_quiet(job, now, source)
   local part = P.clean(job.partition or ("(default " .. tostring(job.default_partition or "?") .. ")"), 64)
+  local key = part .. " source=" .. source
   if quiet_since == nil then quiet_since = now end
-  local n = quiet_count[part]
+  local n = quiet_count[key]
   if n == nil then
-    quiet_order[#quiet_order + 1] = part
+    quiet_order[#quiet_order + 1] = key
     n = 0
   end
-  quiet_count[part] = n + 1
+  quiet_count[key] = n + 1
   if now - quiet_since >= SUMMARY_S or #quiet_order >= SUMMARY_PARTS then flush_quiet(now) end
+end
+
+-- policy.script_check batch-step: the job's script, arguments and environment are left unread
+-- (P.deferrable says which jobs); the SPANK plugin reads them at the batch step.
+local DEFER = TOPO.script_check == "batch-step"
+local function defer(job)
+  rawset(job, READ.script, true)
+  rawset(job, READ.env, true)
+  rawset(job, "argv", {})
 end
 
 -- slurmctld's path: a job that runs on one node wherever it may run, and is no het component, is
 -- decided from its fields alone (P.decide_single_node: no TP group of it can span nodes); its
--- script is read only by `slurmgpu check`, cli_filter and SPANK, which give the advice.
+-- script is read only by `slurmgpu check`, cli_filter and SPANK, which give the advice. On a
+-- policy.script_check batch-step site a job that may span nodes is judged without its script,
+-- arguments and environment too (P.deferrable), and the SPANK plugin judges them at its batch step.
 local function submit(desc, part_list, uid)
   local now = os.time()
   if quiet_since ~= nil and now - quiet_since >= SUMMARY_S then flush_quiet(now) end
   local job = job_from_desc(desc, part_list, uid)
   local single = P.decide_single_node(job, TOPO)
+  local deferred = single == nil and DEFER and P.deferrable(job, TOPO)
+  if deferred then defer(job) end
   local v = single or P.decide(job, TOPO)
+  if deferred and not v.exempt and v.source == "none" then -- nothing read: the batch step finds the layout
+    v.source, v.layout = "batch-step", {tp = "-", pp = "-", cp = "-", ep = "-"}
+  end
   if job.bitflags == nil and flags_unreadable(get(desc, "bitflags")) then
     log(TAG .. " warning bitflags: job_desc.bitflags is 2^53 or more and not exact as a Lua number; "
       .. "--spread-job was not read for this job")
   end
   repair_segment(desc, v)
-  if single and SUMMARY_S > 0 and v.code == SUCCESS and #v.messages == 0 and #v.warnings == 0 then
-    count_quiet(job, now)
+  if (single or deferred) and SUMMARY_S > 0 and v.code == SUCCESS and not v.exempt and #v.messages == 0
+      and #v.warnings == 0 then
+    count_quiet(job, now, v.source)
   else
     log(P.log_line(v, job))
   end

@@ -205,7 +205,7 @@ function S.export(v)
           rules = v.rules, mode = v.mode, exempt = v.exempt, internal_error = v.internal_error,
           unknown_partitions = v.unknown_partitions, notes = v.notes, repair_segment = v.repair_segment,
           shadow_messages = v.shadow_messages, shadow_warnings = v.shadow_warnings, would = v.would,
-          verdict = P_word(v), audit = P_token(v), shapes = v.shapes}
+          verdict = P_word(v), audit = P_token(v), shapes = v.shapes, judged_at = v.judged_at}
 end
 
 slurmgpu_stub = S

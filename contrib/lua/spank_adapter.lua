@@ -3,8 +3,10 @@
 -- `slurmgpu admin render-filter --kind spank` puts the site table (TOPO) and the policy
 -- module (P) above it. Lua 5.1 only.
 --
--- The plugin calls slurmgpu_spank_check(step, opts) in every task of every step (not the
--- batch script: job_submit checked it) just before exec, as the job's user. `step` holds:
+-- The plugin calls slurmgpu_spank_check(step, opts) in every task of every step just before exec,
+-- as the job's user; in the batch step only where policy.script_check is batch-step (elsewhere
+-- job_submit judged the script at submission), with step.batch, step.script (and
+-- step.script_truncated, step.script_max) besides. `step` holds:
 --   argv{...}          the task's command line (1-based; argv_truncated past 4 MB)
 --   env{NAME=value}    the task's environment (SLURM_*, CUDA_VISIBLE_DEVICES, the user's vars)
 --   nnodes, node_id    nodes in the step, this node's index
@@ -78,11 +80,82 @@ local function job_from_step(step)
   return job
 end
 
+-- The batch step (policy.script_check batch-step; step.batch): the job's batch script, read by
+-- the plugin from the batch task's argv[0] (slurmd's copy, at most 4 MB: step.script_truncated
+-- past that), judged as job_submit judges it at submission on other sites. The shape comes from
+-- the job's real allocation and what sbatch exports: slurmstepd sets SLURM_JOB_NUM_NODES and
+-- SLURM_JOB_PARTITION from the job record, sbatch the SLURM_* of the options it was given
+-- (SLURM_GPUS_PER_NODE, SLURM_NTASKS_PER_NODE, ...), which are what slurmctld allocated by. A user
+-- who edits those in the environment can only describe a request Slurm did not allocate, never
+-- move a node: the node count is the allocation's. User and uid come from slurmstepd; account and
+-- QOS are not known here, so only user exemptions apply (docs/admin-filter.md).
+local function gres(v)
+  if type(v) ~= "string" or v == "" or #v > 256 then return nil end
+  return "gres/gpu:" .. v
+end
+
+local function job_from_batch(step)
+  local env = type(step.env) == "table" and step.env or {}
+  local argv = {}
+  local sargv = type(step.argv) == "table" and step.argv or {}
+  for i = 2, #sargv do argv[#argv + 1] = sargv[i] end -- argv[1] is the script's path
+  local nodes = digits(env.SLURM_JOB_NUM_NODES) or digits(env.SLURM_NNODES)
+  local per_job, per_task = gres(env.SLURM_GPUS), gres(env.SLURM_GPUS_PER_TASK)
+  -- a per-node request: the GPUs the batch step holds on the first node, which are all the job's
+  -- there, and every node gets the same (--gres=gpu:N exports nothing, and with --gpus-per-node=8
+  -- --gres=gpu:4 the last one wins while SLURM_GPUS_PER_NODE says 8); SLURM_GPUS_PER_NODE only when
+  -- slurmstepd set no count
+  local per_node = nil
+  if per_job == nil and per_task == nil then
+    local n = gpus_on_node(env)
+    per_node = n and ("gres/gpu:" .. n) or gres(env.SLURM_GPUS_PER_NODE)
+  end
+  local job = {
+    origin = "batch-step",
+    script = type(step.script) == "string" and step.script or nil,
+    argv = argv,
+    env = env,
+    env_complete = true,
+    partition = str(env.SLURM_JOB_PARTITION),
+    nodes_min = nodes,
+    nodes_max = nodes,
+    num_tasks = digits(env.SLURM_NTASKS),
+    ntasks_per_node = digits(env.SLURM_NTASKS_PER_NODE),
+    cpus_per_task = digits(env.SLURM_CPUS_PER_TASK),
+    tres_per_node = per_node,
+    tres_per_job = per_job,
+    tres_per_task = per_task,
+    ntasks_per_tres = digits(env.SLURM_NTASKS_PER_GPU),
+    cpus_per_tres = gres(env.SLURM_CPUS_PER_GPU),
+    user = str(step.user),
+    uid = type(step.uid) == "number" and step.uid >= 0 and step.uid < 4294967294 and step.uid or nil,
+  }
+  if job.user == nil and job.uid ~= nil then job.user = tostring(job.uid) end
+  return job
+end
+
+-- Whether the plugin should read the batch script and call slurmgpu_spank_check for the batch
+-- step (a global it reads after loading this file): only where job_submit left it (batch-step).
+slurmgpu_spank_batch = TOPO.script_check == "batch-step"
+
 local NOT_ENFORCED = " (not enforced: the launch-time guard is in warn mode)"
+local TRUNCATED = "slurmgpu: this %d-node batch script is longer than the %d bytes the launch-time guard reads, "
+  .. "so where its tensor-parallel groups run cannot be checked. Fix: keep data out of the script (a file it reads)."
+
+-- A multi-node batch script longer than the plugin reads: refused (rule scan-truncated), as job_submit
+-- refuses a multi-node job whose scan its work budget stops.
+local function truncated_verdict(step, job)
+  local nodes = job.nodes_min
+  if not (step.script_truncated and nodes and nodes > 1) then return nil end
+  return {decision = "reject", code = P.REJECT_CODE, rules = {"scan-truncated"}, warnings = {}, source = "none",
+          layout = {}, messages = {string.format(TRUNCATED, nodes, tonumber(step.script_max) or 0)}}
+end
 
 function slurmgpu_spank_check(step, opts)
-  local job = job_from_step(step)
-  local v = P.evaluate(job, TOPO) -- a bug raises: the plugin's on_error= decides
+  local batch = step.batch == true
+  if batch and not slurmgpu_spank_batch then return "allow", "", "" end -- job_submit judged it
+  local job = batch and job_from_batch(step) or job_from_step(step)
+  local v = batch and truncated_verdict(step, job) or P.evaluate(job, TOPO) -- a bug raises: on_error= decides
   local line = P.log_line(v, job)
   local warn_only = type(opts) == "table" and opts.mode == "warn"
   if v.decision == "reject" then
@@ -99,4 +172,4 @@ function slurmgpu_spank_check(step, opts)
 end
 
 -- For tests and `slurmgpu check`-style harnesses (the plugin ignores it).
-slurmgpu_spank = {job_from_step = job_from_step, policy = P, topo = TOPO}
+slurmgpu_spank = {job_from_step = job_from_step, job_from_batch = job_from_batch, policy = P, topo = TOPO}

@@ -30,6 +30,11 @@
  * terminal.  A failing user_init does not fail the job, and in a batch job
  * it drains the node.
  *
+ * The batch step: judged only where the policy file sets the global
+ * slurmgpu_spank_batch (policy.script_check batch-step: job_submit left the
+ * script to this plugin); then the script is read from the batch task's
+ * argv[0] (slurmd's copy) into step.script, with step.batch set.
+ *
  * Contract with the Lua file (contrib/lua/spank_adapter.lua): running it
  * defines a global function
  *   slurmgpu_spank_check(step, opts) -> action, message, log_line
@@ -66,6 +71,9 @@ SPANK_PLUGIN(slurmgpu, 1);
 /* What reaches Lua: the kernel already bounds argv+environ (ARG_MAX, 128 kB per string) */
 #define MAX_ARGV_BYTES (4 * 1024 * 1024) /* all of argv together; beyond: argv_truncated */
 #define MAX_VALUE_BYTES (128 * 1024)     /* one environment value */
+/* The batch script read at the batch step: slurmctld's default max_script_size (4 MB) */
+#define MAX_SCRIPT_BYTES (4 * 1024 * 1024)
+#define BATCH_GLOBAL "slurmgpu_spank_batch"
 
 enum mode { MODE_ENFORCE, MODE_WARN, MODE_OFF };
 
@@ -175,8 +183,46 @@ static void push_bounded(lua_State *L, const char *s, size_t max)
     lua_pushlstring(L, s, n > max ? max : n);
 }
 
+/*
+ * The batch script (the batch task's argv[0], slurmd's copy of it, readable by the job's user,
+ * as this task runs) into step.script, at most MAX_SCRIPT_BYTES (step.script_truncated past
+ * that).  An unreadable script is an error: the policy cannot judge what it cannot read.
+ */
+static void push_script(lua_State *L, const char *path)
+{
+    FILE *f;
+    luaL_Buffer b;
+    size_t total = 0, n;
+    char chunk[65536];
+
+    if (!path || !(f = fopen(path, "rb")))
+        luaL_error(L, "cannot read the batch script %s", path ? path : "(no argv[0])");
+    luaL_buffinit(L, &b);
+    while (total < MAX_SCRIPT_BYTES &&
+           (n = fread(chunk, 1, sizeof(chunk) < MAX_SCRIPT_BYTES - total ? sizeof(chunk)
+                                                                         : MAX_SCRIPT_BYTES - total, f)) > 0) {
+        luaL_addlstring(&b, chunk, n);
+        total += n;
+    }
+    if (ferror(f)) {
+        fclose(f);
+        luaL_error(L, "cannot read the batch script %s", path);
+    }
+    n = total >= MAX_SCRIPT_BYTES ? fread(chunk, 1, 1, f) : 0;
+    fclose(f);
+    luaL_pushresult(&b);
+    lua_setfield(L, -2, "script");
+    if (n > 0) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "script_truncated");
+    }
+    set_int(L, "script_max", MAX_SCRIPT_BYTES);
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "batch");
+}
+
 /* Build the `step` table: the facts slurmstepd has about this task. */
-static void push_step(lua_State *L, spank_t sp)
+static void push_step(lua_State *L, spank_t sp, int batch)
 {
     int argc = 0, i;
     char **argv = NULL, **env = NULL;
@@ -201,6 +247,8 @@ static void push_step(lua_State *L, spank_t sp)
         }
     }
     lua_setfield(L, -2, "argv");
+    if (batch)
+        push_script(L, argc > 0 && argv ? argv[0] : NULL);
 
     lua_newtable(L);
     if (spank_get_item(sp, S_JOB_ENV, &env) == ESPANK_SUCCESS && env) {
@@ -247,6 +295,7 @@ static void push_step(lua_State *L, spank_t sp)
 struct call {
     spank_t sp;
     const struct config *cfg;
+    int batch; /* the batch step: called only where the policy asks for it (BATCH_GLOBAL) */
     char *action, *message, *log_line; /* malloc'd on success */
 };
 
@@ -273,7 +322,19 @@ static int protected_call(lua_State *L)
     lua_getglobal(L, ENTRY);
     if (!lua_isfunction(L, -1))
         return luaL_error(L, "%s does not define %s()", c->cfg->policy, ENTRY);
-    push_step(L, c->sp);
+    if (c->batch) {
+        lua_getglobal(L, BATCH_GLOBAL);
+        if (!lua_toboolean(L, -1)) { /* job_submit judged the script at submission */
+            c->action = strdup("allow");
+            c->message = strdup("");
+            c->log_line = strdup("");
+            if (!c->action || !c->message || !c->log_line)
+                return luaL_error(L, "out of memory");
+            return 0;
+        }
+        lua_pop(L, 1);
+    }
+    push_step(L, c->sp, c->batch);
     lua_newtable(L);
     lua_pushstring(L, mode_name(c->cfg->mode));
     lua_setfield(L, -2, "mode");
@@ -361,8 +422,10 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     spank_get_item(sp, S_JOB_STEPID, &step_id);
     spank_get_item(sp, S_TASK_GLOBAL_ID, &gtask);
     spank_get_item(sp, S_TASK_ID, &task);
-    /* The batch script was checked at submission; the steps it launches are checked here. */
-    if (step_id == SLURM_BATCH_SCRIPT || step_id == SLURM_EXTERN_CONT)
+    /* The extern step runs no user command.  The batch script is judged here only where the
+     * site leaves it to this plugin (policy.script_check batch-step, which the policy file
+     * says); elsewhere job_submit judged it at submission. */
+    if (step_id == SLURM_EXTERN_CONT)
         return 0;
 
     if (parse_config(ac, av, &cfg, err, sizeof(err)) != 0 && cfg.mode != MODE_OFF)
@@ -372,6 +435,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     memset(&c, 0, sizeof(c));
     c.sp = sp;
     c.cfg = &cfg;
+    c.batch = step_id == SLURM_BATCH_SCRIPT;
     if (run_policy(&c, err, sizeof(err)) != 0)
         goto internal_error;
 
@@ -389,7 +453,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
             tell_user(NULL, c.message);
             slurm_info("%s (mode=%s: allowed)", c.log_line, mode_name(cfg.mode));
         }
-    } else if (gtask == 0) {
+    } else if (gtask == 0 && c.log_line[0]) {
         slurm_debug("%s", c.log_line); /* SlurmdDebug=debug shows every verdict */
     }
     free(c.action);

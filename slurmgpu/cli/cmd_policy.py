@@ -158,6 +158,12 @@ def _check(
             click.echo("warning: %s" % msg, err=True)
         for msg in verdict.shadow_messages + verdict.shadow_warnings:  # never shown to the user
             click.echo("shadow: %s" % msg, err=True)
+        if not verdict.accepted and verdict.judged_at == "batch-step":
+            click.echo(
+                "note: site %s judges this script when the job starts (policy.script_check batch-step): sbatch "
+                "accepts it, and it fails at its batch step with the message above" % s.name,
+                err=True,
+            )
         lay = verdict.layout
         if verdict.exempt:
             how = "exempt from the policy"
@@ -363,7 +369,8 @@ def admin_install(
     conf_file = os.path.join(conf_dir, "slurm.conf")
     _cluster_check(s, no_cluster_check, conf_file if os.path.isfile(conf_file) else None)
     kinds = ["job_submit", "cli_filter", "spank"] if kind == "all" else [kind]
-    plans = [plan_install(s, conf_dir, k) for k in kinds]  # all checked before anything is written
+    # all checked before anything is written
+    plans = [plan_install(s, conf_dir, k, with_spank="spank" in kinds) for k in kinds]
     for note in dict.fromkeys(n for p in plans for n in p.notes):
         click.echo("warning: %s" % note, err=True)
     if dry_run:

@@ -184,6 +184,8 @@ def topology_table(site: Site) -> Dict[str, Any]:
         "repair_segment": bool(pol.repair_segment),
         "unbound_ranks": pol.unbound_ranks,  # warn | off: multi-node jobs that bind no rank (rule_binding.lua)
         "single_node_log_s": pol.single_node_log_s,  # job_submit_adapter.lua: summary lines of one-node accepts
+        # submit | batch-step: where the batch script is analysed (job_submit_adapter.lua, spank_adapter.lua)
+        "script_check": pol.script_check,
         "launchers": dict(sorted(pol.launchers.items())),
         "exempt_users": list(pol.exempt_users),
         "exempt_accounts": list(pol.exempt_accounts),

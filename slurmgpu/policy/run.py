@@ -93,6 +93,9 @@ class Verdict:
     audit: str = "slurmgpu=ok"  # the token job_submit.lua appends to AdminComment
     shapes: Tuple[JobShape, ...] = ()  # per checked partition: nodes, GPUs and ranks per node
     het_components: int = 1  # components of a het job (each judged as slurmctld does)
+    # where the site judges the script (policy.script_check): "submit" (job_submit, sbatch refuses)
+    # or "batch-step" (the SPANK plugin when the job starts; sbatch accepts)
+    judged_at: str = "submit"
 
     @property
     def accepted(self) -> bool:
@@ -124,6 +127,7 @@ class Verdict:
             "shape": self.shapes[0].to_dict() if self.shapes else None,
             "shapes": [x.to_dict() for x in self.shapes],
             "het_components": self.het_components,
+            "judged_at": self.judged_at,
         }
 
 
@@ -155,6 +159,7 @@ def verdict_from_data(d: Mapping[str, Any]) -> Verdict:
         verdict=str(d.get("verdict") or "ok"),
         audit=str(d.get("audit") or "slurmgpu=ok"),
         shapes=_shapes(d.get("shapes")),
+        judged_at=str(d.get("judged_at") or "submit"),
     )
 
 

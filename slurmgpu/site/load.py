@@ -17,6 +17,7 @@ from .model import (
     MNNVL_MODES,
     NODE_RANK_ORDERS,
     POLICY_MODES,
+    SCRIPT_CHECKS,
     TOPOLOGIES,
     VENDORS,
     Container,
@@ -140,6 +141,8 @@ _POLICY_FIELDS = {
     "repair_segment": Field("bool", default=False),
     "unbound_ranks": Field("str", default="auto", choices=("auto", "warn", "off")),  # rule_binding.lua
     "single_node_log_s": Field("int", default=SitePolicy.single_node_log_s, minimum=0),  # job_submit_adapter.lua
+    # job_submit_adapter.lua (deferred), spank_adapter.lua (the batch step): docs/admin-filter.md
+    "script_check": Field("str", default=SitePolicy.script_check, choices=SCRIPT_CHECKS),
 }
 
 
@@ -413,6 +416,7 @@ def site_from_data(data: Any, path: str) -> Site:
             repair_segment=bool(pol["repair_segment"]),
             unbound_ranks=pol["unbound_ranks"],
             single_node_log_s=int(pol["single_node_log_s"]),
+            script_check=pol["script_check"],
         ),
         preflight=SitePreflight(
             min_bandwidth_fraction=float(pre["min_bandwidth_fraction"]), min_free_gb=float(pre["min_free_gb"])

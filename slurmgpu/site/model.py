@@ -24,6 +24,8 @@ TOPOLOGIES = ("flat", "tree", "block")
 
 # shadow: judge and log (AdminComment too) what enforce would do, tell the user nothing
 POLICY_MODES = ("enforce", "warn", "shadow", "off")
+# SitePolicy.script_check: where the batch script's shell analysis runs (docs/admin-filter.md)
+SCRIPT_CHECKS = ("submit", "batch-step")
 MNNVL_MODES = ("auto", "on", "off")  # NodeType.mnnvl (the NCCL settings per mode: slurmgpu.nccl.fabric MNNVL_TABLE)
 
 
@@ -191,11 +193,17 @@ class SitePolicy:
     # (one node wherever they may run); 0: one line per job. A line per submission is the largest
     # part of what such a job costs the controller (docs/admin-filter.md, "Cost").
     single_node_log_s: int = 60
+    # where the batch script's shell analysis runs: "submit" (job_submit, in slurmctld: a refusal
+    # at submission) or "batch-step" (the SPANK plugin at the batch step, on the job's first node:
+    # slurmctld reads no script, arguments or environment of a job it does not run on one node,
+    # and a refusal fails the job when it starts). batch-step needs the plugin on every node.
+    script_check: str = "submit"
 
     def to_dict(self) -> Dict[str, Any]:
         return {
             "mode": self.mode,
             "single_node_log_s": self.single_node_log_s,
+            "script_check": self.script_check,
             "groups": dict(self.groups),
             "repair_segment": self.repair_segment,
             "unbound_ranks": self.unbound_ranks,

@@ -273,6 +273,30 @@ function P.decide_single_node(job, topo)
   return nil
 end
 
+-- policy.script_check batch-step: whether job_submit leaves this job's batch script, arguments and
+-- environment to the SPANK plugin at the batch step (spank_adapter.lua), which has them all and the
+-- job's real node count. Not for het components (a step over several components is judged from
+-- all of them, which only the controller sees), nor on a partition whose NVLink domain spans nodes
+-- (its --segment is a job field the batch step cannot read), nor on one the site does not describe.
+-- What job_submit still judges for such a job is what its fields alone decide (an --external GPU
+-- job, an unreadable GPU request). Never raises.
+local function deferrable(job, topo)
+  if type(topo) ~= "table" or topo.script_check ~= "batch-step" or job.het_offset ~= nil then return false end
+  local parts = type(topo.partitions) == "table" and topo.partitions or {}
+  local names = partitions_of(job, topo)
+  if #names == 0 then return false end
+  for i = 1, #names do
+    local part = parts[names[i]]
+    if type(part) ~= "table" or type(part.gpus) ~= "number" or (part.domain_nodes or 1) > 1 then return false end
+  end
+  return true
+end
+
+function P.deferrable(job, topo)
+  local ok, yes = pcall(deferrable, job, topo)
+  return ok and yes == true
+end
+
 local INTERNAL_REJECT = "slurmgpu: the GPU submit filter hit an internal error and this cluster rejects jobs when "
   .. "that happens; please tell the cluster admins (log tag " .. TAG .. ")."
 
