@@ -228,6 +228,34 @@ def test_cli_filter_stops_requests_in_the_client(slurm_cluster, cli_filter, site
     assert p.returncode == 0, p.stderr
 
 
+def test_batch_step_site_cli_filter_reads_the_script_file(slurm_cluster, cli_filter, job_submit, site, tmp_path):
+    """policy.script_check batch-step: job_submit accepts a 2-node TP=16 script without reading it
+    (the SPANK plugin refuses it when it starts, tests/test_spank.py), and the cli_filter reads
+    sbatch's script file so the user hears it at submission, with job_submit's words; TP=8 passes,
+    and a script on standard input is left to the batch step."""
+    batch = replace(site, policy=replace(site.policy, script_check="batch-step"))
+    job_submit(render_filter(batch, "job_submit"))
+    cli_filter(render_filter(batch, "cli_filter"))
+    tp = (
+        "#!/bin/bash\n#SBATCH -N2 --gpus-per-node=8\nexport NCCL_SOCKET_IFNAME=lo\n"
+        "srun x --tensor-model-parallel-size %d\n"
+    )
+    script = tmp_path / "tp16.sh"
+    script.write_text(tp % 16)
+    tmp_path.chmod(0o755)
+    expected = PolicyRunner(site).check(tp % 16).messages
+    p = slurm_cluster.run(["sbatch", "--test-only", str(script)])
+    assert p.returncode != 0 and "cli_filter plugin terminated with error" in p.stderr, p.stderr
+    # "sbatch: error: lua: slurmgpu: ..." (the cli_filter's log_error lines)
+    shown = [ln[ln.index("slurmgpu: ") :] for ln in p.stderr.splitlines() if "error: lua: slurmgpu: " in ln]
+    assert shown == list(expected), p.stderr
+    script.write_text(tp % 8)
+    p = slurm_cluster.run(["sbatch", "--test-only", str(script)])
+    assert p.returncode == 0, p.stderr
+    rc, _, err = slurm_cluster.sbatch(tp % 16, "--test-only")  # standard input: the batch step's
+    assert rc == 0, err
+
+
 def test_het_job_script_applies_to_later_components(slurm_cluster, job_submit, site):
     """Slurm gives only het component 0 the script; its TP=16 still counts on 2-node component 1."""
     job_submit(render_filter(site, "job_submit"))

@@ -639,6 +639,41 @@ def test_cli_filter(tmp_path, lua_version):
     assert [r["rc"] for r in res] == [0, 0, -1, -1, -1, -1], res
 
 
+CLI_SCRIPT = (
+    CLI
+    + r"""
+pre({type = "sbatch", nodes = "2", ["gpus-per-node"] = "8", argv = {"tp16.sh", "--resume"}})
+pre({type = "sbatch", nodes = "2", ["gpus-per-node"] = "8", argv = {"tp8.sh"}})
+pre({type = "sbatch", nodes = "2", ["gpus-per-node"] = "8", argv = {}})
+pre({type = "sbatch", nodes = "2", ["gpus-per-node"] = "8", argv = {"missing.sh"}})
+pre({type = "sbatch", nodes = "2", ["gpus-per-node"] = "8", argv = {"huge.sh"}})
+"""
+)
+
+
+def test_cli_filter_reads_the_script_file_on_batch_step_sites(tmp_path, lua_version):
+    """policy.script_check batch-step: job_submit no longer reads a multi-node job's script, so the
+    cli_filter reads sbatch's script file (argv[1]) and the user hears a refusal at submission; a
+    script from standard input, a missing file or one over 4 MB is left to the batch step. On a
+    submit site it reads no file (job_submit judges the script)."""
+    site = dgx()
+    batch = replace(site, policy=replace(site.policy, script_check="batch-step"))
+    tp = (
+        "#!/bin/bash\nexport NCCL_SOCKET_IFNAME=ib0 NCCL_IB_HCA==mlx5_0\n"
+        "srun python pretrain_gpt.py --tensor-model-parallel-size %d\n"
+    )
+    for where in (tmp_path / "batch", tmp_path / "submit"):
+        where.mkdir()
+        (where / "tp16.sh").write_text(tp % 16)
+        (where / "tp8.sh").write_text(tp % 8)
+        (where / "huge.sh").write_text(tp % 16 + "#" * (4 * 1024 * 1024))
+    res = run_lua(tmp_path / "batch", CLI_SCRIPT, render_filter(batch, "cli_filter"), lua=lua_version)
+    assert [r["rc"] for r in res] == [-1, 0, 0, 0, 0], res
+    assert any(line.startswith("error: slurmgpu: TP=16 (script line 3") for line in res[0]["log"]), res[0]
+    res = run_lua(tmp_path / "submit", CLI_SCRIPT, render_filter(site, "cli_filter"), lua=lua_version)
+    assert [r["rc"] for r in res] == [0] * 5, res
+
+
 # ---------------------------------------------------------------------------
 # policy.lua on its own: the job-table contract (SPANK plugin)
 

@@ -5,9 +5,11 @@
 -- cli_filter runs in the client, as the user, before the job reaches slurmctld: earlier and
 -- friendlier than job_submit, but a user can bypass it (SLURM_CONF pointing elsewhere), so
 -- job_submit.lua stays the enforcement. It also runs for srun steps inside an allocation,
--- which job_submit never sees. It reads no files: batch-script contents are checked by
--- job_submit (and by `slurmgpu check` before submitting); here it checks the request shape,
--- the command line (--wrap, srun's command) and the user's environment.
+-- which job_submit never sees. It checks the request shape, the command line (--wrap, srun's
+-- command) and the user's environment. It reads no files, but one: on a site with
+-- policy.script_check batch-step, job_submit no longer reads a multi-node job's batch script (the
+-- SPANK plugin judges it when the job starts), so sbatch's script file is read here, as the user,
+-- for the user to hear the verdict at submission. Elsewhere job_submit checks the script.
 
 local SUCCESS = 0
 local TAG = P.TAG
@@ -107,6 +109,19 @@ local function env_for(options)
   end})
 end
 
+-- sbatch's script file (policy.script_check batch-step), at most SCRIPT_MAX bytes: nil for a
+-- script from standard input, an unreadable file or a longer one (the batch step judges those).
+local SCRIPT_MAX = 4 * 1024 * 1024
+local function script_file(path)
+  if type(path) ~= "string" or path == "" or path == "-" then return nil end
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local ok, s = pcall(f.read, f, SCRIPT_MAX + 1)
+  f:close()
+  if ok and type(s) == "string" and #s <= SCRIPT_MAX then return s end
+  return nil
+end
+
 local function job_from_options(options, offset)
   local typ = opt(options, "type") or "sbatch"
   local in_step = typ == "srun" and getenv("SLURM_JOB_ID") ~= nil
@@ -120,7 +135,12 @@ local function job_from_options(options, offset)
     end
   end
   local wrap = opt(options, "wrap")
-  if wrap then job.script = "#!/bin/sh\n" .. wrap .. "\n" end
+  if wrap then
+    job.script = "#!/bin/sh\n" .. wrap .. "\n"
+  elseif typ == "sbatch" and TOPO.script_check == "batch-step" and job.argv[1] then
+    job.script = script_file(job.argv[1]) -- argv[1] is the script, the rest its arguments
+    if job.script then table.remove(job.argv, 1) end
+  end
   job.partition = opt(options, "partition")
   local nodes = opt(options, "nodes")
   if nodes then

@@ -160,8 +160,9 @@ def _check(
             click.echo("shadow: %s" % msg, err=True)
         if not verdict.accepted and verdict.judged_at == "batch-step":
             click.echo(
-                "note: site %s judges this script when the job starts (policy.script_check batch-step): sbatch "
-                "accepts it, and it fails at its batch step with the message above" % s.name,
+                "note: site %s judges this script when the job starts (policy.script_check batch-step): the "
+                "controller accepts it (sbatch refuses it only where the site installs the cli_filter), and it "
+                "fails at its batch step with the message above" % s.name,
                 err=True,
             )
         lay = verdict.layout
