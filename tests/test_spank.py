@@ -979,6 +979,20 @@ def test_batch_step_site_judges_the_script_at_the_batch_step(enforce: Guarded, s
         res = enforce.c.wait_job(forged, timeout=60)
         assert res.state == "FAILED" and "launched" not in (res.stdout or ""), res.stdout
         assert any(m.startswith("slurmgpu: TP=8") for m in stepd_errors(res.stdout or "")), res.stdout
+        # a het job is job_submit's (a step over components): its batch step must not refuse a legitimate one
+        het = enforce.c.submit(
+            "#!/bin/bash\n#SBATCH -N1 --ntasks-per-node=8 --gpus-per-node=8\n#SBATCH hetjob\n"
+            "#SBATCH -N1 --ntasks-per-node=8 --gpus-per-node=8\nexport NCCL_SOCKET_IFNAME=lo\n"
+            "srun --het-group=0 echo launched pretrain_gpt.py --tensor-model-parallel-size 8\n"
+            "srun --het-group=1 echo launched pretrain_gpt.py --tensor-model-parallel-size 8\n",
+            "-o",
+            "spank-%j.out",
+        )
+        try:
+            res = enforce.c.wait_job(het, timeout=60)
+        finally:
+            enforce.c.run(["scancel", str(het)])
+        assert res.state == "COMPLETED" and (res.stdout or "").count("launched") == 16, res.stdout
         ok = enforce.c.submit(BATCH_TP % 8, "-o", "spank-%j.out")
         res = enforce.c.wait_job(ok, timeout=60)
         assert res.state == "COMPLETED" and (res.stdout or "").count("launched") == 16, res.stdout
