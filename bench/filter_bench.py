@@ -281,6 +281,11 @@ function slurmgpu_bench(desc, parts, runs, fresh)
   local times = {}
   local rc
   local base = desc.script
+  -- the garbage of the input before (this bench's own copies of its 4 MB scripts, 21 a run) is
+  -- freed here, untimed: collecting it took one call of the next input 5 ms (glibc unmapping
+  -- some 80 MB). An input's own garbage from its earlier runs stays in its timings, as a
+  -- controller's from its earlier jobs does.
+  collectgarbage()
   for i = 1, runs do
     S.reset()
     if fresh then -- another script each run (a unique last line), as on a cluster: no cache hit
@@ -315,6 +320,7 @@ function slurmgpu_audit(calls, parts, runs)
       if d.argv and #d.argv > 0 then d.base_arg = d.argv[#d.argv] end
     end
   end
+  collectgarbage() -- the input before's garbage, untimed (see slurmgpu_bench)
   for r = 1, runs do
     for i = 1, #calls do
       local c = calls[i]
