@@ -5,7 +5,10 @@
    slurmgpu_spank.c and the real Lua 5.1): load the rendered policy file, build the step
    table, evaluate, in a fresh Lua state -- exactly what every task does in slurmstepd.
    Three steps: a refused TP=16 launch, an allowed TP=8 one and `hostname` (no layout), with
-   this process's environment plus the Slurm variables a task has.
+   this process's environment plus the Slurm variables a task has. Then the batch step of the
+   13 kB generated Megatron-LM script on 2 nodes: on a site that judges it there
+   (policy.script_check batch-step: the plugin reads the script and judges it) and on one that
+   leaves it to job_submit (the policy is loaded to ask, and the step runs).
 2. On the local Slurm test cluster (needs root and Debian's slurm packages): short steps
    `srun -N2 --ntasks-per-node=8 true` inside one allocation, alternating rounds with an
    empty plugstack.conf and one that loads the plugin; per-step times, the per-step and
@@ -42,11 +45,49 @@ def build(out: Path) -> None:
         sys.exit("building the plugin failed:\n" + proc.stdout + proc.stderr)
 
 
-def render_policy(conf_dir: Path) -> Path:
+def render_policy(conf_dir: Path, script_check: str = "submit") -> Path:
+    from dataclasses import replace
+
     from slurmgpu.policy import install_filter
     from slurmgpu.site import load_site
 
-    return Path(install_filter(load_site(str(TEST_SITE)), conf_dir, "spank").path)
+    site = load_site(str(TEST_SITE))
+    site = replace(site, policy=replace(site.policy, script_check=script_check))
+    conf_dir.mkdir(exist_ok=True)
+    return Path(install_filter(site, conf_dir, "spank").path)
+
+
+BATCH_STEP = "4294967291"  # SLURM_BATCH_SCRIPT
+
+
+def batch_call_ms(harness: Path, policy: Path, script: Path, calls: int) -> Tuple[float, int]:
+    """Mean ms of one slurm_spank_task_init() call in the batch step of a 2-node job (its one task)."""
+    env = ["SLURM_JOB_NUM_NODES=2", "SLURM_GPUS_ON_NODE=8", "SLURM_NTASKS_PER_NODE=1", "SLURM_JOB_PARTITION=gpu"]
+    cmd = [str(harness), "-E", "-N", "1", "-n", "1", "-t", "1", "-s", BATCH_STEP, "-R", str(calls)]
+    cmd += ["-p", "policy=%s" % policy]
+    for e in env:
+        cmd += ["-e", e]
+    proc = subprocess.run(cmd + ["--", str(script)], capture_output=True, text=True)
+    m = re.search(r"per_call_ms=([\d.]+) rc=(-?\d+)", proc.stdout)
+    if not m:
+        sys.exit("harness failed: %s %s" % (proc.stdout, proc.stderr))
+    return float(m.group(1)), int(m.group(2))
+
+
+def bench_batch_step(harness: Path, work: Path, calls: int) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    from submit_bench import generate_script
+
+    script = work / "slurm_script"
+    script.write_text(generate_script())
+    print(
+        "the batch step of the %.1f kB generated Megatron-LM script on 2 nodes (%d calls):"
+        % (script.stat().st_size / 1024, calls)
+    )
+    for label, check in (("judged there (batch-step)", "batch-step"), ("left to job_submit (submit)", "submit")):
+        policy = render_policy(work / check, check)
+        ms, rc = batch_call_ms(harness, policy, script, calls)
+        print("  %-30s %7.3f ms per job start  (%s)" % (label, ms, "job failed" if rc else "job runs"))
 
 
 def policy_call_ms(harness: Path, policy: Path, argv: List[str], calls: int) -> Tuple[float, int]:
@@ -165,6 +206,7 @@ def main() -> int:
         build(work)
         policy = render_policy(work)
         bench_policy_call(work / "slurmgpu_spank_harness", policy, args.calls)
+        bench_batch_step(work / "slurmgpu_spank_harness", work, args.calls)
         if not args.no_cluster:
             bench_cluster(work / "slurmgpu_spank.so", policy, args.steps, args.rounds, work)
     return 0

@@ -40,8 +40,8 @@
  *   slurmgpu_spank_check(step, opts) -> action, message, log_line
  * where action is "allow", "warn" or "reject", message is the user-facing text
  * (one line per line) and log_line goes to the node's slurmd log.  Each task
- * gets a fresh Lua state, capped in memory and time; loading the ~1,240-line
- * rendered file and evaluating costs about 1.5 ms (bench/spank_bench.py), so
+ * gets a fresh Lua state, capped in memory and time; loading the ~5,300-line
+ * rendered file and evaluating costs about 4 ms (bench/spank_bench.py), so
  * nothing is cached across tasks.
  */
 #include <pwd.h>
