@@ -486,9 +486,3 @@ def test_batch_step_site_needs_the_spank_policy_loaded_before_job_submit(tmp_pat
     assert plan_install(batch, tmp_path, with_spank=True).kind == "job_submit"  # --kind all
     install_filter(batch, tmp_path, "spank")
     assert Path(install_filter(batch, tmp_path).path).exists()
-    lab = load_site(str(LAB))
-    lab_batch = replace(lab, policy=replace(lab.policy, script_check="batch-step"))
-    (tmp_path / "slurm.conf").write_text("AccountingStorageEnforce=associations,qos\n")
-    install_filter(lab_batch, tmp_path, "spank")
-    notes = plan_install(lab_batch, tmp_path).notes
-    assert any("exempt_accounts and exempt_qos hold at submission only" in n for n in notes), notes

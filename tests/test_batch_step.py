@@ -49,7 +49,9 @@ class SpankPolicy:
         self.check = self.rt.eval("slurmgpu_spank_check")
         self.batch = bool(self.rt.eval("slurmgpu_spank_batch"))
 
-    def batch_step(self, script: str, argv: List[str], env: Mapping[str, str], uid: int = 1000) -> Tuple[str, str, str]:
+    def batch_step(
+        self, script: str, argv: List[str], env: Mapping[str, str], uid: int = 1000, user: str = "bob"
+    ) -> Tuple[str, str, str]:
         step = {
             "batch": True,
             "script": script,
@@ -63,7 +65,7 @@ class SpankPolicy:
             "global_task_id": 0,
             "step_id": BATCH_STEP_ID,
             "uid": uid,
-            "user": "bob",
+            "user": user,
         }
         action, message, line = self.check(self.rt.table_from(step), self.rt.table_from({"mode": "enforce"}))
         return str(action), str(message), str(line)
@@ -108,6 +110,10 @@ def batch_env(desc: Mapping[str, Any], nodes: int, partition: str) -> Dict[str, 
         "SLURM_CPUS_PER_TASK": desc.get("cpus_per_task"),
         "SLURM_NTASKS_PER_GPU": desc.get("ntasks_per_tres"),
     }
+    # slurmd sets these from the job record (tests/test_policy_accounting.py)
+    for k, field_ in (("SLURM_JOB_ACCOUNT", "account"), ("SLURM_JOB_QOS", "qos")):
+        if desc.get(field_):
+            env[k] = str(desc[field_])
     if not desc.get("tres_per_job") and not desc.get("tres_per_task"):
         exported["SLURM_GPUS_ON_NODE"] = _gpus_on_node(desc.get("tres_per_node"))
     for k, v in exported.items():
@@ -133,12 +139,9 @@ def _partitions(desc: Mapping[str, Any], site: Site) -> List[str]:
     return names or [site.default_partition]
 
 
-def _who(c: Any, with_account: bool = True) -> Dict[str, Any]:
-    """The case's submitting user, environment and (optionally) account and QOS, as keywords."""
-    kw: Dict[str, Any] = {"env": c.env, "user": c.user or "bob", "script_path": c.path.name}
-    if with_account:
-        kw.update(account=c.account, qos=c.qos)
-    return kw
+def _who(c: Any) -> Dict[str, Any]:
+    """The case's submitting user, environment, account and QOS, as keywords."""
+    return {"env": c.env, "user": c.user or "bob", "account": c.account, "qos": c.qos, "script_path": c.path.name}
 
 
 def _text(c: Any) -> str:
@@ -207,19 +210,21 @@ def test_every_refused_case_is_refused_at_the_batch_step() -> None:
 
 def test_accepted_cases_are_accepted_at_the_batch_step() -> None:
     """No false refusals: a case job_submit accepts on a submit site is accepted at the batch step of
-    a batch-step site too, at the node counts it may get (warnings may be printed)."""
-    checked = 0
+    a batch-step site too, at the node counts it may get (warnings may be printed); exempt users,
+    accounts and QOS included (the batch step has the job's account and QOS from slurmd)."""
+    checked = exempt = 0
     for ref, cases in _cases_by_site().items():
         site = load_site(resolve_site_ref(ref))
         full = PolicyRunner(site)
         spank = SpankPolicy(batch_site(site))
         for c in cases:
-            if het_count(c.script, c.args) > 1 or c.account or c.qos:
-                continue  # account and QOS exemptions are not known at the batch step (docs)
-            d = job_desc(c.script, c.args, **_who(c, with_account=False))
-            v = full.evaluate_desc(d, uid=1000)
-            if not v.accepted or v.exempt:
+            if het_count(c.script, c.args) > 1:
                 continue
+            d = job_desc(c.script, c.args, **_who(c))
+            v = full.evaluate_desc(d, uid=1000)
+            if not v.accepted:
+                continue
+            exempt += v.exempt
             script = _text(c)
             argv = [str(a) for a in (d.get("argv") or [c.path.name])]
             lo, hi = int(d.get("min_nodes") or 1), int(d.get("max_nodes") or d.get("min_nodes") or 1)
@@ -227,10 +232,11 @@ def test_accepted_cases_are_accepted_at_the_batch_step() -> None:
                 if part not in site.partitions or _spans_trays(site, part):
                     continue
                 for nodes in sorted({lo, hi}):
-                    action, _, line = spank.batch_step(script, argv, batch_env(d, nodes, part))
+                    env = batch_env(d, nodes, part)
+                    action, _, line = spank.batch_step(script, argv, env, user=c.user or "bob")
                     assert action in ("allow", "warn"), (c.name, part, nodes, line)
                     checked += 1
-    assert checked >= 40, checked
+    assert checked >= 40 and exempt >= 3, (checked, exempt)
 
 
 def test_het_and_nvl72_jobs_are_kept_by_job_submit() -> None:

@@ -81,3 +81,36 @@ def test_exemptions_without_enforced_accounting(accounting_cluster, accounting_j
     log = c.ctld_log(mark)
     assert log.count("exempt-not-honoured") >= 4 and "rules=exempt " not in log
     assert c.job_submit_errors(mark) == []
+
+
+def test_batch_step_account_and_qos_come_from_the_job_record(enforced_accounting_cluster, tmp_path):
+    """policy.script_check batch-step: the SPANK plugin honours account and QOS exemptions at the
+    batch step from SLURM_JOB_ACCOUNT and SLURM_JOB_QOS, which is safe only because slurmd sets them
+    for the batch step from the job record, over a value of the same name in the submitted
+    environment (as it does SLURM_JOB_PARTITION). Seen here; a step's are its srun client's."""
+    import os
+
+    c = enforced_accounting_cluster
+    tmp_path.chmod(0o777)
+    forged = dict(os.environ, SLURM_JOB_ACCOUNT="benchmarks", SLURM_JOB_QOS="admin", SLURM_JOB_PARTITION="other")
+    shown = []
+    for args in ([], ["-A", "benchmarks", "--qos=admin"]):
+        out = tmp_path / ("job-%d.out" % len(shown))
+        p = c.run(
+            [
+                "sbatch",
+                "--parsable",
+                "-o",
+                str(out),
+                *args,
+                "--wrap",
+                'echo "$SLURM_JOB_ACCOUNT $SLURM_JOB_QOS $SLURM_JOB_PARTITION"',
+            ],
+            env=forged,
+        )
+        assert p.returncode == 0, p.stderr
+        res = c.wait_job(int(p.stdout.strip().split(";")[0]), timeout=60)
+        assert res.state == "COMPLETED", res
+        shown.append(out.read_text().strip())
+    # root's default association is its own account and the default QOS; -A/--qos are what it asked
+    assert shown == ["root normal gpu", "benchmarks admin gpu"], shown

@@ -15,7 +15,8 @@
 --   S_JOB_UID and its passwd name)
 -- User, account and QOS never come from the task environment (SLURM_JOB_USER/_ACCOUNT/_QOS):
 -- the srun client sets those and a user can override them. slurmstepd has no account or QOS
--- item, so at launch only user/uid exemptions apply.
+-- item, so at a step's launch only user/uid exemptions apply (the batch step differs: see
+-- job_from_batch).
 -- `opts.mode` is the plugin's mode= ("enforce" or "warn"; "off" never calls this).
 -- It returns action, message, log_line: action "reject" fails the task (enforce) and
 -- prints message, "warn" prints message and runs, "allow" runs silently. A Lua error is
@@ -87,8 +88,12 @@ end
 -- SLURM_JOB_PARTITION from the job record, sbatch the SLURM_* of the options it was given
 -- (SLURM_GPUS_PER_NODE, SLURM_NTASKS_PER_NODE, ...), which are what slurmctld allocated by. A user
 -- who edits those in the environment can only describe a request Slurm did not allocate, never
--- move a node: the node count is the allocation's. User and uid come from slurmstepd; account and
--- QOS are not known here, so only user exemptions apply (docs/admin-filter.md).
+-- move a node: the node count is the allocation's. User and uid come from slurmstepd; the account
+-- and QOS from SLURM_JOB_ACCOUNT / SLURM_JOB_QOS, which slurmd sets for the batch step from the job
+-- record over any value of the same name in the submitted environment (seen live on 22.05 with
+-- slurmdbd; tests/test_policy_accounting.py), unlike a step's, which its srun client sets. The
+-- policy honours them, as at submission, only where accounting validates them
+-- (policy.accounting_enforce), where every job has them.
 local function gres(v)
   if type(v) ~= "string" or v == "" or #v > 256 then return nil end
   return "gres/gpu:" .. v
@@ -129,6 +134,8 @@ local function job_from_batch(step)
     cpus_per_tres = gres(env.SLURM_CPUS_PER_GPU),
     user = str(step.user),
     uid = type(step.uid) == "number" and step.uid >= 0 and step.uid < 4294967294 and step.uid or nil,
+    account = str(env.SLURM_JOB_ACCOUNT),
+    qos = str(env.SLURM_JOB_QOS),
   }
   if job.user == nil and job.uid ~= nil then job.user = tostring(job.uid) end
   return job

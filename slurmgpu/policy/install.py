@@ -245,17 +245,14 @@ def cli_filter_target(conf_dir: Union[str, Path]) -> Tuple[Path, Tuple[str, ...]
     return target, tuple(notes)
 
 
-def batch_step_check(
-    site: Site, conf_dir: Union[str, Path], with_spank: bool = False
-) -> Tuple[Optional[str], Tuple[str, ...]]:
-    """(refusal, notes) for installing job_submit on a site with policy.script_check batch-step: that
-    job_submit leaves the batch script of a job that may span nodes to the SPANK plugin, so the
-    plugin must load this site's policy (plugstack.conf beside slurm.conf, the policy file it names
-    rendered from the same site), or nothing checks those scripts at all. `with_spank`: the spank
-    policy is installed in the same run. Account and QOS exemptions are a note: the batch step
-    knows the job's user, not its account or QOS."""
+def batch_step_check(site: Site, conf_dir: Union[str, Path], with_spank: bool = False) -> Optional[str]:
+    """Why installing job_submit on a site with policy.script_check batch-step is refused (None: it
+    is not): that job_submit leaves the batch script of a job that may span nodes to the SPANK
+    plugin, so the plugin must load this site's policy (plugstack.conf beside slurm.conf, the
+    policy file it names rendered from the same site), or nothing checks those scripts at all.
+    `with_spank`: the spank policy is installed in the same run."""
     if site.policy.script_check != "batch-step":
-        return None, ()
+        return None
     conf = Path(conf_dir)
     spank = conf / FILENAMES["spank"]
     same = with_spank
@@ -265,27 +262,20 @@ def batch_step_check(
         except OSError:
             same = False
     loaded = plugstack_loads_spank(conf, spank)
-    if not (same and loaded):
-        return (
-            "site %s has policy.script_check batch-step: job_submit leaves the batch script of a job that may "
-            "run on several nodes to the SPANK plugin at the batch step, but %s. Install the plugin's policy "
-            "first (slurmgpu admin install --kind spank, or --kind all) and load it in plugstack.conf "
-            "(slurmgpu docs admin-spank), or set policy.script_check: submit. Nothing was installed."
-            % (
-                site.name,
-                "the plugstack.conf of %s does not load slurmgpu_spank.so with policy=%s" % (conf, spank)
-                if not loaded
-                else "%s is not this site's rendered spank policy" % spank,
-            )
-        ), ()
-    notes: Tuple[str, ...] = ()
-    if site.policy.exempt_accounts or site.policy.exempt_qos:
-        notes = (
-            "policy.script_check is batch-step: exempt_accounts and exempt_qos hold at submission only; the "
-            "batch step knows the job's user, not its account or QOS, and judges the script of such a job "
-            "(list those users in policy.exempt_users, or use script_check: submit)",
+    if same and loaded:
+        return None
+    return (
+        "site %s has policy.script_check batch-step: job_submit leaves the batch script of a job that may "
+        "run on several nodes to the SPANK plugin at the batch step, but %s. Install the plugin's policy "
+        "first (slurmgpu admin install --kind spank, or --kind all) and load it in plugstack.conf "
+        "(slurmgpu docs admin-spank), or set policy.script_check: submit. Nothing was installed."
+        % (
+            site.name,
+            "the plugstack.conf of %s does not load slurmgpu_spank.so with policy=%s" % (conf, spank)
+            if not loaded
+            else "%s is not this site's rendered spank policy" % spank,
         )
-    return None, notes
+    )
 
 
 def plan_install(
@@ -314,10 +304,9 @@ def plan_install(
         if refusal:
             raise Refused(refusal)
     if kind == "job_submit":
-        refusal, more = batch_step_check(site, conf, with_spank)
+        refusal = batch_step_check(site, conf, with_spank)
         if refusal:
             raise Refused(refusal)
-        notes = notes + more
     return InstallPlan(
         kind=kind, path=str(target), site=site.name, text=text, existing=existing, notes=target_notes + notes
     )
