@@ -60,20 +60,6 @@ def render_policy(conf_dir: Path, script_check: str = "submit") -> Path:
 BATCH_STEP = "4294967291"  # SLURM_BATCH_SCRIPT
 
 
-def batch_call_ms(harness: Path, policy: Path, script: Path, calls: int) -> Tuple[float, int]:
-    """Mean ms of one slurm_spank_task_init() call in the batch step of a 2-node job (its one task)."""
-    env = ["SLURM_JOB_NUM_NODES=2", "SLURM_GPUS_ON_NODE=8", "SLURM_NTASKS_PER_NODE=1", "SLURM_JOB_PARTITION=gpu"]
-    cmd = [str(harness), "-E", "-N", "1", "-n", "1", "-t", "1", "-s", BATCH_STEP, "-R", str(calls)]
-    cmd += ["-p", "policy=%s" % policy]
-    for e in env:
-        cmd += ["-e", e]
-    proc = subprocess.run(cmd + ["--", str(script)], capture_output=True, text=True)
-    m = re.search(r"per_call_ms=([\d.]+) rc=(-?\d+)", proc.stdout)
-    if not m:
-        sys.exit("harness failed: %s %s" % (proc.stdout, proc.stderr))
-    return float(m.group(1)), int(m.group(2))
-
-
 def bench_batch_step(harness: Path, work: Path, calls: int) -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     from submit_bench import generate_script
@@ -90,33 +76,33 @@ def bench_batch_step(harness: Path, work: Path, calls: int) -> None:
         print("  %-30s %7.3f ms per job start  (%s)" % (label, ms, "job failed" if rc else "job runs"))
 
 
-def policy_call_ms(harness: Path, policy: Path, argv: List[str], calls: int) -> Tuple[float, int]:
-    """Mean ms of one slurm_spank_task_init() call, and its return code."""
-    env = ["-e", "SLURM_GPUS_ON_NODE=8", "-e", "SLURM_JOB_PARTITION=gpu", "-e", "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7"]
-    cmd = (
-        [
-            str(harness),
-            "-E",
-            "-N",
-            "2",
-            "-n",
-            str(TASKS_PER_NODE),
-            "-t",
-            str(2 * TASKS_PER_NODE),
-            "-R",
-            str(calls),
-            "-p",
-            "policy=%s" % policy,
-        ]
-        + env
-        + ["--"]
-        + argv
-    )
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+def harness_ms(
+    harness: Path, policy: Path, argv: List[str], calls: int, env: List[str], shape: List[str]
+) -> Tuple[float, int]:
+    """Mean ms of one slurm_spank_task_init() call, and its return code: `env` NAME=VALUE items on
+    top of this process's environment, `shape` the harness's step options (-N, -n, -t, -s)."""
+    cmd = [str(harness), "-E", *shape, "-R", str(calls), "-p", "policy=%s" % policy]
+    for e in env:
+        cmd += ["-e", e]
+    proc = subprocess.run(cmd + ["--"] + argv, capture_output=True, text=True)
     m = re.search(r"per_call_ms=([\d.]+) rc=(-?\d+)", proc.stdout)
     if not m:
         sys.exit("harness failed: %s %s" % (proc.stdout, proc.stderr))
     return float(m.group(1)), int(m.group(2))
+
+
+def policy_call_ms(harness: Path, policy: Path, argv: List[str], calls: int) -> Tuple[float, int]:
+    """A task of a 2-node step with TASKS_PER_NODE tasks per node."""
+    env = ["SLURM_GPUS_ON_NODE=8", "SLURM_JOB_PARTITION=gpu", "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7"]
+    shape = ["-N", "2", "-n", str(TASKS_PER_NODE), "-t", str(2 * TASKS_PER_NODE)]
+    return harness_ms(harness, policy, argv, calls, env, shape)
+
+
+def batch_call_ms(harness: Path, policy: Path, script: Path, calls: int) -> Tuple[float, int]:
+    """The batch step of a 2-node job (its one task, argv[0] the script)."""
+    env = ["SLURM_JOB_NUM_NODES=2", "SLURM_GPUS_ON_NODE=8", "SLURM_NTASKS_PER_NODE=1", "SLURM_JOB_PARTITION=gpu"]
+    shape = ["-N", "1", "-n", "1", "-t", "1", "-s", BATCH_STEP]
+    return harness_ms(harness, policy, [str(script)], calls, env, shape)
 
 
 def bench_policy_call(harness: Path, policy: Path, calls: int) -> float:

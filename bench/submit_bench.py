@@ -216,10 +216,15 @@ def production_filters(src: Path, conf_dir: Path) -> Tuple[Dict[str, str], Dict[
         "unl parse_tres",
     )
     for name in out:
-        out[name] = PROBE_WRAPPER + _replace_once(
-            out[name], "function slurm_job_submit(", "function slurmgpu_bench_submit(", name + " slurm_job_submit"
-        )
+        out[name] = probe_wrapped(out[name], name)
     return out, {"job_submit_utils.lua": utils}
+
+
+def probe_wrapped(text: str, what: str) -> str:
+    """A job_submit.lua whose slurm_job_submit runs first, then refuses a job with the probe comment."""
+    return PROBE_WRAPPER + _replace_once(
+        text, "function slurm_job_submit(", "function slurmgpu_bench_submit(", what + " slurm_job_submit"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -640,13 +645,7 @@ def main() -> int:
         "slurmgpu": render_filter(site, "job_submit"),
         # policy.script_check batch-step: the script is judged at the batch step, so this filter accepts
         # the probe job; the probe comment refuses it (PROBE_WRAPPER, as for the production filters)
-        BATCH_STEP: PROBE_WRAPPER
-        + _replace_once(
-            render_filter(batch_step(site), "job_submit"),
-            "function slurm_job_submit(",
-            "function slurmgpu_bench_submit(",
-            "slurmgpu batch-step slurm_job_submit",
-        ),
+        BATCH_STEP: probe_wrapped(render_filter(batch_step(site), "job_submit"), "slurmgpu batch-step"),
     }
     compares: List[str] = []
 

@@ -8,9 +8,7 @@ with its harness here and on the real clusters in tests/test_spank.py."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -24,11 +22,11 @@ from slurmgpu.site import load_site, resolve_site_ref
 from slurmgpu.site.model import Site
 from slurmgpu.slurm import het_count, job_desc
 from tests.policy_cases.cases import load_cases
+from tests.test_spank import build_plugin, harness
 
 lupa = pytest.importorskip("lupa")
 
 ROOT = Path(__file__).resolve().parent.parent
-SPANK_SRC = ROOT / "contrib" / "spank"
 CASES = load_cases()
 BATCH_STEP_ID = 4294967291  # SLURM_BATCH_SCRIPT
 
@@ -293,38 +291,13 @@ def test_batch_step_controller_reads_no_script_arguments_or_environment() -> Non
 
 
 @pytest.fixture(scope="module")
-def harness_build(tmp_path_factory) -> Path:
-    if not shutil.which("make") or not shutil.which(os.environ.get("CC", "cc")):
-        pytest.skip("no C toolchain (make, cc)")
-    probe = subprocess.run(["make", "-s", "-C", str(SPANK_SRC), "check-headers"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip("SPANK build headers missing: " + probe.stderr.strip())
-    out = tmp_path_factory.mktemp("spank-batch-build")
-    proc = subprocess.run(
-        ["make", "-C", str(SPANK_SRC), "O=%s" % out, "all", "harness"], capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return out
+def spank_build(tmp_path_factory) -> Path:
+    return build_plugin(tmp_path_factory)
 
 
-def _harness(build: Path, policy: Path, script: Path, env: Mapping[str, str]) -> subprocess.CompletedProcess:
-    cmd = [
-        str(build / "slurmgpu_spank_harness"),
-        "-v",
-        "-N",
-        "1",
-        "-n",
-        "1",
-        "-t",
-        "1",
-        "-s",
-        str(BATCH_STEP_ID),
-        "-p",
-        "policy=%s" % policy,
-    ]
-    for k, v in env.items():
-        cmd += ["-e", "%s=%s" % (k, v)]
-    return subprocess.run(cmd + ["--", str(script), "arg1"], capture_output=True, text=True, timeout=60)
+def _harness(plugin_dir: Path, policy: Path, script: Path, env: Mapping[str, str]) -> subprocess.CompletedProcess:
+    """The plugin's C entry in the batch step of a job (its one task: the script and an argument)."""
+    return harness(plugin_dir, ["policy=%s" % policy], [str(script), "arg1"], env=dict(env), step=BATCH_STEP_ID)
 
 
 BATCH_ENV = {
@@ -336,7 +309,7 @@ BATCH_ENV = {
 }
 
 
-def test_plugin_reads_the_batch_script_only_on_batch_step_sites(harness_build: Path, tmp_path: Path) -> None:
+def test_plugin_reads_the_batch_script_only_on_batch_step_sites(spank_build: Path, tmp_path: Path) -> None:
     """The plugin reads the batch task's argv[0] (slurmd's copy of the script) and judges it where the
     policy says script_check batch-step; on a submit site it lets the batch step run untouched."""
     site = load_site(resolve_site_ref("dgx-h100"))
@@ -347,9 +320,9 @@ def test_plugin_reads_the_batch_script_only_on_batch_step_sites(harness_build: P
     for name, s in (("submit", site), ("batch", batch_site(site))):
         pols[name] = tmp_path / ("%s.lua" % name)
         pols[name].write_text(render_filter(s, "spank"))
-    r = _harness(harness_build, pols["submit"], script, BATCH_ENV)
+    r = _harness(spank_build, pols["submit"], script, BATCH_ENV)
     assert r.returncode == 0 and "slurmgpu" not in r.stderr, r.stderr
-    r = _harness(harness_build, pols["batch"], script, BATCH_ENV)
+    r = _harness(spank_build, pols["batch"], script, BATCH_ENV)
     expected = PolicyRunner(site).check(tp16).messages
     assert r.returncode != 0 and expected, r.stderr
     assert any(ln.startswith("error: " + expected[0][:60]) for ln in r.stderr.splitlines()), r.stderr
@@ -360,16 +333,16 @@ def test_plugin_reads_the_batch_script_only_on_batch_step_sites(harness_build: P
         .replace("size 16", "size 8")
         .replace("pipeline-model-parallel-size 1", "pipeline-model-parallel-size 2")
     )
-    r = _harness(harness_build, pols["batch"], script, BATCH_ENV)
+    r = _harness(spank_build, pols["batch"], script, BATCH_ENV)
     assert r.returncode == 0 and "error" not in r.stderr, r.stderr
     # past 4 MB the rest is unread: a multi-node script is refused (scan-truncated), a 1-node one runs
     script.write_text(script.read_text() + "#" * (4 * 1024 * 1024))
-    r = _harness(harness_build, pols["batch"], script, BATCH_ENV)
+    r = _harness(spank_build, pols["batch"], script, BATCH_ENV)
     assert r.returncode != 0 and "rules=scan-truncated" in r.stderr, r.stderr
-    r = _harness(harness_build, pols["batch"], script, dict(BATCH_ENV, SLURM_JOB_NUM_NODES="1"))
+    r = _harness(spank_build, pols["batch"], script, dict(BATCH_ENV, SLURM_JOB_NUM_NODES="1"))
     assert r.returncode == 0, r.stderr
     # an unreadable script is the plugin's internal error: on_error= decides, and it is logged
-    r = _harness(harness_build, pols["batch"], tmp_path / "missing", BATCH_ENV)
+    r = _harness(spank_build, pols["batch"], tmp_path / "missing", BATCH_ENV)
     assert r.returncode == 0 and "cannot read the batch script" in r.stderr, r.stderr
 
 

@@ -57,6 +57,11 @@ def site() -> Site:
 @pytest.fixture(scope="module")
 def build(tmp_path_factory) -> Path:
     """make the plugin and the harness (-Werror) into a fresh directory."""
+    return build_plugin(tmp_path_factory)
+
+
+def build_plugin(tmp_path_factory) -> Path:
+    """The plugin and its harness, built into a fresh directory (also tests/test_batch_step.py)."""
     if not shutil.which("make") or not shutil.which(os.environ.get("CC", "cc")):
         _unavailable("no C toolchain (make, cc)")
     out = tmp_path_factory.mktemp("spank-build")
@@ -943,12 +948,10 @@ def test_batch_step_site_judges_the_script_at_the_batch_step(enforce: Guarded, s
     the legitimate layout runs."""
     from dataclasses import replace
 
-    from slurmgpu.policy import install_filter as install
-
     bsite = replace(site, policy=replace(site.policy, script_check="batch-step"))
     conf = tmp_path_factory.mktemp("spank-batch-conf")
     os.chmod(conf, 0o755)
-    policy = Path(install(bsite, conf, "spank").path)
+    policy = Path(install_filter(bsite, conf, "spank").path)
     enforce.plug("mode=enforce", policy=policy)
     enforce.c.install_job_submit(render_filter(bsite, "job_submit"))
     try:

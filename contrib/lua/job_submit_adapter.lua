@@ -218,7 +218,7 @@ end
 local function evaluate_desc(desc, part_list, uid)
   local job = job_from_desc(desc, part_list, uid)
   local v = P.decide(job, TOPO)
-  v.judged_at = TOPO.script_check == "batch-step" and P.deferrable(job, TOPO) and "batch-step" or "submit"
+  v.judged_at = P.deferrable(job, TOPO) and "batch-step" or "submit"
   return v, job
 end
 

@@ -52,6 +52,14 @@ local function gpus_on_node(env)
 end
 
 
+-- The job's user and uid as slurmstepd knows them (S_JOB_UID and its passwd name; the uid as
+-- text when the name is unknown), never the task environment's.
+local function with_user(job, step)
+  job.uid = type(step.uid) == "number" and step.uid >= 0 and step.uid < 4294967294 and step.uid or nil
+  job.user = str(step.user) or (job.uid ~= nil and tostring(job.uid)) or nil
+  return job
+end
+
 -- The plain job table (the contract in policy.lua) for one task of a step.
 local function job_from_step(step)
   local env = type(step.env) == "table" and step.env or {}
@@ -74,11 +82,8 @@ local function job_from_step(step)
     num_tasks = num(step.total_tasks),
     ntasks_per_node = num(step.local_tasks),
     gpus_per_node = gpus_on_node(env),
-    user = str(step.user),
-    uid = type(step.uid) == "number" and step.uid >= 0 and step.uid < 4294967294 and step.uid or nil,
   }
-  if job.user == nil and job.uid ~= nil then job.user = tostring(job.uid) end
-  return job
+  return with_user(job, step)
 end
 
 -- The batch step (policy.script_check batch-step; step.batch): the job's batch script, read by
@@ -132,13 +137,10 @@ local function job_from_batch(step)
     tres_per_task = per_task,
     ntasks_per_tres = digits(env.SLURM_NTASKS_PER_GPU),
     cpus_per_tres = gres(env.SLURM_CPUS_PER_GPU),
-    user = str(step.user),
-    uid = type(step.uid) == "number" and step.uid >= 0 and step.uid < 4294967294 and step.uid or nil,
     account = str(env.SLURM_JOB_ACCOUNT),
     qos = str(env.SLURM_JOB_QOS),
   }
-  if job.user == nil and job.uid ~= nil then job.user = tostring(job.uid) end
-  return job
+  return with_user(job, step)
 end
 
 -- Whether the plugin should read the batch script and call slurmgpu_spank_check for the batch

@@ -240,6 +240,22 @@ function P.evaluate(job, topo)
   return v
 end
 
+-- The partitions a job that is no het component may run on (names) and the site's table of
+-- them (parts), or nil: a het component, no partition, or one the site does not describe (with
+-- its GPUs per node). Shared by the two shortcuts below, which judge such a job from its fields;
+-- no table is made here (most jobs pass this way).
+local function described_partitions(job, topo)
+  if job.het_offset ~= nil or type(topo) ~= "table" then return nil end
+  local parts = type(topo.partitions) == "table" and topo.partitions or {}
+  local names = partitions_of(job, topo)
+  if #names == 0 then return nil end
+  for i = 1, #names do
+    local part = parts[names[i]]
+    if type(part) ~= "table" or type(part.gpus) ~= "number" then return nil end
+  end
+  return names, parts
+end
+
 -- The controller's verdict for a job that runs on one node on every partition it may run on
 -- and is no het component (most jobs: on the Helios trace 95% ask for one node): no TP group of
 -- it can span nodes, so job_submit accepts it from its fields alone, without reading the script,
@@ -249,14 +265,10 @@ end
 -- het component, an exempt user, a partition the site does not describe, or one on which the
 -- job may span nodes). Never raises.
 local function single_node_verdict(job, topo)
-  if job.het_offset ~= nil or type(topo) ~= "table" then return nil end
-  local parts = type(topo.partitions) == "table" and topo.partitions or {}
-  local names = partitions_of(job, topo)
-  if #names == 0 then return nil end
+  local names, parts = described_partitions(job, topo)
+  if names == nil then return nil end
   for i = 1, #names do
-    local part = parts[names[i]]
-    if type(part) ~= "table" or type(part.gpus) ~= "number" then return nil end
-    local _, _, _, _, multi = node_span(job, part)
+    local _, _, _, _, multi = node_span(job, parts[names[i]])
     if multi then return nil end
   end
   local ex, ex_note = exempt_reason(job, topo)
@@ -281,13 +293,11 @@ end
 -- What job_submit still judges for such a job is what its fields alone decide (an --external GPU
 -- job, an unreadable GPU request). Never raises.
 local function deferrable(job, topo)
-  if type(topo) ~= "table" or topo.script_check ~= "batch-step" or job.het_offset ~= nil then return false end
-  local parts = type(topo.partitions) == "table" and topo.partitions or {}
-  local names = partitions_of(job, topo)
-  if #names == 0 then return false end
+  if type(topo) ~= "table" or topo.script_check ~= "batch-step" then return false end
+  local names, parts = described_partitions(job, topo)
+  if names == nil then return false end
   for i = 1, #names do
-    local part = parts[names[i]]
-    if type(part) ~= "table" or type(part.gpus) ~= "number" or (part.domain_nodes or 1) > 1 then return false end
+    if (parts[names[i]].domain_nodes or 1) > 1 then return false end
   end
   return true
 end
