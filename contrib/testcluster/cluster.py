@@ -4,7 +4,9 @@
 Everything runs on this one host, as root, out of a fresh temporary
 directory: one ``slurmctld`` and one ``slurmd -N <name>`` per node, each on
 its own randomly chosen TCP port, so two clusters (or a stale one) never
-collide.  Nothing under /etc/slurm is read or written.
+collide: each port is locked in ``/tmp/sgtc-ports`` from the moment it is chosen until the
+cluster stops, so clusters started at once by several processes never pick the same one.
+Nothing under /etc/slurm is read or written.
 
 Default layout (see ``DEFAULT_PARTITIONS``; change it with the
 ``partitions=`` argument)::
@@ -85,6 +87,7 @@ Standard library only; Python 3.9+.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import random
@@ -443,9 +446,56 @@ JOB_PORTS = range(20000, 30000)
 DAEMON_PORTS = range(30000, 32768)
 
 
-def _free_ports(count: int) -> List[int]:
-    """``count`` distinct free TCP ports, random, from DAEMON_PORTS."""
+# Where clusters of every process on this host (the test matrix runs one process per Slurm
+# release at once) reserve their ports: a file per port, held under flock(2) from the moment
+# the port is chosen until the cluster's daemons are stopped.  Probing a port free and binding
+# it later leaves a window in which another process's cluster can pick the same port (seen in
+# CI: a slurmd died with "Address already in use"); the lock closes it for our own clusters,
+# and the kernel drops it if the process dies.
+PORT_LOCK_DIR = Path("/tmp/sgtc-ports")
+
+
+class PortReservation:
+    """Ports chosen for one cluster, each locked against every other reservation on this
+    host until ``release()``."""
+
+    def __init__(self, ports: List[int], fds: List[int]) -> None:
+        self.ports = ports
+        self._fds = fds
+
+    def release(self) -> None:
+        """Unlock the ports (safe to call twice)."""
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            os.close(fd)
+
+
+def _lock_port(port: int) -> Optional[int]:
+    """An fd holding the port's lock, or None when another reservation holds it."""
+    path = PORT_LOCK_DIR / str(port)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    except PermissionError:  # another user's lock file this process cannot create or read
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _reserve_ports(count: int) -> PortReservation:
+    """``count`` distinct TCP ports, random, from DAEMON_PORTS: each unlocked by any other
+    reservation on this host and free to bind when chosen."""
+    if not PORT_LOCK_DIR.is_dir():
+        PORT_LOCK_DIR.mkdir(parents=True, exist_ok=True)
+        try:
+            os.chmod(PORT_LOCK_DIR, 0o1777)  # like /tmp: any user's clusters lock here
+        except PermissionError:
+            pass
     ports: List[int] = []
+    fds: List[int] = []
     rng = random.SystemRandom()
     for _ in range(count * 50):
         if len(ports) == count:
@@ -453,15 +503,21 @@ def _free_ports(count: int) -> List[int]:
         port = rng.choice(DAEMON_PORTS)
         if port in ports:
             continue
+        fd = _lock_port(port)
+        if fd is None:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind(("0.0.0.0", port))
             except OSError:
+                os.close(fd)
                 continue
         ports.append(port)
+        fds.append(fd)
     if len(ports) != count:
-        raise ClusterError(f"could not find {count} free TCP ports")
-    return ports
+        PortReservation(ports, fds).release()
+        raise ClusterError(f"could not find {count} free TCP ports in {DAEMON_PORTS.start}-{DAEMON_PORTS.stop - 1}")
+    return PortReservation(ports, fds)
 
 
 def _tail(path: Path, lines: int) -> str:
@@ -801,6 +857,7 @@ class TestCluster:
         self.dir: Optional[Path] = None
         self.ctld_port = 0
         self.node_ports: Dict[str, int] = {}
+        self._ports: Optional[PortReservation] = None
         self.pids: Dict[str, int] = {}  # "slurmctld" / node name -> pid
         self._supervisor: Optional[subprocess.Popen] = None
         self.supervisor_pid = 0
@@ -923,7 +980,8 @@ class TestCluster:
         self.dir = Path(tempfile.mkdtemp(prefix="sgtc-", dir=self._base_dir))
         try:
             os.chmod(self.dir, 0o755)
-            ports = _free_ports(3 + len(self.nodes))
+            self._ports = _reserve_ports(3 + len(self.nodes))
+            ports = self._ports.ports
             self.ctld_port, self.dbd_port, self.db_port = ports[:3]
             self.node_ports = dict(zip(self.nodes, ports[3:]))
             self._write_config()
@@ -962,6 +1020,9 @@ class TestCluster:
         self._stop_munged()
         self._stop_supervisor()
         self.pids.clear()
+        if self._ports is not None:  # only now: the daemons that bound them are gone
+            self._ports.release()
+            self._ports = None
         if not self.keep_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
         self.dir = None
