@@ -7,7 +7,8 @@ torchtitan's formats with figures the test knows. `slurmgpu report JOBID` must f
 the job's batch script as Slurm stored it (scontrol; sacct with AccountingStoreFlags=job_script
 once the controller has forgotten the job), read the log Slurm names, leave out warm-up, and
 record the run with the fingerprint the generated script printed (node list, environment hash).
-No framework runs: the worker is plain Python, so both Slurm releases run it.
+No framework runs: the worker is plain Python, so every Slurm release runs it (22.05, 24.11 and
+26.05; the sacct case needs the accounting cluster, which runs on the native release only).
 """
 
 from __future__ import annotations
